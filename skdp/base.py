@@ -1,0 +1,99 @@
+"""Base mixin shared by every skdp estimator.
+
+The mixin owns the privacy life cycle of a fit, the same for every model:
+
+1. before the data is touched: validate the budget, check it against the
+   user's :class:`~skdp.privacy.BudgetAccountant` (raising
+   :class:`~skdp.exceptions.BudgetExceededError`), and derive the noise
+   generator from ``random_state``;
+2. during the fit: every release goes through a mechanism that records its
+   event on a fresh per-fit :class:`~skdp.privacy.PrivacyAccountant`;
+3. after the fit: ``privacy_spent_`` is read off that ledger, checked against
+   the request, and charged to the user's budget.
+
+Hyperparameters are never written in ``fit``; anything derived from the data
+ends in ``_``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Real
+
+from sklearn.utils._param_validation import Interval
+
+from ._random import check_generator
+from .exceptions import PrivacyLeakWarning
+from .privacy import BudgetAccountant, PrivacyAccountant, PrivacySpent
+from .privacy.events import REPLACE_ONE
+
+#: Constraints every DP estimator merges into its ``_parameter_constraints``.
+PRIVACY_PARAMETER_CONSTRAINTS = {
+    "epsilon": [Interval(Real, 0, None, closed="neither")],
+    "delta": [Interval(Real, 0, 1, closed="left")],
+    "accountant": [BudgetAccountant, None],
+    "random_state": ["random_state"],
+}
+
+
+def warn_privacy_leak(parameter, quantity):
+    """Warn that ``quantity`` was read off the data because ``parameter`` was not set."""
+    warnings.warn(
+        f"{parameter} was not set: {quantity} was computed from the data, which leaks "
+        f"privacy outside the reported guarantee. Set {parameter} from public knowledge "
+        "to remove this leak.",
+        PrivacyLeakWarning,
+        stacklevel=3,
+    )
+
+
+class DPEstimatorMixin:
+    """Privacy life cycle of a DP estimator (see module docstring).
+
+    Subclasses store ``epsilon``, ``delta``, ``accountant`` and
+    ``random_state`` in ``__init__`` and call :meth:`_begin_private_fit` and
+    :meth:`_end_private_fit` around the part of ``fit`` that touches data.
+    """
+
+    #: Neighbouring relation ``privacy_spent_`` refers to.
+    _neighbouring = REPLACE_ONE
+
+    def _begin_private_fit(self, composition="rdp"):
+        """Check the budget before touching data; return (ledger, rng)."""
+        if self.accountant is not None:
+            self.accountant.check(self.epsilon, self.delta, self._neighbouring)
+        ledger = PrivacyAccountant(composition=composition, neighbouring=self._neighbouring)
+        return ledger, check_generator(self.random_state)
+
+    def _end_private_fit(self, ledger):
+        """Set ``privacy_spent_`` from the fit's ledger and charge the user's budget."""
+        spent = ledger.privacy_spent(self.delta)
+        if spent.epsilon > self.epsilon * (1 + 1e-9) or spent.delta > self.delta * (1 + 1e-9):
+            # A calibration bug, never a user error: refuse to release.
+            raise RuntimeError(
+                f"Internal error: the fit spent {tuple(spent)} > requested ({self.epsilon}, {self.delta})."
+            )
+        self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
+        self._privacy_ledger = ledger
+        if self.accountant is not None:
+            self.accountant.spend(*self.privacy_spent_, self._neighbouring, type(self).__name__)
+
+    def _spend_after_fit(self, ledger_events):
+        """Account releases made after ``fit`` (e.g. further OPS samples).
+
+        The user's budget is checked first; ``privacy_spent_`` grows to the
+        composition of everything released so far.
+        """
+        trial = PrivacyAccountant(self._privacy_ledger.composition, self._neighbouring)
+        trial.events = list(self._privacy_ledger.events)
+        for event in ledger_events:
+            trial.record(event)
+        total = trial.privacy_spent(self.delta)
+        extra = PrivacySpent(
+            total.epsilon - self.privacy_spent_.epsilon, max(0.0, total.delta - self.privacy_spent_.delta)
+        )
+        if self.accountant is not None:
+            self.accountant.spend(*extra, self._neighbouring, type(self).__name__)
+        self._privacy_ledger = trial
+        self.privacy_spent_ = PrivacySpent(float(total.epsilon), float(total.delta))
+        return trial

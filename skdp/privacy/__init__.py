@@ -1,0 +1,73 @@
+"""The privacy core: noise mechanisms, calibration and accounting.
+
+Estimators ask this package for every noise scale and every composition; they
+never compute one inline.
+"""
+
+from .accountant import COMPOSITIONS, PrivacyAccountant, PrivacySpent, compose
+from .budget import BudgetAccountant
+from .calibration import (
+    calibrate_noise_multiplier,
+    gaussian_noise_multiplier,
+    laplace_noise_multiplier,
+)
+from .conversions import (
+    DEFAULT_ORDERS,
+    advanced_composition_epsilon,
+    gaussian_delta,
+    gaussian_epsilon,
+    group_guarantee,
+    rdp_to_epsilon,
+    zcdp_to_epsilon,
+)
+from .events import (
+    ADD_REMOVE,
+    REPLACE_ONE,
+    GaussianEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    PureDPEvent,
+    SubsampledGaussianEvent,
+)
+from .matrix import SymmetricMatrixGaussianMechanism, SymmetricMatrixLaplaceMechanism, project_to_psd
+from .mechanisms import GaussianMechanism, LaplaceMechanism
+from .selection import (
+    ExponentialMechanism,
+    histogram_sensitivity,
+    noisy_histogram,
+    noisy_histogram_mode,
+)
+
+__all__ = [
+    "ADD_REMOVE",
+    "COMPOSITIONS",
+    "DEFAULT_ORDERS",
+    "REPLACE_ONE",
+    "BudgetAccountant",
+    "ExponentialMechanism",
+    "GaussianEvent",
+    "GaussianMechanism",
+    "LaplaceEvent",
+    "LaplaceMechanism",
+    "PrivacyAccountant",
+    "PrivacyEvent",
+    "PrivacySpent",
+    "PureDPEvent",
+    "SubsampledGaussianEvent",
+    "SymmetricMatrixGaussianMechanism",
+    "SymmetricMatrixLaplaceMechanism",
+    "advanced_composition_epsilon",
+    "calibrate_noise_multiplier",
+    "compose",
+    "gaussian_delta",
+    "gaussian_epsilon",
+    "gaussian_noise_multiplier",
+    "group_guarantee",
+    "histogram_sensitivity",
+    "laplace_noise_multiplier",
+    "noisy_histogram",
+    "noisy_histogram_mode",
+    "project_to_psd",
+    "rdp_to_epsilon",
+    "zcdp_to_epsilon",
+]

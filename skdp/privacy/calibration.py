@@ -1,0 +1,126 @@
+"""Calibration: solve for the noise that meets a target (epsilon, delta).
+
+Kept apart from accounting (autodp's calibrator idea): a calibrator asks the
+accountant "what does this plan cost?" and bisects over one scalar, the noise
+multiplier shared by the plan.  Every estimator calibrates through
+:func:`calibrate_noise_multiplier`, so no noise scale is computed inline.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from .accountant import _check_composition, compose
+from .conversions import gaussian_delta
+from .events import REPLACE_ONE, _check_relation
+
+
+def _check_budget(epsilon, delta):
+    if not (isinstance(epsilon, numbers.Real) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}.")
+    if not (isinstance(delta, numbers.Real) and 0 <= delta < 1):
+        raise ValueError(f"delta must be in [0, 1), got {delta!r}.")
+
+
+def calibrate_noise_multiplier(
+    make_events,
+    epsilon,
+    delta=0.0,
+    composition="rdp",
+    neighbouring=REPLACE_ONE,
+    rtol=1e-6,
+):
+    """Smallest noise multiplier whose plan costs at most ``(epsilon, delta)``.
+
+    Parameters
+    ----------
+    make_events : callable
+        ``make_events(z)`` returns the list of :class:`PrivacyEvent` the fit will
+        record when every mechanism uses noise multiplier ``z`` times its
+        weight (the plan: which mechanisms, how often, with which relative
+        noise).  The cost must decrease as ``z`` grows.
+    epsilon, delta : float
+        Target budget.
+    composition : {"rdp", "zcdp", "advanced", "basic"}
+        Composition theorem the plan is accounted with.
+    neighbouring : {"replace_one", "add_remove"}
+        Relation the target refers to; events are converted to it.
+    rtol : float
+        Relative precision of the bisection.  The returned multiplier is the
+        upper end of the final bracket, so the plan never exceeds the target.
+
+    Returns
+    -------
+    z : float
+        Noise multiplier.
+    """
+    _check_budget(epsilon, delta)
+    _check_composition(composition)
+    _check_relation(neighbouring)
+
+    def cost(z):
+        events = [e.to_relation(neighbouring) for e in make_events(z)]
+        return compose(events, delta, composition).epsilon
+
+    lo, hi = 1e-3, 1.0
+    while cost(hi) > epsilon:
+        lo, hi = hi, hi * 4
+        if hi > 1e12:
+            raise ValueError(
+                f"No noise level meets epsilon={epsilon}, delta={delta} under "
+                f"{composition!r} composition (delta=0 with Gaussian noise?)."
+            )
+    if cost(lo) <= epsilon:
+        while cost(lo) <= epsilon:
+            hi, lo = lo, lo / 4
+            if lo < 1e-12:
+                return hi
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        if cost(mid) <= epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def laplace_noise_multiplier(epsilon, n_uses=1):
+    """Laplace scale over L1 sensitivity for ``n_uses`` equal-share releases.
+
+    Basic composition of pure DP (Dwork & Roth 2014, Thm. 3.16): each release
+    gets ``epsilon / n_uses``, hence scale ``sensitivity * n_uses / epsilon``.
+    """
+    _check_budget(epsilon, 0.0)
+    return n_uses / epsilon
+
+
+def gaussian_noise_multiplier(epsilon, delta, calibration="analytic"):
+    """Gaussian std over L2 sensitivity for one release at (epsilon, delta).
+
+    ``"classic"``: ``sqrt(2 log(1.25/delta)) / epsilon`` (Dwork & Roth 2014,
+    Thm. A.1), valid for epsilon < 1 only.  ``"analytic"``: the smallest
+    multiplier meeting the exact Gaussian privacy profile (Balle & Wang 2018,
+    Thm. 8), valid for every epsilon and always smaller.
+    """
+    _check_budget(epsilon, delta)
+    if delta <= 0:
+        raise ValueError("The Gaussian mechanism needs delta > 0.")
+    if calibration == "classic":
+        if epsilon >= 1:
+            raise ValueError("The classic Gaussian calibration requires epsilon < 1; use 'analytic'.")
+        return math.sqrt(2 * math.log(1.25 / delta)) / epsilon
+    if calibration != "analytic":
+        raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}.")
+    lo, hi = 1e-3, 1.0
+    while gaussian_delta(hi, epsilon) > delta:
+        lo, hi = hi, hi * 2
+    while gaussian_delta(lo, epsilon) <= delta:
+        hi, lo = lo, lo / 2
+    while hi / lo > 1 + 1e-10:
+        mid = math.sqrt(lo * hi)
+        if gaussian_delta(mid, epsilon) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
