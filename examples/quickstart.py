@@ -32,7 +32,9 @@ def beta_bernoulli_rows(budget):
         model = DPBetaBernoulli(epsilon=1.0, mechanism=mechanism, accountant=budget, random_state=0)
         model.fit(X_train)
         rows.append(
-            _row(f"DPBetaBernoulli({mechanism}) on digits", model.score(X_test), baseline, model.privacy_spent_)
+            _row(
+                f"DPBetaBernoulli({mechanism}) on digits", model.score(X_test), baseline, model.privacy_spent_
+            )
         )
     return rows
 

@@ -27,15 +27,14 @@ import numpy as np
 def _quiet_autodp():
     had_infty = hasattr(np, "infty")  # noqa: NPY201
     if not had_infty:
-        np.inf = np.inf  # NumPy 2 removed the alias that autodp still uses
+        vars(np)["infty"] = np.inf  # NumPy 2 removed the alias that autodp still uses
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             yield
     finally:
         if not had_infty:
-            with contextlib.suppress(AttributeError):
-                delattr(np, "infty")
+            vars(np).pop("infty", None)
 
 
 def _import_autodp():

@@ -1,0 +1,110 @@
+"""Gaussian mechanism applied to a random subsample, for iterative algorithms.
+
+:class:`~skdp.privacy.GaussianMechanism` records a plain
+:class:`~skdp.privacy.GaussianEvent`; a release computed from a random
+subsample of the data is cheaper (amplification by subsampling) and must be
+recorded as a :class:`~skdp.privacy.SubsampledGaussianEvent` instead, with the
+sampling rate and scheme it relied on.
+
+Iterative algorithms (DP-SEP, DP-SGD) make hundreds of thousands of identical
+releases; :meth:`SubsampledGaussianMechanism.session` lets them release step
+after step while the ledger receives one event whose ``count`` is the number of
+releases actually made (recorded even if the loop is interrupted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from .events import ADD_REMOVE, REPLACE_ONE, SubsampledGaussianEvent
+from .mechanisms import GaussianMechanism, _check_value
+
+#: Neighbouring relation each sampling scheme's amplification theorem refers to.
+SAMPLING_RELATION = {"poisson": ADD_REMOVE, "without_replacement": REPLACE_ONE}
+
+
+class SubsampledGaussianMechanism(GaussianMechanism):
+    """Gaussian mechanism whose input is computed from a random subsample.
+
+    Parameters
+    ----------
+    sensitivity : float
+        L2 sensitivity of the released array, for subsamples that differ
+        as ``sampling``'s relation says (one record replaced for
+        ``"without_replacement"``, one record added or removed for
+        ``"poisson"``).
+    scale : float
+        Standard deviation of the noise.
+    sampling_rate : float
+        ``batch_size / n_samples`` (without replacement) or the inclusion
+        probability of every record (Poisson), in (0, 1].
+    sampling : {"without_replacement", "poisson"}, default="without_replacement"
+        How the subsample of every release is drawn; fixes the neighbouring
+        relation (``"replace_one"`` or ``"add_remove"``).
+
+    Notes
+    -----
+    The caller must draw every subsample afresh and independently of the
+    data, as the scheme says; the mechanism cannot check it.
+    """
+
+    def __init__(self, sensitivity, scale, sampling_rate, sampling="without_replacement"):
+        if sampling not in SAMPLING_RELATION:
+            raise ValueError(f"sampling must be 'poisson' or 'without_replacement', got {sampling!r}.")
+        if not (isinstance(sampling_rate, (int, float, np.floating)) and 0 < sampling_rate <= 1):
+            raise ValueError(f"sampling_rate must be in (0, 1], got {sampling_rate!r}.")
+        super().__init__(sensitivity, scale, SAMPLING_RELATION[sampling])
+        self.sampling_rate = float(sampling_rate)
+        self.sampling = sampling
+
+    def event(self, count=1):
+        """Privacy event of ``count`` releases, each on a fresh subsample."""
+        return SubsampledGaussianEvent(
+            count=count,
+            neighbouring=self.neighbouring,
+            noise_multiplier=self.noise_multiplier,
+            sampling_rate=self.sampling_rate,
+            sampling=self.sampling,
+        )
+
+    @contextlib.contextmanager
+    def session(self, rng, accountant):
+        """Context giving a ``release(value)`` function for a loop of releases.
+
+        On exit (normal or not) one event with ``count`` equal to the number
+        of releases made is recorded on ``accountant``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skdp.privacy import PrivacyAccountant
+        >>> mech = SubsampledGaussianMechanism(1.0, 2.0, sampling_rate=0.01)
+        >>> ledger = PrivacyAccountant()
+        >>> with mech.session(np.random.default_rng(0), ledger) as release:
+        ...     for _ in range(3):
+        ...         _ = release(np.zeros(2))
+        >>> ledger.events[0].count
+        3
+        """
+        made = 0
+        scale = self.scale
+
+        def release(value):
+            nonlocal made
+            value = _check_value(value)
+            made += 1
+            return value + rng.normal(0.0, scale, size=value.shape)
+
+        try:
+            yield release
+        finally:
+            if made:
+                accountant.record(self.event(count=made))
+
+    def __repr__(self):
+        return (
+            f"{type(self).__name__}(sensitivity={self.sensitivity:g}, scale={self.scale:g}, "
+            f"sampling_rate={self.sampling_rate:g}, sampling={self.sampling!r})"
+        )

@@ -1,0 +1,238 @@
+"""Accounting: conversions, the autodp adapter and composition, against independent references."""
+
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from skdp.privacy import (
+    ADD_REMOVE,
+    DEFAULT_ORDERS,
+    REPLACE_ONE,
+    GaussianEvent,
+    LaplaceEvent,
+    PrivacyAccountant,
+    PureDPEvent,
+    SubsampledGaussianEvent,
+    _autodp,
+    advanced_composition_epsilon,
+    compose,
+    gaussian_delta,
+    gaussian_epsilon,
+    rdp_to_epsilon,
+    zcdp_to_epsilon,
+)
+from skdp.privacy.conversions import pure_dp_rdp
+
+dp_accounting = pytest.importorskip("dp_accounting")
+from dp_accounting import rdp as dpa_rdp  # noqa: E402
+
+ORDERS = np.asarray(DEFAULT_ORDERS)
+
+
+def _dpa_epsilon(event, count, delta, relation=ADD_REMOVE):
+    rel = (
+        dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+        if relation == ADD_REMOVE
+        else dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    acc = dpa_rdp.RdpAccountant(list(DEFAULT_ORDERS), neighboring_relation=rel)
+    acc.compose(event, count)
+    return acc.get_epsilon(delta)
+
+
+# --- the autodp adapter against closed forms -------------------------------------------------
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 3.0])
+def test_gaussian_rdp_closed_form(sigma):
+    # Mironov 2017, Prop. 7: alpha / (2 sigma^2).
+    np.testing.assert_allclose(_autodp.gaussian_rdp(sigma, ORDERS), ORDERS / (2 * sigma**2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("b", [0.5, 1.0, 4.0])
+def test_laplace_rdp_closed_form(b):
+    # Mironov 2017, Prop. 6.
+    a = ORDERS
+    log_terms = np.logaddexp(np.log(a / (2 * a - 1)) + (a - 1) / b, np.log((a - 1) / (2 * a - 1)) - a / b)
+    expected = log_terms / (a - 1)
+    np.testing.assert_allclose(_autodp.laplace_rdp(b, ORDERS), expected, rtol=1e-8)
+
+
+@pytest.mark.parametrize("sigma,q", [(0.8, 0.01), (1.0, 0.05), (2.0, 0.2), (1.1, 0.004)])
+def test_subsampled_gaussian_rdp_matches_dp_accounting(sigma, q):
+    ours = SubsampledGaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=sigma, sampling_rate=q)
+    # autodp evaluates fractional orders at the next integer (a valid, looser
+    # bound since RDP grows with the order): compare on integer orders.
+    integer = np.array([o for o in DEFAULT_ORDERS if float(o).is_integer()])
+    acc = dpa_rdp.RdpAccountant(list(integer))
+    acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), 1)
+    np.testing.assert_allclose(ours.rdp(integer), acc._rdp, rtol=0.02)
+
+
+@pytest.mark.parametrize("sigma,n,batch", [(1.0, 10_000, 100), (2.0, 1_000, 200)])
+def test_without_replacement_rdp_matches_dp_accounting(sigma, n, batch):
+    ours = SubsampledGaussianEvent(
+        count=1,
+        neighbouring=REPLACE_ONE,
+        noise_multiplier=sigma,
+        sampling_rate=batch / n,
+        sampling="without_replacement",
+    )
+    integer = np.array([o for o in DEFAULT_ORDERS if float(o).is_integer()])
+    acc = dpa_rdp.RdpAccountant(
+        list(integer), neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    acc.compose(
+        dp_accounting.SampledWithoutReplacementDpEvent(n, batch, dp_accounting.GaussianDpEvent(sigma)), 1
+    )
+    np.testing.assert_allclose(ours.rdp(integer), acc._rdp, rtol=0.02)
+
+
+def test_adapter_hides_autodp_warts():
+    had = hasattr(np, "infty")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with _autodp._quiet_autodp():
+            assert np.infty == np.inf  # noqa: NPY201 - the alias autodp needs
+            from autodp.converter import approxdp_to_approxrdp
+
+            assert approxdp_to_approxrdp(1.0, 1e-5)(2.0, 0.0) == math.inf
+        # A fresh curve goes through scipy's optimiser, which warns inside autodp.
+        _autodp.subsampled_gaussian_rdp(0.93, 0.011, True, (2.0, 8.0, 64.0))
+    assert hasattr(np, "infty") == had
+
+
+# --- conversions -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sigma", [0.7, 1.5, 5.0])
+def test_gaussian_delta_against_numerical_integration(sigma):
+    # delta(eps) = int max(0, p(x) - e^eps q(x)) dx for p = N(1, s^2), q = N(0, s^2).
+    for eps in (0.1, 1.0, 3.0):
+        p, q = stats.norm(1, sigma), stats.norm(0, sigma)
+        x0 = sigma**2 * eps + 0.5  # where p = e^eps q
+        ref = p.sf(x0) - math.exp(eps) * q.sf(x0)
+
+        def excess(x, p=p, q=q, eps=eps):
+            return max(0.0, p.pdf(x) - math.exp(eps) * q.pdf(x))
+
+        ref_int = integrate.quad(excess, x0, x0 + 40 * sigma)[0]
+        assert gaussian_delta(sigma, eps) == pytest.approx(ref, rel=1e-6, abs=1e-15)
+        assert gaussian_delta(sigma, eps) == pytest.approx(ref_int, rel=1e-5, abs=1e-12)
+        assert gaussian_delta(sigma, gaussian_epsilon(sigma, 1e-5)) == pytest.approx(1e-5, rel=1e-6)
+
+
+def test_rdp_to_epsilon_matches_dp_accounting():
+    for sigma, k in ((1.0, 10), (4.0, 300)):
+        rdp = k * ORDERS / (2 * sigma**2)
+        ref = _dpa_epsilon(dp_accounting.GaussianDpEvent(sigma), k, 1e-5)
+        assert rdp_to_epsilon(rdp, ORDERS, 1e-5) == pytest.approx(ref, rel=1e-9)
+
+
+def test_zcdp_and_advanced_closed_forms():
+    rho, delta = 0.05, 1e-6
+    assert zcdp_to_epsilon(rho, delta) == pytest.approx(rho + 2 * math.sqrt(rho * math.log(1 / delta)))
+    eps0, k, dp = 0.01, 1000, 1e-6
+    dwork_roth = math.sqrt(2 * k * math.log(1 / dp)) * eps0 + k * eps0 * math.expm1(eps0)
+    assert advanced_composition_epsilon([eps0] * k, dp) == pytest.approx(dwork_roth)
+    # Few large epsilons: basic composition is smaller and is what holds.
+    assert advanced_composition_epsilon([1.0, 1.0], 1e-6) == pytest.approx(2.0)
+
+
+def test_pure_dp_rdp_is_randomised_response():
+    eps = 0.8
+    p = math.exp(eps) / (1 + math.exp(eps))
+    a = 3.0
+    rr = math.log(p**a * (1 - p) ** (1 - a) + (1 - p) ** a * p ** (1 - a)) / (a - 1)
+    assert pure_dp_rdp(eps, [a])[0] == pytest.approx(rr)
+    # Laplace is eps-DP, so randomised response's curve dominates it.
+    lap = LaplaceEvent(count=1, neighbouring=REPLACE_ONE, noise_multiplier=1 / eps).rdp(ORDERS)
+    assert np.all(pure_dp_rdp(eps, ORDERS) >= lap - 1e-12)
+    assert np.all(pure_dp_rdp(eps, ORDERS) <= eps + 1e-12)
+
+
+# --- composition --------------------------------------------------------------------------------
+
+
+def test_pure_history_is_basic_with_zero_delta():
+    events = [
+        LaplaceEvent(count=3, neighbouring=REPLACE_ONE, noise_multiplier=10.0),
+        PureDPEvent(1, REPLACE_ONE, 0.2),
+    ]
+    for method in ("basic", "advanced", "zcdp", "rdp"):
+        spent = compose(events, 1e-5, method)
+        assert spent.epsilon <= 0.5 + 1e-12
+    assert compose(events, 1e-5, "basic") == (pytest.approx(0.5), 0.0)
+
+
+def test_subsampled_composition_matches_dp_accounting():
+    sigma, q, steps, delta = 1.1, 0.01, 2000, 1e-5
+    acc = PrivacyAccountant("rdp", neighbouring=ADD_REMOVE)
+    acc.record(
+        SubsampledGaussianEvent(count=steps, neighbouring=ADD_REMOVE, noise_multiplier=sigma, sampling_rate=q)
+    )
+    ref = _dpa_epsilon(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps, delta
+    )
+    assert acc.privacy_spent(delta).epsilon == pytest.approx(ref, rel=0.02)
+
+
+def test_gaussian_composition_orders_and_exactness():
+    events = [GaussianEvent(count=100, neighbouring=REPLACE_ONE, noise_multiplier=20.0)]
+    rdp = compose(events, 1e-5, "rdp").epsilon
+    zcdp = compose(events, 1e-5, "zcdp").epsilon
+    adv = compose(events, 1e-5, "advanced").epsilon
+    assert rdp < zcdp < adv
+    # 100 Gaussians with multiplier 20 are exactly one with multiplier 2.
+    assert rdp == pytest.approx(gaussian_epsilon(2.0, 1e-5), rel=1e-9)
+    ref = _dpa_epsilon(dp_accounting.GaussianDpEvent(20.0), 100, 1e-5)
+    assert rdp <= ref + 1e-9
+
+
+def test_zcdp_sums_rho():
+    events = [
+        GaussianEvent(count=4, neighbouring=REPLACE_ONE, noise_multiplier=2.0),
+        LaplaceEvent(count=2, neighbouring=REPLACE_ONE, noise_multiplier=5.0),
+    ]
+    rho = 4 / (2 * 4.0) + 2 * 0.5 * 0.2**2
+    assert compose(events, 1e-6, "zcdp").epsilon == pytest.approx(zcdp_to_epsilon(rho, 1e-6))
+
+
+def test_basic_splits_delta_over_gaussian_uses():
+    events = [GaussianEvent(count=4, neighbouring=REPLACE_ONE, noise_multiplier=3.0)]
+    assert compose(events, 1e-4, "basic").epsilon == pytest.approx(4 * gaussian_epsilon(3.0, 1e-4 / 4))
+
+
+def test_neighbouring_relations():
+    lap = LaplaceEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=2.0)
+    acc = PrivacyAccountant("basic", neighbouring=REPLACE_ONE)
+    acc.record(lap)
+    # A replacement is a removal and an addition: twice the add/remove epsilon.
+    assert acc.privacy_spent(0).epsilon == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="cannot be converted"):
+        PrivacyAccountant(neighbouring=ADD_REMOVE).record(LaplaceEvent(1, REPLACE_ONE, 2.0))
+    with pytest.raises(ValueError, match="cannot be converted"):
+        PrivacyAccountant(neighbouring=REPLACE_ONE).record(
+            SubsampledGaussianEvent(1, ADD_REMOVE, noise_multiplier=1.0, sampling_rate=0.1)
+        )
+    with pytest.raises(ValueError, match="different relations"):
+        compose([lap, LaplaceEvent(1, REPLACE_ONE, 1.0)], 0.0)
+    with pytest.raises(ValueError, match="poisson"):
+        SubsampledGaussianEvent(1, REPLACE_ONE, noise_multiplier=1.0, sampling_rate=0.1)
+
+
+def test_accountant_validation_and_pickle():
+    with pytest.raises(ValueError, match="composition"):
+        PrivacyAccountant("moments")
+    with pytest.raises(TypeError, match="PrivacyEvent"):
+        PrivacyAccountant().record((1.0, 0.0))
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        GaussianEvent(1, REPLACE_ONE, noise_multiplier=0.0)
+    acc = PrivacyAccountant("zcdp")
+    acc.record(GaussianEvent(2, REPLACE_ONE, 1.0))
+    assert pickle.loads(pickle.dumps(acc)).privacy_spent(1e-5) == acc.privacy_spent(1e-5)
+    assert len(acc) == 2
