@@ -29,6 +29,7 @@ from .events import (
     PureDPEvent,
     SubsampledGaussianEvent,
 )
+from .ledger_sqlite import SQLiteBudgetAccountant
 from .matrix import SymmetricMatrixGaussianMechanism, SymmetricMatrixLaplaceMechanism, project_to_psd
 from .mechanisms import GaussianMechanism, LaplaceMechanism
 from .selection import (
@@ -53,6 +54,7 @@ __all__ = [
     "PrivacyEvent",
     "PrivacySpent",
     "PureDPEvent",
+    "SQLiteBudgetAccountant",
     "SubsampledGaussianEvent",
     "SymmetricMatrixGaussianMechanism",
     "SymmetricMatrixLaplaceMechanism",

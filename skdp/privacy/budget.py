@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -32,8 +33,10 @@ class BudgetAccountant:
         A ledger copied into another process (``n_jobs > 1`` with joblib's
         process backends) cannot report its spends back; spending from such a
         copy raises ``RuntimeError`` rather than silently losing them.  Use
-        ``n_jobs=1`` or a thread backend (``joblib.parallel_backend("threading")``),
-        which shares the ledger and is serialised by a lock.
+        ``n_jobs=1``, a thread backend (``joblib.parallel_backend("threading")``),
+        which shares the ledger and is serialised by a lock, or
+        :class:`~skdp.privacy.SQLiteBudgetAccountant`, a ledger in a database
+        file that any number of processes share.
 
     Parameters
     ----------
@@ -63,7 +66,7 @@ class BudgetAccountant:
         self.epsilon = float(epsilon)
         self.delta = float(delta)
         self.neighbouring = neighbouring
-        self.history = []
+        self._history = []
         self._lock = threading.Lock()
         self._owner_pid = os.getpid()
 
@@ -80,15 +83,46 @@ class BudgetAccountant:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
+    # Storage hooks: the in-memory ledger below; a persistent backend
+    # (skdp.privacy.SQLiteBudgetAccountant) overrides these three.
+    def _entries(self):
+        return list(self._history)
+
+    @contextlib.contextmanager
+    def _transaction(self):
+        if os.getpid() != self._owner_pid:
+            raise RuntimeError(
+                "This BudgetAccountant is a copy in another process (n_jobs > 1?); its spends "
+                "would be lost. Use n_jobs=1, the threading backend, or SQLiteBudgetAccountant."
+            )
+        with self._lock:
+            yield
+
+    def _append(self, epsilon, delta, label):
+        self._history.append((epsilon, delta, label))
+
+    @property
+    def history(self):
+        """List of ``(epsilon, delta, label)`` spends, oldest first."""
+        return self._entries()
+
     @property
     def spent(self):
         """Total (epsilon, delta) spent so far."""
-        return PrivacySpent(sum(e for e, _, _ in self.history), min(1.0, sum(d for _, d, _ in self.history)))
+        return self._total(self._entries())
+
+    @staticmethod
+    def _total(entries):
+        return PrivacySpent(
+            float(sum(e for e, _, _ in entries)), min(1.0, float(sum(d for _, d, _ in entries)))
+        )
 
     def remaining(self):
         """(epsilon, delta) still available."""
-        eps, delta = self.spent
-        return PrivacySpent(max(0.0, self.epsilon - eps), max(0.0, self.delta - delta))
+        return self._remaining(self.spent)
+
+    def _remaining(self, spent):
+        return PrivacySpent(max(0.0, self.epsilon - spent.epsilon), max(0.0, self.delta - spent.delta))
 
     def _converted(self, epsilon, delta, neighbouring):
         _check_relation(neighbouring)
@@ -100,8 +134,11 @@ class BudgetAccountant:
 
     def check(self, epsilon, delta, neighbouring=None):
         """Raise BudgetExceededError if ``(epsilon, delta)`` does not fit."""
+        self._check_against(self.spent, epsilon, delta, neighbouring)
+
+    def _check_against(self, spent, epsilon, delta, neighbouring):
         epsilon, delta = self._converted(epsilon, delta, neighbouring or self.neighbouring)
-        eps_left, delta_left = self.remaining()
+        eps_left, delta_left = self._remaining(spent)
         tol = 1e-12
         if epsilon > eps_left + tol or delta > delta_left + tol:
             raise BudgetExceededError(
@@ -109,18 +146,17 @@ class BudgetAccountant:
                 f"but only (epsilon={eps_left:g}, delta={delta_left:g}) remains of "
                 f"(epsilon={self.epsilon:g}, delta={self.delta:g})."
             )
+        return epsilon, delta
 
     def spend(self, epsilon, delta, neighbouring=None, label=None):
-        """Charge ``(epsilon, delta)`` to the budget, after checking it fits."""
-        if os.getpid() != self._owner_pid:
-            raise RuntimeError(
-                "This BudgetAccountant is a copy in another process (n_jobs > 1?); its spends "
-                "would be lost. Use n_jobs=1 or the threading backend."
-            )
-        with self._lock:
-            self.check(epsilon, delta, neighbouring)
-            eps, dlt = self._converted(epsilon, delta, neighbouring or self.neighbouring)
-            self.history.append((float(eps), float(dlt), label))
+        """Charge ``(epsilon, delta)`` to the budget, after checking it fits.
+
+        The check and the record happen atomically: two concurrent spends can
+        never both pass a check that only one of them fits.
+        """
+        with self._transaction():
+            eps, dlt = self._check_against(self._total(self._entries()), epsilon, delta, neighbouring)
+            self._append(float(eps), float(dlt), label)
 
     def __repr__(self):
         eps, delta = self.spent
