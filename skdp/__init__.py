@@ -6,6 +6,7 @@ Neural estimators (torch, skorch) are imported lazily from their own
 subpackages, so this package works without them.
 """
 
+from ._config import config_context, get_config, set_config
 from .bayes import DPBetaBernoulli
 from .exceptions import BudgetExceededError, PrivacyLeakWarning
 from .privacy import BudgetAccountant, PrivacySpent
@@ -19,4 +20,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "PrivacySpent",
     "__version__",
+    "config_context",
+    "get_config",
+    "set_config",
 ]

@@ -23,6 +23,7 @@ from .conversions import (
 from .events import (
     ADD_REMOVE,
     REPLACE_ONE,
+    DiscreteGaussianEvent,
     GaussianEvent,
     LaplaceEvent,
     PrivacyEvent,
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_ORDERS",
     "REPLACE_ONE",
     "BudgetAccountant",
+    "DiscreteGaussianEvent",
     "ExponentialMechanism",
     "GaussianEvent",
     "GaussianMechanism",

@@ -177,6 +177,16 @@ class GaussianEvent(PrivacyEvent):
 
 
 @dataclass(frozen=True)
+class DiscreteGaussianEvent(GaussianEvent):
+    """Discrete Gaussian on a grid (secure noise): the Gaussian's RDP and zCDP.
+
+    Canonne, Kamath & Steinke (2020), Thm. 4: the same ``alpha / (2 s^2)``
+    RDP curve as the continuous Gaussian.  Being a distinct type keeps it out
+    of the accountant's exact continuous-Gaussian composition.
+    """
+
+
+@dataclass(frozen=True)
 class SubsampledGaussianEvent(PrivacyEvent):
     """Gaussian mechanism applied to a random subsample.
 

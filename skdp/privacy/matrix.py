@@ -32,11 +32,9 @@ class _SymmetricMatrixMixin:
         d = value.shape[0]
         iu = np.triu_indices(d)
         accountant.record(self.event())
-        upper = self._noise(rng, (iu[0].size,))
-        noise = np.zeros((d, d))
-        noise[iu] = upper
-        noise = noise + np.triu(noise, 1).T
-        return value + noise
+        out = np.zeros((d, d))
+        out[iu] = self._perturb(value[iu], rng)
+        return out + np.triu(out, 1).T
 
 
 class SymmetricMatrixGaussianMechanism(_SymmetricMatrixMixin, GaussianMechanism):

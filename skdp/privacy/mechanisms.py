@@ -1,7 +1,9 @@
 """Additive noise mechanisms: Laplace and Gaussian.
 
 A mechanism is a small object holding a sensitivity, a noise scale and the
-neighbouring relation the sensitivity was derived under.  Its only way to
+neighbouring relation the sensitivity was derived under.  With
+``skdp.config_context(secure_noise=True)`` its noise is sampled exactly on a
+grid (:mod:`skdp.privacy.secure`) instead of in floating point.  Its only way to
 touch data is :meth:`release`, which records the mechanism's privacy event on
 the fit's :class:`~skdp.privacy.PrivacyAccountant` before returning the noisy
 value, so a release can never escape the accounting.
@@ -13,8 +15,10 @@ import numbers
 
 import numpy as np
 
+from .._config import get_config
 from .calibration import gaussian_noise_multiplier, laplace_noise_multiplier
-from .events import REPLACE_ONE, GaussianEvent, LaplaceEvent, _check_relation
+from .events import REPLACE_ONE, DiscreteGaussianEvent, GaussianEvent, LaplaceEvent, _check_relation
+from .secure import secure_release
 
 
 def _check_scale(name, value, allow_zero=False):
@@ -54,13 +58,19 @@ class _AdditiveMechanism:
         """
         value = _check_value(value)
         accountant.record(self.event())
+        return self._perturb(value, rng)
+
+    def _perturb(self, value, rng):
+        if get_config()["secure_noise"]:
+            return secure_release(value, self.sensitivity, self.noise_multiplier, self._kind, rng)
         return value + self._noise(rng, value.shape)
 
     def event(self, count=1):
-        """Privacy event of ``count`` releases."""
-        return self._event_class(
-            count=count, neighbouring=self.neighbouring, noise_multiplier=self.noise_multiplier
-        )
+        """Privacy event of ``count`` releases (under the current noise setting)."""
+        event_class = self._event_class
+        if get_config()["secure_noise"]:
+            event_class = self._secure_event_class
+        return event_class(count=count, neighbouring=self.neighbouring, noise_multiplier=self.noise_multiplier)
 
     def __repr__(self):
         return (
@@ -85,7 +95,8 @@ class LaplaceMechanism(_AdditiveMechanism):
     neighbouring : {"replace_one", "add_remove"}
     """
 
-    _event_class = LaplaceEvent
+    _event_class = _secure_event_class = LaplaceEvent
+    _kind = "laplace"
 
     @classmethod
     def from_epsilon(cls, epsilon, sensitivity, neighbouring=REPLACE_ONE, n_uses=1):
@@ -118,6 +129,10 @@ class GaussianMechanism(_AdditiveMechanism):
     """
 
     _event_class = GaussianEvent
+    # The discrete Gaussian has the Gaussian's RDP curve but is kept out of the
+    # accountant's exact continuous-Gaussian composition.
+    _secure_event_class = DiscreteGaussianEvent
+    _kind = "gaussian"
 
     @classmethod
     def from_budget(cls, epsilon, delta, sensitivity, neighbouring=REPLACE_ONE, calibration="analytic"):
