@@ -1,4 +1,6 @@
-"""skdp quickstart: private models next to their non-private baselines.
+"""
+Quickstart: private models next to their non-private baselines
+==============================================================
 
 Fits every skdp estimator that exists on data shipped with scikit-learn and
 prints, for each, its utility, the non-private baseline's utility, and the

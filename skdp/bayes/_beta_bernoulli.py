@@ -78,16 +78,16 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     Attributes
     ----------
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has feature names that are all strings.
-    noisy_counts_ : ndarray of shape (n_features_in_, 2)
+    noisy_counts_ : ndarray of shape (n_features, 2)
         Released ``(n_minus, n_plus)`` per feature after projection
         (``"laplace"`` only).
-    posterior_alpha_, posterior_beta_ : ndarray of shape (n_features_in_,)
+    posterior_alpha_, posterior_beta_ : ndarray of shape (n_features,)
         Parameters of the privatised posterior (``"laplace"`` only).
     temperature_ : float
         Temperature of the OPS posterior (``"ops"`` only).
-    posterior_sample_ : ndarray of shape (n_features_in_,)
+    posterior_sample_ : ndarray of shape (n_features,)
         One posterior sample of ``p``: the OPS release, or a free draw from the
         privatised posterior.
     privacy_spent_ : PrivacySpent
@@ -236,7 +236,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
 
         Returns
         -------
-        samples : ndarray of shape (n_samples, n_features_in_)
+        samples : ndarray of shape (n_samples, n_features)
         """
         check_is_fitted(self)
         if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
@@ -259,7 +259,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
 
         Returns
         -------
-        p : ndarray of shape (n_features_in_,)
+        p : ndarray of shape (n_features,)
         """
         check_is_fitted(self)
         if self.mechanism == "laplace":
@@ -289,7 +289,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
 
         Returns
         -------
-        X : ndarray of shape (n_samples, n_features_in_)
+        X : ndarray of shape (n_samples, n_features)
         """
         check_is_fitted(self)
         if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
