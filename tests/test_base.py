@@ -1,0 +1,61 @@
+"""The DP estimator base: budget checks, leak warnings, the spent-never-above-request rule."""
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator
+
+from skdp import PrivacyLeakWarning
+from skdp._random import check_generator
+from skdp.base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, warn_privacy_leak
+from skdp.privacy import LaplaceMechanism
+
+
+class _ToyMean(DPEstimatorMixin, BaseEstimator):
+    """A DP mean of values in [0, 1] (sensitivity 1/n), optionally overspending."""
+
+    _parameter_constraints = dict(PRIVACY_PARAMETER_CONSTRAINTS)
+
+    def __init__(self, epsilon=1.0, delta=0.0, accountant=None, random_state=None, overspend=False):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.accountant = accountant
+        self.random_state = random_state
+        self.overspend = overspend
+
+    def fit(self, X):
+        ledger, rng = self._begin_private_fit("basic")
+        X = np.asarray(X, dtype=float)
+        eps = 2 * self.epsilon if self.overspend else self.epsilon
+        mech = LaplaceMechanism.from_epsilon(eps, 1.0 / len(X))
+        self.mean_ = mech.release(X.mean(), rng, ledger)
+        self._end_private_fit(ledger)
+        return self
+
+
+def test_spent_above_request_is_refused():
+    X = np.linspace(0, 1, 50)
+    assert _ToyMean(random_state=0).fit(X).privacy_spent_ == (1.0, 0.0)
+    with pytest.raises(RuntimeError, match="Internal error"):
+        _ToyMean(overspend=True).fit(X)
+
+
+def test_warn_privacy_leak_names_the_parameter():
+    with pytest.warns(PrivacyLeakWarning, match="data_norm was not set: the maximum row norm"):
+        warn_privacy_leak("data_norm", "the maximum row norm")
+
+
+@pytest.mark.parametrize("seed", [0, np.int64(3)])
+def test_check_generator_reproducible(seed):
+    assert check_generator(seed).random() == check_generator(seed).random()
+
+
+def test_check_generator_other_inputs():
+    g = np.random.default_rng(1)
+    assert check_generator(g) is g
+    rs = np.random.RandomState(2)
+    assert isinstance(check_generator(rs), np.random.Generator)
+    assert isinstance(check_generator(None), np.random.Generator)
+    with pytest.raises(ValueError, match="random_state"):
+        check_generator(True)
+    with pytest.raises(ValueError, match="random_state"):
+        check_generator("seed")
