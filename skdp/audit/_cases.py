@@ -1,0 +1,110 @@
+"""The audit suite: neighbouring datasets, statistics and broken variants.
+
+Each case fits an estimator on a small dataset and on a worst-case
+replace-one neighbour (an extreme record), and reduces the fitted model to
+the scalar an attacker would look at.  The broken variants are deliberately
+wrong mechanisms whose ledgers still claim the original epsilon: the audit
+must flag them, which shows that it can fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..bayes import DPBetaBernoulli, _beta_bernoulli
+from ..privacy import LaplaceMechanism
+
+
+@dataclass(frozen=True)
+class AuditCase:
+    name: str
+    make_estimator: Callable
+    make_data: Callable  # () -> (X, X_neighbour)
+    statistic: Callable
+    broken: bool = False  # True: the audit is expected to flag it
+    patch: Callable | None = None  # context manager factory installing a broken variant
+
+
+def _binary_neighbours(n=20, k=7, d=1):
+    X = np.zeros((n, d), dtype=int)
+    X[:k] = 1
+    X_neighbour = X.copy()
+    X_neighbour[k] = 1  # a failure becomes a success in every feature
+    return X, X_neighbour
+
+
+def _count_gap(model):
+    counts = model.noisy_counts_
+    return float(np.sum(counts[:, 1] - counts[:, 0]))
+
+
+class _HalvedNoiseLaplace(LaplaceMechanism):
+    # Records the claimed event, draws half the noise.
+    def _noise(self, rng, shape):
+        return rng.laplace(0.0, self.scale / 2, size=shape)
+
+
+class _UnsplitBudgetLaplace(LaplaceMechanism):
+    # Forgets to split epsilon over the releases (a sensitivity d times too small).
+    @classmethod
+    def from_epsilon(cls, epsilon, sensitivity, neighbouring="replace_one", n_uses=1):
+        mech = super().from_epsilon(epsilon, sensitivity, neighbouring, n_uses)
+        mech.scale /= n_uses
+        mech._claimed = n_uses
+        return mech
+
+    def event(self, count=1):
+        # Claim the split-budget multiplier the caller asked for.
+        event = super().event(count)
+        return type(event)(
+            count=count,
+            neighbouring=self.neighbouring,
+            noise_multiplier=self.noise_multiplier * self._claimed,
+        )
+
+
+class _patched:
+    def __init__(self, module, name, value):
+        self.module, self.name, self.value = module, name, value
+
+    def __enter__(self):
+        self.old = getattr(self.module, self.name)
+        setattr(self.module, self.name, self.value)
+
+    def __exit__(self, *exc):
+        setattr(self.module, self.name, self.old)
+
+
+CASES = [
+    AuditCase(
+        "DPBetaBernoulli(laplace, eps=1)",
+        lambda: DPBetaBernoulli(epsilon=1.0),
+        _binary_neighbours,
+        _count_gap,
+    ),
+    AuditCase(
+        "DPBetaBernoulli(ops, eps=1, a0=0.2)",
+        lambda: DPBetaBernoulli(epsilon=1.0, mechanism="ops", truncation=0.2),
+        lambda: _binary_neighbours(n=10, k=0),
+        lambda m: float(m.posterior_sample_[0]),
+    ),
+    AuditCase(
+        "BROKEN DPBetaBernoulli: Laplace noise halved",
+        lambda: DPBetaBernoulli(epsilon=1.0),
+        _binary_neighbours,
+        _count_gap,
+        broken=True,
+        patch=lambda: _patched(_beta_bernoulli, "LaplaceMechanism", _HalvedNoiseLaplace),
+    ),
+    AuditCase(
+        "BROKEN DPBetaBernoulli: budget not split over 3 features",
+        lambda: DPBetaBernoulli(epsilon=1.0),
+        lambda: _binary_neighbours(d=3),
+        _count_gap,
+        broken=True,
+        patch=lambda: _patched(_beta_bernoulli, "LaplaceMechanism", _UnsplitBudgetLaplace),
+    ),
+]
