@@ -1,0 +1,31 @@
+"""Every public skdp estimator, with data it accepts: shared by the cross-estimator suites.
+
+Add each new estimator here (and to ``test_common.EXPECTED_FAILED_CHECKS``
+if scikit-learn's checks need exceptions).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from skdp.bayes import DPBetaBernoulli
+
+
+@dataclass
+class Case:
+    estimator: object
+    make_X: Callable  # (rng, n_samples, n_features) -> valid X
+    fit_kwargs: Callable = field(default=lambda X: {})
+    #: Name of a method whose output must survive pickling unchanged.
+    output: str = "score"
+    #: True if arbitrary real values are valid input (then huge values must be clipped, not break).
+    continuous: bool = True
+
+
+def _binary(rng, n, d):
+    return rng.binomial(1, 0.4, size=(n, d))
+
+
+CASES = {
+    "DPBetaBernoulli(laplace)": Case(DPBetaBernoulli(random_state=0), _binary, continuous=False),
+    "DPBetaBernoulli(ops)": Case(DPBetaBernoulli(mechanism="ops", random_state=0), _binary, continuous=False),
+}
