@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from skdp.bayes import DPBetaBernoulli
+from skdp.cluster import DPKernelKMeans, DPKMeans
 
 
 @dataclass
@@ -25,7 +26,13 @@ def _binary(rng, n, d):
     return rng.binomial(1, 0.4, size=(n, d))
 
 
+def _normal(rng, n, d):
+    return rng.normal(size=(n, d))
+
+
 CASES = {
     "DPBetaBernoulli(laplace)": Case(DPBetaBernoulli(random_state=0), _binary, continuous=False),
     "DPBetaBernoulli(ops)": Case(DPBetaBernoulli(mechanism="ops", random_state=0), _binary, continuous=False),
+    "DPKMeans": Case(DPKMeans(n_clusters=3, data_norm=3.0, random_state=0), _normal, output="predict"),
+    "DPKernelKMeans": Case(DPKernelKMeans(n_clusters=3, random_state=0), _normal, output="predict"),
 }

@@ -1,0 +1,190 @@
+"""DP clustering on load_digits: ACC vs epsilon (Acs et al., Fig. 4) and fit time.
+
+Compares, in the same run:
+
+* ``DPKernelKMeans`` (RBF random Fourier features, C = 1, Acs et al. Alg. 2),
+* ``DPKMeans`` (DP Lloyd, rows clipped to the public bound sqrt(64) = 8 on
+  digits scaled to [0, 1], the paper's C_s = sqrt(m) for its baseline),
+* diffprivlib's ``KMeans`` with the same public bounds (box [0, 1]^64),
+* non-private scikit-learn ``KMeans`` and ``RBFSampler`` + ``KMeans``.
+
+Accuracy is the unsupervised clustering accuracy (Hungarian matching of
+clusters to labels, ``scipy.optimize.linear_sum_assignment``), averaged over
+seeds.  The timing part fits 100,000 x 64 generated rows with the same number
+of Lloyd iterations as scikit-learn's ``KMeans`` (``init="random"``,
+``n_init=1``, ``tol=0``).
+
+Run: ``python benchmarks/clustering_digits.py [--quick]``.  Writes
+``benchmarks/results/clustering_digits.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy.optimize import linear_sum_assignment  # noqa: E402
+from sklearn.cluster import KMeans  # noqa: E402
+from sklearn.datasets import load_digits, make_blobs  # noqa: E402
+from sklearn.kernel_approximation import RBFSampler  # noqa: E402
+from sklearn.metrics import confusion_matrix  # noqa: E402
+
+from skdp.cluster import DPKernelKMeans, DPKMeans  # noqa: E402
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+EPSILONS = (0.1, 0.3, 1.0, 3.0, 10.0)
+DELTA = 1e-5
+K = 10
+#: RBF width: fixed a priori for digits scaled to [0, 1] (not tuned per epsilon).
+GAMMA = 0.05
+#: Lloyd iterations of both skdp estimators.
+MAX_ITER = 5
+
+
+def diffprivlib_kmeans():
+    """diffprivlib's KMeans, imported through a shim for scikit-learn 1.9 (benchmark only)."""
+    import sklearn.tree._tree as tree
+
+    # diffprivlib 0.6.6 imports names scikit-learn 1.9 no longer exports.
+    for name, value in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
+        if not hasattr(tree, name):
+            setattr(tree, name, value)
+    try:
+        from diffprivlib.models import KMeans as DiffprivlibKMeans
+    except ImportError:
+        return None
+    return DiffprivlibKMeans
+
+
+def clustering_accuracy(y, labels):
+    """ACC of Acs et al. (Section IV): best one-to-one map of clusters to labels."""
+    n = max(y.max(), labels.max()) + 1
+    cm = confusion_matrix(y, labels, labels=range(n))
+    rows, cols = linear_sum_assignment(-cm)
+    return cm[rows, cols].sum() / len(y)
+
+
+def accuracy_table(X, y, seeds, dpl):
+    methods = {
+        "DPKernelKMeans": lambda eps, s: DPKernelKMeans(
+            K, epsilon=eps, delta=DELTA, gamma=GAMMA, max_iter=MAX_ITER, random_state=s
+        ).fit_predict(X),
+        "DPKernelKMeans d=50": lambda eps, s: DPKernelKMeans(
+            K, epsilon=eps, delta=DELTA, gamma=GAMMA, n_components=50, max_iter=MAX_ITER, random_state=s
+        ).fit_predict(X),
+        "DPKMeans": lambda eps, s: DPKMeans(
+            K, epsilon=eps, delta=DELTA, data_norm=8.0, max_iter=MAX_ITER, random_state=s
+        ).fit_predict(X),
+    }
+    if dpl is not None:
+        bounds = (np.zeros(X.shape[1]), np.ones(X.shape[1]))
+        methods["diffprivlib"] = lambda eps, s: (
+            dpl(K, epsilon=eps, bounds=bounds, random_state=s).fit(X).labels_
+        )
+    acc = {name: np.zeros((len(EPSILONS), len(seeds))) for name in methods}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, eps in enumerate(EPSILONS):
+            for j, s in enumerate(seeds):
+                for name, fit in methods.items():
+                    acc[name][i, j] = clustering_accuracy(y, fit(eps, s))
+    baselines = {
+        "KMeans": [clustering_accuracy(y, KMeans(K, random_state=s).fit_predict(X)) for s in seeds],
+        "RFF+KMeans": [
+            clustering_accuracy(
+                y,
+                KMeans(K, random_state=s).fit_predict(
+                    RBFSampler(gamma=GAMMA, n_components=200, random_state=s).fit_transform(X)
+                ),
+            )
+            for s in seeds
+        ],
+    }
+    return acc, {k: float(np.mean(v)) for k, v in baselines.items()}
+
+
+def timing(n_repeats, max_iter=10):
+    X, _ = make_blobs(n_samples=100_000, n_features=64, centers=K, random_state=0)
+    X /= np.linalg.norm(X, axis=1).max()
+
+    def best_of(fit):
+        times = []
+        for _ in range(n_repeats):
+            t0 = time.perf_counter()
+            fit()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    def sk_kmeans(Z):
+        return KMeans(K, init="random", n_init=1, max_iter=max_iter, tol=0.0, random_state=0).fit(Z)
+
+    rows = []
+    t_dp = best_of(lambda: DPKMeans(K, data_norm=1.0, max_iter=max_iter, random_state=0).fit(X))
+    t_sk = best_of(lambda: sk_kmeans(X))
+    rows.append(("DPKMeans vs KMeans", t_dp, t_sk))
+    t_dpk = best_of(lambda: DPKernelKMeans(K, gamma=1.0, max_iter=max_iter, random_state=0).fit(X))
+    t_rff = best_of(
+        lambda: sk_kmeans(RBFSampler(gamma=1.0, n_components=200, random_state=0).fit_transform(X))
+    )
+    rows.append(("DPKernelKMeans vs RBFSampler+KMeans", t_dpk, t_rff))
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 seeds, one timing repeat")
+    args = parser.parse_args(argv)
+    seeds = range(3) if args.quick else range(20)
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0  # public range of the pixels: [0, 16]
+    dpl = diffprivlib_kmeans()
+    acc, base = accuracy_table(X, y, seeds, dpl)
+
+    names = list(acc)
+    print(f"load_digits (n={len(X)}, k={K}, delta={DELTA}, {len(seeds)} seeds, T={MAX_ITER}, gamma={GAMMA})")
+    print("ACC mean (sd)")
+    header = f"{'epsilon':>8} " + " ".join(f"{n:>20}" for n in names)
+    header += f" {'ker/DPKMeans':>13} {'ker/diffprivlib':>16} {'RFF+KM - ker':>13}"
+    print(header)
+    for i, eps in enumerate(EPSILONS):
+        cells = " ".join(f"{acc[n][i].mean():>13.3f} ({acc[n][i].std():.3f})" for n in names)
+        ker = acc["DPKernelKMeans"][i].mean()
+        r1 = ker / acc["DPKMeans"][i].mean()
+        r2 = ker / acc["diffprivlib"][i].mean() if "diffprivlib" in acc else float("nan")
+        print(f"{eps:>8g} {cells} {r1:>13.2f} {r2:>16.2f} {base['RFF+KMeans'] - ker:>13.3f}")
+    print(f"non-private: KMeans {base['KMeans']:.3f}, RBFSampler(d=200)+KMeans {base['RFF+KMeans']:.3f}")
+    if dpl is None:
+        print("diffprivlib not installed: pip install --no-deps diffprivlib==0.6.6")
+
+    print("\nFit time, 100,000 x 64, 10 Lloyd iterations (best of runs)")
+    print(f"{'comparison':>36} {'skdp (s)':>9} {'sklearn (s)':>12} {'ratio':>6}")
+    for label, t_ours, t_peer in timing(1 if args.quick else 3):
+        print(f"{label:>36} {t_ours:>9.3f} {t_peer:>12.3f} {t_ours / t_peer:>6.2f}")
+
+    os.makedirs(RESULTS, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for n in names:
+        ax.errorbar(EPSILONS, acc[n].mean(axis=1), yerr=acc[n].std(axis=1), marker="o", capsize=3, label=n)
+    for label, value, style in (("KMeans", base["KMeans"], ":"), ("RFF+KMeans", base["RFF+KMeans"], "--")):
+        ax.axhline(value, color="grey", linestyle=style, label=f"{label} (non-private)")
+    ax.set_xscale("log")
+    ax.set_xlabel("epsilon (delta = 1e-5)")
+    ax.set_ylabel("clustering accuracy (ACC)")
+    ax.set_title("load_digits, k = 10")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(RESULTS, "clustering_digits.png")
+    fig.savefig(path, dpi=120)
+    print(f"\nplot: {path}")
+
+
+if __name__ == "__main__":
+    main()

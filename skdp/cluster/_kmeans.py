@@ -1,0 +1,206 @@
+"""DPKMeans: differentially private Lloyd's algorithm (DPLloyd)."""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..base import warn_privacy_leak
+from ._base import _BaseDPLloyd
+from ._lloyd import row_norms
+
+
+def max_row_norm(X):
+    """Largest L2 row norm of ``X`` (a data-dependent bound: leaks privacy)."""
+    return float(row_norms(X).max()) if len(X) else 0.0
+
+
+class DPKMeans(_BaseDPLloyd):
+    """K-means clustering with differential privacy (DP Lloyd's algorithm).
+
+    Lloyd's algorithm where every iteration releases the cluster sizes and the
+    per-cluster sums of the rows with noise, the rows being first clipped to L2
+    norm ``data_norm`` (Blum et al. 2005; Su et al. 2016 "DPLloyd", the
+    baseline of Park et al. 2017 and Acs et al. 2018).  With the Gaussian
+    mechanism this is Acs et al.'s Alg. 2, lines 6-11, on the raw rows.
+
+    ``max_iter`` iterations always run (stopping early would depend on the
+    data outside the accounted releases), and the budget is split over them up
+    front: the noise multiplier ``sigma`` of the ``2 * max_iter`` releases is
+    the smallest whose composition meets ``(epsilon, delta)``
+    (:func:`skdp.privacy.calibrate_noise_multiplier`).  Per iteration:
+
+    =====================  ==============  ================  =====================  ======================
+    release                L2 sensitivity  L1 sensitivity    Gaussian std           Laplace scale
+    =====================  ==============  ================  =====================  ======================
+    cluster sizes ``n_i``  ``sqrt(2)``     ``2``             ``sqrt(2) w sigma``    ``2 w sigma``
+    cluster sums ``S_i``   ``2 C``         ``2 sqrt(m) C``   ``2 C sigma``          ``2 sqrt(m) C sigma``
+    =====================  ==============  ================  =====================  ======================
+
+    with ``C = data_norm``, ``m = n_features`` and ``w = count_noise_weight``.
+    The derivations are in ``docs/cluster.md`` and :mod:`skdp.cluster._lloyd`; the sums' ``2 C`` is
+    larger than Acs et al.'s ``sqrt(2) C`` (Section III-D), which forgets a
+    record replaced inside its own cluster.  The sizes' multiplier is
+    ``count_noise_weight`` times the sums' (``(2 m)^(1/4)`` for Gaussian
+    noise by default, which minimises the centres' error at a fixed budget;
+    Acs et al. use 1).  New centres ``S~_i / n~_i`` are projected onto the
+    ball of radius ``C`` (post-processing); a cluster whose noisy size is
+    below 1 is re-seeded: from its public centre when ``init`` is an array,
+    otherwise by splitting the cluster of largest noisy size (a copy of its
+    centre moved by ``1e-3 C`` in a random direction).
+
+    Privacy covers ``cluster_centers_``, ``noisy_counts_`` and everything
+    computed from them on *new* data (``predict``, ``transform``, ``score``).
+    ``labels_`` and ``inertia_`` are the released centres applied to the
+    private training rows: like any prediction on the training set they are
+    *not* covered by the guarantee, and should not be published.
+    ``privacy_spent_`` refers to replace-one neighbours (datasets of the same
+    size differing in one record).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters ``k``.
+    epsilon : float, default=1.0
+        Privacy budget of the whole fit.
+    delta : float, default=1e-5
+        Privacy parameter delta; must be positive for the Gaussian mechanism.
+        The Laplace mechanism is pure DP (``privacy_spent_.delta`` is then 0
+        whenever basic composition is the tighter bound).
+    data_norm : float or None, default=None
+        Public bound ``C`` on the L2 norm of a row; larger rows are scaled down
+        to it.  ``None`` reads the largest row norm off the data, which leaks
+        privacy (a :class:`~skdp.exceptions.PrivacyLeakWarning` is raised).
+    max_iter : int, default=5
+        Number ``T`` of Lloyd iterations, all of which are run (the budget is
+        split over them; Su et al. 2016 run DPLloyd for 5 iterations).
+    init : "random" or array-like of shape (n_clusters, n_features), default="random"
+        ``"random"``: the first iteration assigns the rows to clusters
+        uniformly at random (a data-independent "random partition"), so the
+        first released centres are noisy means of random subsets.  An array
+        gives public centres (Acs et al., footnote 3); it must not be
+        computed from the private data.
+    mechanism : {"gaussian", "laplace"}, default="gaussian"
+        Noise of the releases (L2 sensitivities for Gaussian, L1 for Laplace).
+    composition : {"rdp", "zcdp", "advanced", "basic"}, default="rdp"
+        Composition theorem of the plan (moments accountant by default, as in
+        Acs et al., Theorem 1 and Eq. 3).
+    count_noise_weight : "auto" or float, default="auto"
+        Noise multiplier of the cluster sizes over that of the sums.
+        ``"auto"``: ``(2 m)^(1/4)`` (Gaussian) or ``m^(2/3)`` (Laplace), see
+        :func:`skdp.cluster._lloyd.count_noise_weight`; ``1.0`` is the paper's
+        single ``sigma_K``.
+    accountant : BudgetAccountant, default=None
+        Shared budget charged with ``privacy_spent_``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial centres and the noise.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        Released private centres.
+    labels_ : ndarray of shape (n_samples,)
+        Nearest released centre of every (clipped) training row; not covered
+        by the guarantee.
+    inertia_ : float
+        Sum of squared distances of the clipped training rows to their
+        nearest released centre; not covered by the guarantee.
+    n_iter_ : int
+        Number of iterations run (always ``max_iter``).
+    noisy_counts_ : ndarray of shape (n_clusters,)
+        Noisy cluster sizes of the last iteration (released).
+    n_reseeded_ : int
+        Number of re-seedings of clusters with noisy size below 1, over all
+        iterations.
+    clip_bound_ : float
+        Clipping bound ``C`` used.
+    noise_multiplier_ : float
+        Calibrated ``sigma`` of the sums (noise std over sensitivity); the
+        sizes use ``count_noise_weight`` times it.
+    privacy_spent_ : PrivacySpent
+        ``(epsilon, delta)`` of the fit.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined when X has feature names that are all strings.
+
+    See Also
+    --------
+    DPKernelKMeans : DP Lloyd in a random Fourier feature space (non-linear clusters).
+    sklearn.cluster.KMeans : the non-private estimator.
+
+    References
+    ----------
+    A. Blum, C. Dwork, F. McSherry, K. Nissim. Practical privacy: the SuLQ
+    framework. PODS 2005.
+
+    D. Su, J. Cao, N. Li, E. Bertino, H. Jin. Differentially private k-means
+    clustering. CODASPY 2016.
+
+    M. Park, J. Foulds, K. Chaudhuri, M. Welling. DP-EM: differentially private
+    expectation maximization. AISTATS 2017, Section 5 ("DPLloyd").
+
+    G. Acs, L. Melis, C. Castelluccia, E. De Cristofaro. Differentially private
+    mixture of generative neural networks. IEEE TKDE 2018, Alg. 2, Eq. 3.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdp.cluster import DPKMeans
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(-2, 0.3, (500, 2)), rng.normal(2, 0.3, (500, 2))])
+    >>> init = np.array([[-1.0, -1.0], [1.0, 1.0]])  # public guesses
+    >>> km = DPKMeans(n_clusters=2, epsilon=1.0, data_norm=4.0, init=init, random_state=0).fit(X)
+    >>> np.round(km.cluster_centers_)
+    array([[-2., -2.],
+           [ 2.,  2.]])
+    >>> km.predict([[-3.0, -2.5], [2.5, 1.0]])
+    array([0, 1])
+    >>> km.privacy_spent_.epsilon <= 1.0
+    True
+    """
+
+    _parameter_constraints = {
+        **_BaseDPLloyd._parameter_constraints,
+        "data_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "mechanism": [StrOptions({"gaussian", "laplace"})],
+    }
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        data_norm=None,
+        max_iter=5,
+        init="random",
+        mechanism="gaussian",
+        composition="rdp",
+        count_noise_weight="auto",
+        accountant=None,
+        random_state=None,
+    ):
+        self.n_clusters = n_clusters
+        self.epsilon = epsilon
+        self.delta = delta
+        self.data_norm = data_norm
+        self.max_iter = max_iter
+        self.init = init
+        self.mechanism = mechanism
+        self.composition = composition
+        self.count_noise_weight = count_noise_weight
+        self.accountant = accountant
+        self.random_state = random_state
+
+    def _select_bound(self, Z, noise_multiplier, rng, ledger):
+        if self.data_norm is not None:
+            return float(self.data_norm)
+        warn_privacy_leak("data_norm", "the largest row norm")
+        bound = max_row_norm(Z)
+        if not np.isfinite(bound):
+            raise ValueError("The largest row norm of X overflows; set data_norm to a public bound.")
+        # All-zero data: any positive bound gives the same (zero) statistics.
+        return bound if bound > 0 else 1.0

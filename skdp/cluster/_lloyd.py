@@ -1,0 +1,268 @@
+"""Pure functions of DP Lloyd's algorithm, shared by DPKMeans and DPKernelKMeans.
+
+One DP Lloyd iteration (Blum et al. 2005, "SuLQ" k-means; Su et al. 2016,
+"DPLloyd"; Acs et al. 2018, Alg. 2 lines 9-11):
+
+1. assign every (clipped) row to its nearest released centre (the centres are
+   already public, so this step costs nothing by itself);
+2. release the vector of cluster sizes ``n_i`` with noise;
+3. release the per-cluster sums ``S_i`` of the rows with noise;
+4. the new centres ``S~_i / n~_i`` are post-processing.
+
+Sensitivities under replace-one neighbours, rows clipped to L2 norm ``C``
+----------------------------------------------------------------------------
+Conditioned on the released centres, replacing a record ``x`` (in cluster
+``i``) by ``x'`` (in cluster ``j``) changes no other record's assignment.
+
+Counts (Acs et al., Section III-D): if ``i != j`` one count drops by one and
+another grows by one: L2 ``sqrt(2)``, L1 ``2``; if ``i == j`` nothing changes.
+
+Sums: if ``i != j``, ``S_i`` loses ``x`` and ``S_j`` gains ``x'``: L2 change
+``sqrt(|x|^2 + |x'|^2) <= sqrt(2) C``.  If ``i == j``, ``S_i`` changes by
+``x' - x``, whose L2 norm reaches ``2 C`` (``x' = -x``, both on the sphere of
+radius ``C``, both nearest to the same centre, e.g. a centre at the origin).
+The L2 sensitivity of the sums is therefore ``2 C``.  Acs et al. (Section
+III-A and III-D) state ``sqrt(2) C``, which only covers a record that changes
+cluster; skdp uses ``2 C`` (see ``docs/cluster.md``).  For the Laplace
+mechanism the L1 sensitivity is ``2 C_1`` where ``C_1 = sqrt(m) C`` bounds the
+L1 norm of an m-dimensional row of L2 norm at most ``C``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy import sparse
+
+from ..privacy import (
+    REPLACE_ONE,
+    GaussianEvent,
+    LaplaceEvent,
+    calibrate_noise_multiplier,
+    histogram_sensitivity,
+)
+from ..privacy.norm_selection import norm_selection_event
+
+
+def clip_rows(Z, bound):
+    """Scale every row of ``Z`` to L2 norm at most ``bound`` (Acs et al., Alg. 2 line 5).
+
+    ``z / max(1, |z| / bound)``: rows inside the ball are kept unchanged.
+    """
+    return Z * (bound / np.maximum(row_norms(Z), bound))[:, None]
+
+
+def row_norms(Z):
+    """L2 norm of every row, without overflow for rows of huge (finite) entries."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+    overflow = ~np.isfinite(norms)
+    if overflow.any():
+        # Rescale by the largest entry before squaring (the slow path is rare).
+        big = Z[overflow]
+        scale = np.abs(big).max(axis=1)
+        with np.errstate(over="ignore"):
+            norms[overflow] = scale * np.sqrt(
+                np.einsum("ij,ij->i", big / scale[:, None], big / scale[:, None])
+            )
+    return norms
+
+
+def project_to_ball(centres, bound):
+    """Project centres onto the L2 ball of radius ``bound``.
+
+    The exact mean of rows clipped to ``bound`` lies in that (convex) ball, so
+    the projection never moves a noisy centre further from it: pure
+    post-processing that can only reduce the error.
+    """
+    return clip_rows(centres, bound)
+
+
+def count_sensitivity(norm):
+    """Sensitivity of the cluster-size vector under replace-one neighbours (``norm`` 1 or 2)."""
+    return histogram_sensitivity(norm)
+
+
+def sum_sensitivity(bound, norm, n_features):
+    """Sensitivity of the per-cluster sums of rows clipped to L2 norm ``bound``.
+
+    Replace-one neighbours (module docstring): L2 ``2 * bound``; L1
+    ``2 * sqrt(n_features) * bound``.
+    """
+    if norm == 2:
+        return 2.0 * bound
+    if norm == 1:
+        return 2.0 * math.sqrt(n_features) * bound
+    raise ValueError(f"norm must be 1 or 2, got {norm!r}.")
+
+
+def squared_distances(Z, centres):
+    """Squared Euclidean distances of every row to every centre, shape (n, k)."""
+    # |z - c|^2 = |z|^2 - 2 z.c + |c|^2; clipped at 0 against round-off.
+    d2 = (Z * Z).sum(axis=1)[:, None] - 2.0 * (Z @ centres.T) + (centres * centres).sum(axis=1)[None, :]
+    return np.maximum(d2, 0.0)
+
+
+def assign(Z, centres):
+    """Index of the nearest centre of every row (Alg. 2 line 9)."""
+    # The row norms do not change the argmin.
+    scores = (centres * centres).sum(axis=1)[None, :] - 2.0 * (Z @ centres.T)
+    return np.argmin(scores, axis=1)
+
+
+def cluster_statistics(Z, labels, n_clusters):
+    """Cluster sizes ``n_i`` and sums ``S_i`` of the rows of ``Z`` (exact, private)."""
+    n = Z.shape[0]
+    # Row i of the (n, k) one-hot matrix has its single 1 in column labels[i].
+    onehot = sparse.csr_matrix((np.ones(n), labels, np.arange(n + 1)), shape=(n, n_clusters))
+    counts = np.bincount(labels, minlength=n_clusters).astype(float)
+    sums = np.asarray(onehot.T @ Z)
+    return counts, sums
+
+
+def centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed, min_count=1.0):
+    """New centres ``S~_i / n~_i`` (Alg. 2 line 11), post-processing only.
+
+    A cluster whose noisy size is below ``min_count`` (empty, or noise drove it
+    to zero or below) has no usable mean: it is re-seeded with
+    ``reseed(indices, centres, noisy_counts)``, which may use only released
+    quantities and data-independent randomness.  The others are projected
+    onto the ball of radius ``bound`` (:func:`project_to_ball`).
+
+    Returns
+    -------
+    centres : ndarray of shape (n_clusters, n_features)
+    reseeded : ndarray of bool, shape (n_clusters,)
+    """
+    noisy_counts = np.asarray(noisy_counts, dtype=float)
+    reseeded = noisy_counts < min_count
+    centres = noisy_sums / np.maximum(noisy_counts, min_count)[:, None]
+    centres = project_to_ball(centres, bound)
+    if reseeded.any():
+        centres[reseeded] = reseed(np.flatnonzero(reseeded), centres, noisy_counts)
+    return centres, reseeded
+
+
+def split_largest(indices, centres, noisy_counts, bound, rng, jitter=1e-3):
+    """Re-seed centres ``indices`` next to the clusters of largest noisy size.
+
+    Each re-seeded centre is a copy of a kept centre (the largest first)
+    moved by ``jitter * bound`` in a uniformly random direction: the next
+    assignment then cuts that cluster in two by a random hyperplane through
+    its centre.  Uses released quantities and fresh randomness only.
+    """
+    order = np.argsort(-np.where(np.isin(np.arange(len(centres)), indices), -np.inf, noisy_counts))
+    donors = order[np.arange(len(indices)) % max(1, len(centres) - len(indices))]
+    return project_to_ball(
+        centres[donors] + uniform_sphere(len(indices), centres.shape[1], jitter * bound, rng), bound
+    )
+
+
+def random_partition_step(Z, n_clusters, count_mechanism, sum_mechanism, bound, reseed, rng, accountant):
+    """A DP Lloyd iteration whose assignment is uniformly random (data-independent init).
+
+    The "random partition" initialisation: the released centres are noisy
+    means of the cells of a uniformly random partition, all near the mean of
+    the data and spread apart by the noise and the sampling.  Its releases
+    have the same sensitivities as any Lloyd iteration (the assignment does
+    not depend on the data), so it is one of the ``max_iter`` iterations.
+    """
+    labels = rng.integers(n_clusters, size=Z.shape[0])
+    counts, sums = cluster_statistics(Z, labels, n_clusters)
+    noisy_counts = count_mechanism.release(counts, rng, accountant)
+    noisy_sums = sum_mechanism.release(sums, rng, accountant)
+    new_centres, reseeded = centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed)
+    return new_centres, noisy_counts, reseeded
+
+
+def dp_lloyd_step(Z, centres, count_mechanism, sum_mechanism, bound, reseed, rng, accountant):
+    """One private Lloyd iteration on rows ``Z`` already clipped to ``bound``.
+
+    Two releases, each recorded on ``accountant`` by its mechanism: the
+    cluster sizes (Alg. 2 line 10) and the cluster sums (line 11).
+
+    Returns
+    -------
+    centres : ndarray of shape (n_clusters, n_features)
+    noisy_counts : ndarray of shape (n_clusters,)
+    reseeded : ndarray of bool, shape (n_clusters,)
+    """
+    labels = assign(Z, centres)
+    counts, sums = cluster_statistics(Z, labels, centres.shape[0])
+    noisy_counts = count_mechanism.release(counts, rng, accountant)
+    noisy_sums = sum_mechanism.release(sums, rng, accountant)
+    new_centres, reseeded = centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed)
+    return new_centres, noisy_counts, reseeded
+
+
+def uniform_sphere(n, dim, radius, rng):
+    """``n`` points uniform on the L2 sphere of ``radius`` in ``dim`` dimensions."""
+    directions = rng.standard_normal((n, dim))
+    directions /= np.maximum(np.linalg.norm(directions, axis=1, keepdims=True), np.finfo(float).tiny)
+    return radius * directions
+
+
+def count_noise_weight(mechanism, dim):
+    """Ratio of the sizes' noise multiplier to the sums' that minimises the centres' error.
+
+    A centre ``(S + e_S) / (n + e_n)`` has error about ``(e_S - mu e_n) / n``
+    with ``|mu| <= C``.  Gaussian: with multipliers ``z_n, z_S`` the squared
+    error is ``(4 C^2 d z_S^2 + 2 |mu|^2 z_n^2) / n^2`` (sensitivities ``2 C``
+    and ``sqrt(2)``) and the cost (zCDP / RDP) is proportional to
+    ``1 / z_n^2 + 1 / z_S^2``; Lagrange gives ``(z_n / z_S)^4 = 4 C^2 d /
+    (2 |mu|^2) >= 2 d``, so ``(2 d)^(1/4)`` at the worst case ``|mu| = C``.
+    Laplace (basic composition, cost ``1 / z_n + 1 / z_S``, L1 sensitivities
+    ``2 sqrt(d) C`` and ``2``, variance ``2 b^2`` per coordinate):
+    ``(z_n / z_S)^3 = d^2 C^2 / |mu|^2 >= d^2``, so ``d^(2/3)``.
+    Acs et al. (Alg. 2) use one ``sigma_K`` for both, i.e. weight 1.
+    """
+    if mechanism == "gaussian":
+        return (2.0 * dim) ** 0.25
+    if mechanism == "laplace":
+        return float(dim) ** (2.0 / 3.0)
+    raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}.")
+
+
+def lloyd_plan(noise_multiplier, max_iter, mechanism="gaussian", n_norm_selections=0, count_weight=1.0):
+    """Privacy events of a DP Lloyd fit at ``noise_multiplier`` (the calibration plan).
+
+    ``max_iter`` iterations of two releases each (sizes, sums), both at the
+    same noise multiplier (Acs et al., Alg. 2 lines 10-11 use ``sigma_K`` for
+    both), plus ``n_norm_selections`` DPNorm calls (Alg. 3), also at that
+    multiplier.  This is the moments-accountant composition of Eq. 3 with
+    ``sigma_C = sigma_K``, except that DPNorm runs once rather than ``T`` times.
+    """
+    event_class = {"gaussian": GaussianEvent, "laplace": LaplaceEvent}[mechanism]
+    events = [
+        event_class(
+            count=max_iter, neighbouring=REPLACE_ONE, noise_multiplier=noise_multiplier * count_weight
+        ),
+        event_class(count=max_iter, neighbouring=REPLACE_ONE, noise_multiplier=noise_multiplier),
+    ]
+    if n_norm_selections:
+        events.append(norm_selection_event(noise_multiplier, REPLACE_ONE, count=n_norm_selections))
+    return events
+
+
+@functools.lru_cache(maxsize=256)
+def lloyd_noise_multiplier(max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition):
+    """Smallest noise multiplier whose :func:`lloyd_plan` costs at most ``(epsilon, delta)``.
+
+    Cached: the answer depends on the plan only, never on data, and grid
+    searches refit the same plan many times.
+    """
+    return calibrate_noise_multiplier(
+        functools.partial(
+            lloyd_plan,
+            max_iter=max_iter,
+            mechanism=mechanism,
+            n_norm_selections=n_norm_selections,
+            count_weight=count_weight,
+        ),
+        epsilon,
+        delta,
+        composition=composition,
+        neighbouring=REPLACE_ONE,
+    )

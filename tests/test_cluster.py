@@ -1,0 +1,453 @@
+"""DPKMeans and DPKernelKMeans: math helpers, privacy plan, API (fast tests)."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+from sklearn.base import clone
+from sklearn.datasets import make_blobs, make_circles
+from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+
+from skdp.cluster import DPKernelKMeans, DPKMeans
+from skdp.cluster import _lloyd as lloyd
+from skdp.cluster._kernel_kmeans import draw_fourier_weights, random_fourier_features
+from skdp.exceptions import PrivacyLeakWarning
+from skdp.privacy import GaussianEvent, LaplaceEvent, PrivacyAccountant
+from skdp.privacy import mechanisms as mech_module
+
+
+def blobs(n=3000, k=3, seed=0):
+    X, y = make_blobs(
+        n_samples=n, centers=[[-3, -3], [3, -3], [0, 3]][:k], cluster_std=0.5, random_state=seed
+    )
+    return X, y
+
+
+@pytest.fixture
+def release_spy(monkeypatch):
+    """Record (sensitivity, scale, noise, event) of every additive-mechanism release."""
+    seen = []
+    original = mech_module._AdditiveMechanism.release
+
+    def spy(self, value, rng, accountant):
+        out = original(self, value, rng, accountant)
+        seen.append((self.sensitivity, self.scale, out - np.asarray(value, dtype=float), self.event()))
+        return out
+
+    monkeypatch.setattr(mech_module._AdditiveMechanism, "release", spy)
+    return seen
+
+
+# --------------------------------------------------------------------------
+# pure functions
+# --------------------------------------------------------------------------
+
+
+def test_clip_rows_bounds_every_row_and_keeps_small_rows():
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(500, 4)) * rng.exponential(3, size=(500, 1))
+    clipped = lloyd.clip_rows(Z, 2.0)
+    norms = np.linalg.norm(Z, axis=1)
+    assert np.all(np.linalg.norm(clipped, axis=1) <= 2.0 * (1 + 1e-12))
+    np.testing.assert_array_equal(clipped[norms <= 2], Z[norms <= 2])
+    big = norms > 2
+    # Same direction, norm exactly the bound.
+    np.testing.assert_allclose(clipped[big] * (norms[big] / 2.0)[:, None], Z[big])
+    assert np.all(np.isfinite(lloyd.clip_rows(np.zeros((3, 2)), 1.0)))
+
+
+def test_squared_distances_and_assign_match_sklearn():
+    rng = np.random.default_rng(1)
+    Z, C = rng.normal(size=(200, 5)), rng.normal(size=(7, 5))
+    np.testing.assert_allclose(
+        lloyd.squared_distances(Z, C), euclidean_distances(Z, C, squared=True), atol=1e-10
+    )
+    np.testing.assert_array_equal(lloyd.assign(Z, C), euclidean_distances(Z, C).argmin(axis=1))
+
+
+def test_cluster_statistics_match_loop():
+    rng = np.random.default_rng(2)
+    Z, labels = rng.normal(size=(300, 3)), rng.integers(4, size=300)
+    counts, sums = lloyd.cluster_statistics(Z, labels, 5)
+    np.testing.assert_array_equal(counts, [np.sum(labels == j) for j in range(5)])
+    np.testing.assert_allclose(sums, [Z[labels == j].sum(axis=0) for j in range(5)])
+
+
+def _statistics_change(Z, Zp, centres, bound):
+    labels, labels_p = lloyd.assign(Z, centres), lloyd.assign(Zp, centres)
+    c, s = lloyd.cluster_statistics(lloyd.clip_rows(Z, bound), labels, len(centres))
+    cp, sp = lloyd.cluster_statistics(lloyd.clip_rows(Zp, bound), labels_p, len(centres))
+    return c - cp, s - sp
+
+
+def test_sum_and_count_sensitivity_hold_and_are_attained():
+    """Adversarial replace-one neighbours never exceed the sensitivities; 2C is reached.
+
+    The paper's sqrt(2) C for the sums would be exceeded by a record replaced
+    by its opposite inside the same cluster.
+    """
+    rng = np.random.default_rng(3)
+    bound, m = 1.5, 3
+    worst_count = worst_sum2 = worst_sum1 = 0.0
+    for _ in range(300):
+        Z = rng.normal(size=(30, m)) * 2
+        centres = rng.normal(size=(4, m)) * 0.1
+        i = rng.integers(30)
+        Zp = Z.copy()
+        Zp[i] = -Z[i] if rng.random() < 0.5 else rng.normal(size=m) * 5
+        dc, ds = _statistics_change(Z, Zp, centres, bound)
+        worst_count = max(worst_count, np.linalg.norm(dc))
+        worst_sum2 = max(worst_sum2, np.linalg.norm(ds))
+        worst_sum1 = max(worst_sum1, np.abs(ds).sum())
+    assert worst_count <= lloyd.count_sensitivity(2) + 1e-12
+    assert worst_sum2 <= lloyd.sum_sensitivity(bound, 2, m) + 1e-12
+    assert worst_sum1 <= lloyd.sum_sensitivity(bound, 1, m) + 1e-12
+    assert worst_count == pytest.approx(math.sqrt(2))
+    assert worst_sum2 > math.sqrt(2) * bound * 1.2
+    # Attained: a record replaced by its opposite, both nearest the centre at 0.
+    Z = rng.normal(size=(30, m))
+    Z[0] = [3.0, 0.0, 0.0]
+    Zp = Z.copy()
+    Zp[0] = -Z[0]
+    centres = np.array([[0.0, 0.0, 0.0], [0.0, 50.0, 0.0]])
+    _, ds = _statistics_change(Z, Zp, centres, bound)
+    assert np.linalg.norm(ds) == pytest.approx(2 * bound)
+
+
+def test_sensitivity_values():
+    assert lloyd.count_sensitivity(2) == pytest.approx(math.sqrt(2))
+    assert lloyd.count_sensitivity(1) == 2.0
+    assert lloyd.sum_sensitivity(3.0, 2, 10) == 6.0
+    assert lloyd.sum_sensitivity(3.0, 1, 4) == 12.0
+    with pytest.raises(ValueError, match="norm"):
+        lloyd.sum_sensitivity(1.0, 3, 2)
+
+
+def test_count_noise_weight_minimises_the_centre_error():
+    """(2d)^(1/4) minimises 4C^2 d z_S^2 + 2C^2 z_n^2 at fixed 1/z_n^2 + 1/z_S^2."""
+    d = 64
+    w = lloyd.count_noise_weight("gaussian", d)
+    assert w == pytest.approx(128**0.25)
+
+    def error(weight):  # fixed budget 1/z_n^2 + 1/z_S^2 = 1
+        z_s = math.sqrt(1 + 1 / weight**2)
+        return 4 * d * z_s**2 + 2 * (weight * z_s) ** 2
+
+    grid = np.linspace(0.5, 10, 2000)
+    assert abs(grid[np.argmin([error(g) for g in grid])] - w) < 0.01
+    assert lloyd.count_noise_weight("laplace", 8) == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="mechanism"):
+        lloyd.count_noise_weight("exponential", 2)
+
+
+def test_projection_and_reseeding():
+    rng = np.random.default_rng(4)
+    sums = np.array([[30.0, 40.0], [1.0, 1.0], [3.0, 0.0]])
+    counts = np.array([10.0, -2.0, 0.5])
+    centres, reseeded = lloyd.centres_from_noisy_statistics(
+        counts, sums, 2.0, lambda idx, c, n: np.full((len(idx), 2), 9.0)
+    )
+    np.testing.assert_array_equal(reseeded, [False, True, True])
+    np.testing.assert_allclose(centres[0], [1.2, 1.6])  # (3, 4) projected on the ball of radius 2
+    np.testing.assert_array_equal(centres[1:], 9.0)
+    # split_largest copies the largest kept cluster, moved by jitter * bound.
+    kept = np.array([[0.0, 1.0], [5.0, 5.0], [0.5, 0.0]])
+    out = lloyd.split_largest(np.array([1]), kept, np.array([3.0, 100.0, 50.0]), 2.0, rng, jitter=1e-3)
+    assert np.linalg.norm(out[0] - kept[2]) == pytest.approx(2e-3)
+
+
+def test_fourier_features_approximate_the_kernels():
+    """z(x).z(y) is an unbiased estimate of the kernel with std <= sqrt(2/d)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(6, 3))
+    d = 20000
+    for kernel, exact in [
+        ("rbf", np.exp(-0.3 * euclidean_distances(X, squared=True))),
+        ("laplacian", np.exp(-0.3 * np.abs(X[:, None] - X[None]).sum(-1))),
+    ]:
+        W, b = draw_fourier_weights(kernel, 0.3, 3, d, rng)
+        Z = random_fourier_features(X, W, b)
+        assert np.all(np.linalg.norm(Z, axis=1) <= math.sqrt(2))
+        np.testing.assert_allclose(Z @ Z.T, exact, atol=5 * math.sqrt(2 / d))
+    with pytest.raises(ValueError, match="kernel"):
+        draw_fourier_weights("poly", 1.0, 2, 3, rng)
+
+
+# --------------------------------------------------------------------------
+# privacy plan and accounting
+# --------------------------------------------------------------------------
+
+
+def _analytic_gaussian_delta(multiplier, epsilon):
+    # Balle & Wang (2018), Thm. 8, for sensitivity 1 and std `multiplier`.
+    a = 1 / (2 * multiplier)
+    return norm.cdf(a - epsilon * multiplier) - math.exp(epsilon) * norm.cdf(-a - epsilon * multiplier)
+
+
+@pytest.mark.parametrize(("epsilon", "max_iter", "weight"), [(1.0, 5, 1.0), (0.3, 10, 3.0), (4.0, 2, 2.0)])
+def test_calibration_reproduces_epsilon_independently(epsilon, max_iter, weight):
+    """The T Gaussian pairs compose into one Gaussian with (sum 1/z_i^2)^(-1/2)."""
+    delta = 1e-5
+    z = lloyd.lloyd_noise_multiplier(max_iter, "gaussian", 0, weight, epsilon, delta, "rdp")
+    combined = (max_iter / z**2 + max_iter / (weight * z) ** 2) ** -0.5
+    assert _analytic_gaussian_delta(combined, epsilon) <= delta * (1 + 1e-6)
+    assert _analytic_gaussian_delta(combined, epsilon) >= delta * 0.999
+    # 5 % less noise breaks the target.
+    assert _analytic_gaussian_delta(combined * 0.95, epsilon) > delta
+
+
+def test_laplace_basic_calibration_closed_form():
+    z = lloyd.lloyd_noise_multiplier(3, "laplace", 0, 4.0, 1.0, 0.0, "basic")
+    # epsilon = T / (w z) + T / z
+    assert 3 / (4 * z) + 3 / z == pytest.approx(1.0, rel=1e-5)
+
+
+@pytest.mark.parametrize("clip", [1.0, "auto"])
+def test_kernel_ledger_matches_plan(clip):
+    X, _ = blobs(600)
+    km = DPKernelKMeans(3, epsilon=1.0, n_components=50, clip=clip, max_iter=4, random_state=0).fit(X)
+    z, w = km.noise_multiplier_, lloyd.count_noise_weight("gaussian", 50)
+    events = km._privacy_ledger.events
+    n_norm = int(clip == "auto")
+    assert len(events) == 8 + n_norm
+    assert all(type(e) is GaussianEvent and e.neighbouring == "replace_one" for e in events)
+    multipliers = sorted(e.noise_multiplier for e in events)
+    expected = sorted([z] * (4 + n_norm) + [z * w] * 4)
+    np.testing.assert_allclose(multipliers, expected, rtol=1e-12)
+    assert km.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-4)
+    assert km.privacy_spent_.epsilon <= 1.0
+    assert km.privacy_spent_.delta == 1e-5
+
+
+def test_gaussian_noise_scales(release_spy):
+    """Sizes get N(0, sqrt(2) w z), sums N(0, 2 C z): checked on the mechanisms and the noise."""
+    X, _ = blobs(1000)
+    km = DPKernelKMeans(3, epsilon=0.5, n_components=2000, max_iter=3, random_state=1).fit(X)
+    z, w = km.noise_multiplier_, lloyd.count_noise_weight("gaussian", 2000)
+    assert len(release_spy) == 6
+    counts, sums = release_spy[0::2], release_spy[1::2]
+    for sens, scale, _, _ in counts:
+        assert sens == pytest.approx(math.sqrt(2)) and scale == pytest.approx(math.sqrt(2) * w * z)
+    for sens, scale, _, _ in sums:
+        assert sens == pytest.approx(2.0) and scale == pytest.approx(2.0 * z)
+    noise = np.concatenate([n.ravel() for _, _, n, _ in sums])  # 18000 draws
+    assert abs(noise.std() - 2 * z) < 4 * 2 * z / math.sqrt(2 * noise.size)
+
+
+def test_laplace_scales_and_pure_dp(release_spy):
+    X, _ = blobs(1000)
+    km = DPKMeans(
+        3, epsilon=2.0, delta=0.0, data_norm=5.0, mechanism="laplace", composition="basic", max_iter=2
+    )
+    km.set_params(random_state=0).fit(X)
+    z, w = km.noise_multiplier_, lloyd.count_noise_weight("laplace", 2)
+    assert [type(e[3]) for e in release_spy] == [LaplaceEvent] * 4
+    assert release_spy[0][0] == 2.0 and release_spy[0][1] == pytest.approx(2 * w * z)
+    assert release_spy[1][0] == pytest.approx(2 * math.sqrt(2) * 5.0)
+    assert release_spy[1][1] == pytest.approx(2 * math.sqrt(2) * 5.0 * z)
+    assert km.privacy_spent_.delta == 0.0
+    assert km.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-5)
+
+
+def test_every_row_is_clipped(monkeypatch):
+    seen = []
+    original = lloyd.cluster_statistics
+
+    def spy(Z, labels, k):
+        seen.append(np.linalg.norm(Z, axis=1).max())
+        return original(Z, labels, k)
+
+    monkeypatch.setattr(lloyd, "cluster_statistics", spy)
+    X, _ = blobs(500)
+    DPKMeans(3, data_norm=0.7, max_iter=3, random_state=0).fit(X * 100)
+    assert len(seen) == 3 and max(seen) <= 0.7 * (1 + 1e-12)
+    seen.clear()
+    DPKernelKMeans(3, clip=0.4, max_iter=2, random_state=0).fit(X)
+    assert len(seen) == 2 and max(seen) <= 0.4 * (1 + 1e-12)
+
+
+def test_budget_accountant_is_charged():
+    from skdp.privacy import BudgetAccountant
+
+    budget = BudgetAccountant(epsilon=1.5, delta=1e-4)
+    X, _ = blobs(300)
+    DPKMeans(3, epsilon=1.0, data_norm=6.0, accountant=budget, random_state=0).fit(X)
+    with pytest.raises(Exception, match="(?i)budget"):
+        DPKMeans(3, epsilon=1.0, data_norm=6.0, accountant=budget, random_state=0).fit(X)
+
+
+# --------------------------------------------------------------------------
+# behaviour and API
+# --------------------------------------------------------------------------
+
+
+def test_dpkmeans_recovers_blobs_with_public_init():
+    X, y = blobs(6000)
+    init = np.array([[-1.0, -1.0], [1.0, -1.0], [0.0, 1.0]])
+    km = DPKMeans(3, epsilon=1.0, data_norm=5.0, init=init, max_iter=5, random_state=0).fit(X)
+    assert adjusted_rand_score(y, km.labels_) > 0.95
+    np.testing.assert_allclose(km.cluster_centers_, [[-3, -3], [3, -3], [0, 3]], atol=0.3)
+
+
+def test_dpkmeans_random_init_finds_blobs():
+    X, y = blobs(6000)
+    scores = [
+        adjusted_rand_score(
+            y, DPKMeans(3, epsilon=3.0, data_norm=5.0, max_iter=6, random_state=s).fit(X).labels_
+        )
+        for s in range(5)
+    ]
+    assert np.median(scores) > 0.9
+
+
+def test_kernel_kmeans_separates_circles_where_kmeans_cannot():
+    X, y = make_circles(n_samples=4000, factor=0.3, noise=0.05, random_state=0)
+    init = [[0.0, 0.0], [1.0, 0.0]]  # public: a point of each circle
+    kernel = DPKernelKMeans(2, epsilon=3.0, gamma=5.0, init=init, random_state=0).fit(X)
+    linear = DPKMeans(2, epsilon=3.0, data_norm=1.2, init=init, random_state=0).fit(X)
+    assert adjusted_rand_score(y, kernel.labels_) > 0.9
+    assert adjusted_rand_score(y, linear.labels_) < 0.2
+
+
+def test_post_processing_api_is_consistent():
+    X, _ = blobs(900)
+    for km in (
+        DPKMeans(3, data_norm=5.0, random_state=0).fit(X),
+        DPKernelKMeans(3, gamma=0.2, random_state=0).fit(X),
+    ):
+        D = km.transform(X)
+        assert D.shape == (900, 3)
+        np.testing.assert_array_equal(km.predict(X), D.argmin(axis=1))
+        np.testing.assert_array_equal(km.labels_, km.predict(X))
+        assert km.score(X) == pytest.approx(-(D.min(axis=1) ** 2).sum())
+        assert km.inertia_ == pytest.approx(-km.score(X))
+        assert km.n_iter_ == km.max_iter == 5
+        assert list(km.get_feature_names_out()) == [f"{type(km).__name__.lower()}{i}" for i in range(3)]
+    assert km.cluster_centers_.shape == (3, 200)
+    assert km.random_weights_.shape == (2, 200) and km.random_offset_.shape == (200,)
+
+
+def test_reproducible_with_random_state():
+    X, _ = blobs(500)
+    for est in (DPKMeans(3, data_norm=5.0), DPKernelKMeans(3, clip="auto")):
+        a = clone(est).set_params(random_state=7).fit(X).cluster_centers_
+        b = clone(est).set_params(random_state=7).fit(X).cluster_centers_
+        c = clone(est).set_params(random_state=8).fit(X).cluster_centers_
+        np.testing.assert_array_equal(a, b)
+        assert not np.allclose(a, c)
+
+
+def test_data_norm_none_warns_and_uses_max_norm():
+    X, _ = blobs(500)
+    with pytest.warns(PrivacyLeakWarning, match="data_norm"):
+        km = DPKMeans(3, random_state=0).fit(X)
+    assert km.clip_bound_ == pytest.approx(np.linalg.norm(X, axis=1).max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        DPKMeans(3, data_norm=5.0, random_state=0).fit(X)
+        DPKernelKMeans(3, random_state=0).fit(X)
+
+
+def test_reseeding_keeps_centres_finite_and_bounded():
+    X, _ = blobs(200)
+    km = DPKMeans(20, epsilon=0.05, data_norm=5.0, max_iter=5, random_state=0).fit(X)
+    assert km.n_reseeded_ > 0
+    assert np.all(np.isfinite(km.cluster_centers_))
+    assert np.all(np.linalg.norm(km.cluster_centers_, axis=1) <= 5.0 * (1 + 1e-9))
+
+
+def test_public_init_is_reseed_source():
+    X, _ = blobs(300)
+    init = np.array([[0.0, 0.0], [50.0, 50.0]])  # second centre is clipped to the ball, far from data
+    km = DPKMeans(2, epsilon=0.5, data_norm=4.0, init=init, max_iter=1, random_state=3).fit(X)
+    if km.n_reseeded_:
+        np.testing.assert_allclose(km.cluster_centers_[1], init[1] * 4.0 / np.linalg.norm(init[1]))
+    kernel = DPKernelKMeans(2, init=init, random_state=0).fit(X)
+    assert kernel.cluster_centers_.shape == (2, 200)
+
+
+def test_grid_search_and_pipeline_over_epsilon():
+    X, _ = blobs(1500)
+    pipe = Pipeline([("km", DPKMeans(3, data_norm=5.0, max_iter=5, random_state=0))])
+    search = GridSearchCV(pipe, {"km__epsilon": [0.01, 10.0]}, cv=3).fit(X)
+    # Higher epsilon, less noise, lower held-out k-means objective.
+    assert search.best_params_ == {"km__epsilon": 10.0}
+    assert search.best_estimator_["km"].privacy_spent_.epsilon <= 10.0
+
+
+# --------------------------------------------------------------------------
+# bad input
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("Est", [DPKMeans, DPKernelKMeans])
+def test_bad_input(Est):
+    X, _ = blobs(100)
+    with pytest.raises(ValueError, match="NaN"):
+        Est(3, random_state=0).fit(np.where(np.arange(200).reshape(100, 2) == 5, np.nan, X))
+    with pytest.raises(ValueError, match="infinity|inf"):
+        Est(3, random_state=0).fit(np.where(np.arange(200).reshape(100, 2) == 5, np.inf, X))
+    with pytest.raises(ValueError, match="n_samples=2 should be >= n_clusters=3"):
+        Est(3, random_state=0).fit(X[:2])
+    with pytest.raises(ValueError, match="2D array"):
+        Est(3, random_state=0).fit(X[:, 0])
+    with pytest.raises(ValueError, match="init"):
+        Est(3, init=np.zeros((2, 2)), random_state=0).fit(X)
+    with pytest.raises(ValueError, match="init"):
+        Est(3, init=np.full((3, 2), np.nan), random_state=0).fit(X)
+    with pytest.raises(ValueError, match="epsilon"):
+        Est(3, epsilon=0.0).fit(X)
+    with pytest.raises(ValueError, match="delta"):
+        Est(3, delta=0.0).fit(X)
+    with pytest.raises(ValueError, match="n_clusters"):
+        Est(0).fit(X)
+    km = Est(3, random_state=0, **({"data_norm": 5.0} if Est is DPKMeans else {})).fit(X)
+    with pytest.raises(ValueError, match="features"):
+        km.predict(np.zeros((3, 5)))
+
+
+def test_bad_hyperparameters_named():
+    X, _ = blobs(100)
+    with pytest.raises(ValueError, match="data_norm"):
+        DPKMeans(3, data_norm=-1.0).fit(X)
+    with pytest.raises(ValueError, match="mechanism"):
+        DPKMeans(3, mechanism="exponential").fit(X)
+    with pytest.raises(ValueError, match="clip"):
+        DPKernelKMeans(3, clip="max").fit(X)
+    with pytest.raises(ValueError, match="kernel"):
+        DPKernelKMeans(3, kernel="poly").fit(X)
+    with pytest.raises(ValueError, match="gamma"):
+        DPKernelKMeans(3, gamma=0).fit(X)
+    with pytest.raises(ValueError, match="count_noise_weight"):
+        DPKernelKMeans(3, count_noise_weight=-1).fit(X)
+    with pytest.raises(ValueError, match="composition"):
+        DPKernelKMeans(3, composition="moments").fit(X)
+
+
+def test_ledger_is_fresh_per_fit():
+    X, _ = blobs(300)
+    km = DPKMeans(3, data_norm=5.0, max_iter=2, random_state=0)
+    km.fit(X)
+    km.fit(X)
+    assert isinstance(km._privacy_ledger, PrivacyAccountant)
+    assert len(km._privacy_ledger) == 4
+
+
+def test_huge_finite_rows_are_handled():
+    Z = np.array([[1e300, 1e300], [3.0, 4.0], [0.0, 0.0]])
+    np.testing.assert_allclose(lloyd.row_norms(Z), [math.sqrt(2) * 1e300, 5.0, 0.0])
+    np.testing.assert_allclose(np.linalg.norm(lloyd.clip_rows(Z, 1.0), axis=1), [1.0, 1.0, 0.0])
+    W, b = draw_fourier_weights("rbf", 1.0, 2, 10, np.random.default_rng(0))
+    assert np.all(np.isfinite(random_fourier_features(np.array([[1.7e308, 1.7e308]]), W * 1e10, b)))
+    X, _ = blobs(100)
+    X[0] = 1.5e308
+    with pytest.raises(ValueError, match="data_norm"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        DPKMeans(3, random_state=0).fit(X)
+    km = DPKMeans(3, data_norm=5.0, random_state=0).fit(X)
+    assert np.all(np.isfinite(km.cluster_centers_))
