@@ -7,7 +7,10 @@ if scikit-learn's checks need exceptions).
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from skdp.bayes import DPBetaBernoulli
+from skdp.bnn import DPSEPRegressor
 from skdp.cluster import DPKernelKMeans, DPKMeans
 
 
@@ -35,4 +38,12 @@ CASES = {
     "DPBetaBernoulli(ops)": Case(DPBetaBernoulli(mechanism="ops", random_state=0), _binary, continuous=False),
     "DPKMeans": Case(DPKMeans(n_clusters=3, data_norm=3.0, random_state=0), _normal, output="predict"),
     "DPKernelKMeans": Case(DPKernelKMeans(n_clusters=3, random_state=0), _normal, output="predict"),
+    "DPSEPRegressor": Case(
+        DPSEPRegressor(
+            hidden_layer_sizes=(4,), n_epochs=1, feature_bounds=(-3, 3), target_bounds=(-3, 3), random_state=0
+        ),
+        _normal,
+        fit_kwargs=lambda X: {"y": np.linspace(-1.0, 1.0, len(X))},
+        output="predict",
+    ),
 }

@@ -8,6 +8,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import validate_data
 
 from skdp.bayes import DPBetaBernoulli
+from skdp.bnn import DPSEPRegressor
 from skdp.cluster import DPKernelKMeans, DPKMeans
 
 
@@ -80,6 +81,9 @@ def _estimators():
         DPKMeans(data_norm=3.0, mechanism="laplace", delta=0.0, random_state=0),
         DPKernelKMeans(random_state=0),
         DPKernelKMeans(clip="auto", random_state=0),
+        # The 'dp' instance recalibrates for every sample size (~90 s): it runs as a
+        # slow test in tests/test_bnn_checks.py.
+        DPSEPRegressor(hidden_layer_sizes=(5,), n_epochs=2, mechanism="clipped", random_state=0),
     ]
 
 

@@ -22,11 +22,14 @@ NAMES = sorted(CASES)
 
 
 def _fitted_arrays(model):
+    """Float arrays among the fitted attributes (lists of arrays, like ``coefs_``, unpacked)."""
     for name, value in vars(model).items():
-        if name.endswith("_") and not name.startswith("_"):
-            arr = np.asarray(value) if isinstance(value, (np.ndarray, float, list, tuple)) else None
-            if arr is not None and arr.dtype.kind == "f":
-                yield name, arr
+        if not name.endswith("_") or name.startswith("_"):
+            continue
+        parts = value if isinstance(value, list) else [value]
+        for i, part in enumerate(parts):
+            if isinstance(part, (np.ndarray, float)) and np.asarray(part).dtype.kind == "f":
+                yield f"{name}[{i}]", np.asarray(part)
 
 
 def _fit(case, X):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..bayes import DPBetaBernoulli, _beta_bernoulli
+from ..cluster import DPKMeans
 from ..privacy import LaplaceMechanism
 
 
@@ -26,6 +27,7 @@ class AuditCase:
     statistic: Callable
     broken: bool = False  # True: the audit is expected to flag it
     patch: Callable | None = None  # context manager factory installing a broken variant
+    max_runs: int | None = None  # cap for estimators too slow to refit 10,000 times
 
 
 def _binary_neighbours(n=20, k=7, d=1):
@@ -78,6 +80,19 @@ class _patched:
         setattr(self.module, self.name, self.old)
 
 
+def _kmeans_neighbours():
+    # Public initial centres; the canary replaces a central row by a row on the
+    # clip sphere (data_norm = 1), pulling the first cluster's sum the most.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.3, 0.3, size=(20, 2)) + [0.5, 0.5]
+    X[10:] -= 1.0
+    X_neighbour = X.copy()
+    X_neighbour[0] = [-0.7071, -0.7071]
+    return X, X_neighbour
+
+
+_KMEANS_INIT = np.array([[0.5, 0.5], [-0.5, -0.5]])
+
 CASES = [
     AuditCase(
         "DPBetaBernoulli(laplace, eps=1)",
@@ -90,6 +105,13 @@ CASES = [
         lambda: DPBetaBernoulli(epsilon=1.0, mechanism="ops", truncation=0.2),
         lambda: _binary_neighbours(n=10, k=0),
         lambda m: float(m.posterior_sample_[0]),
+    ),
+    AuditCase(
+        "DPKMeans(eps=1, delta=1e-5, 1 iteration)",
+        lambda: DPKMeans(n_clusters=2, epsilon=1.0, delta=1e-5, data_norm=1.0, max_iter=1, init=_KMEANS_INIT),
+        _kmeans_neighbours,
+        lambda m: float(m.cluster_centers_[0, 0] + m.cluster_centers_[0, 1]),
+        max_runs=2000,
     ),
     AuditCase(
         "BROKEN DPBetaBernoulli: Laplace noise halved",

@@ -1,0 +1,226 @@
+"""Probabilistic backpropagation (Hernandez-Lobato & Adams 2015): pure NumPy.
+
+The network has factorised Gaussian weights ``w ~ N(m, v)`` and a Gamma
+posterior ``Gamma(alpha, beta)`` over the precision of the Gaussian output
+noise.  Layer ``l`` maps its input ``z`` (with a constant 1 appended for the
+bias) to ``a = W z / sqrt(n_in + 1)``; hidden layers apply a ReLU, the output
+layer is linear with one unit.
+
+Forward pass (PBP, Section 3.2): the moments of ``a`` follow from those of
+``z`` and of the weights (independent): ``E[a] = M E[z] / sqrt(n_in + 1)`` and
+``Var[a] = (V (E[z]^2 + Var[z]) + M^2 Var[z]) / (n_in + 1)``; the output of a
+ReLU of a Gaussian ``a ~ N(m, v)`` is replaced by a Gaussian with its exact
+moments (:func:`relu_moments`).
+
+The moment matching of one datapoint (PBP, Eq. 5-6 and Minka 2001) uses
+``log Z = log N(y | m_L, v_L + beta / (alpha - 1))`` and its gradients with
+respect to the weight means and variances:
+
+    m_new = m + v d log Z / dm
+    v_new = v - v^2 ((d log Z / dm)^2 - 2 d log Z / dv)
+
+and the Gamma update from ``Z`` at ``alpha``, ``alpha + 1`` and ``alpha + 2``
+(PBP, Eq. 7-8), i.e. matching the first two moments of the noise precision
+under the tilted distribution.
+
+Weights are kept as one flat vector; :func:`layer_shapes` gives the layout
+(layer by layer, each an ``(n_out, n_in + 1)`` matrix in C order whose last
+column is the bias).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import ndtr
+
+_LOG_2PI = math.log(2 * math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2 * math.pi)
+#: Floor of a propagated variance: a unit whose inputs are all deterministic
+#: has zero variance, which the ReLU formulas divide by.
+_MIN_VARIANCE = 1e-12
+
+
+def layer_shapes(n_features, hidden_layer_sizes):
+    """Shapes ``(n_out, n_in + 1)`` of the weight matrices, input to output."""
+    sizes = [int(n_features), *map(int, hidden_layer_sizes), 1]
+    return [(n_out, n_in + 1) for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True)]
+
+
+def split_layers(flat, shapes):
+    """Views of a flat weight vector as the layer matrices."""
+    out, start = [], 0
+    for shape in shapes:
+        size = shape[0] * shape[1]
+        out.append(flat[start : start + size].reshape(shape))
+        start += size
+    return out
+
+
+def relu_moments(m, v):
+    """Mean and variance of ``max(0, a)`` for ``a ~ N(m, v)`` (elementwise).
+
+    With ``alpha = m / sqrt(v)``: ``E = m Phi(alpha) + sqrt(v) phi(alpha)`` and
+    ``E[max(0, a)^2] = (m^2 + v) Phi(alpha) + m sqrt(v) phi(alpha)`` (PBP,
+    Eq. 13-14; the moments of a rectified Gaussian).
+    """
+    m = np.asarray(m, dtype=float)
+    v = np.maximum(np.asarray(v, dtype=float), _MIN_VARIANCE)
+    s = np.sqrt(v)
+    alpha = m / s
+    cdf = ndtr(alpha)
+    pdf = _INV_SQRT_2PI * np.exp(-0.5 * alpha * alpha)
+    mean = m * cdf + s * pdf
+    var = np.maximum((m * m + v) * cdf + m * s * pdf - mean * mean, _MIN_VARIANCE)
+    return mean, var
+
+
+def forward_moments(X, means, variances):
+    """Predictive mean and variance of the network output (before noise).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    means, variances : list of ndarray
+        Per-layer weight means and variances, shapes from :func:`layer_shapes`.
+
+    Returns
+    -------
+    mean, var : ndarray of shape (n_samples,)
+    """
+    zm = np.asarray(X, dtype=float)
+    zv = np.zeros_like(zm)
+    n = zm.shape[0]
+    for layer, (M, V) in enumerate(zip(means, variances, strict=True)):
+        scale2 = 1.0 / M.shape[1]
+        zm_a = np.hstack([zm, np.ones((n, 1))])
+        zv_a = np.hstack([zv, np.zeros((n, 1))])
+        am = (zm_a @ M.T) * math.sqrt(scale2)
+        av = ((zm_a * zm_a + zv_a) @ V.T + zv_a @ (M * M).T) * scale2
+        if layer == len(means) - 1:
+            return am[:, 0], av[:, 0]
+        zm, zv = relu_moments(am, av)
+    raise ValueError("The network needs at least one layer.")
+
+
+def gaussian_log_z(y, mean, var):
+    """``log N(y | mean, var)``."""
+    r = y - mean
+    return -0.5 * (_LOG_2PI + np.log(var) + r * r / var)
+
+
+def log_z_gradients(x, y, means, variances, alpha, beta):
+    """``log Z`` of one datapoint and its gradients w.r.t. the weight moments.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_features,)
+    y : float
+    means, variances : list of ndarray
+        Per-layer cavity weight means and variances (all variances > 0).
+    alpha, beta : float
+        Cavity Gamma over the noise precision (``alpha > 1``, ``beta > 0``).
+
+    Returns
+    -------
+    grad_m, grad_v : ndarray of shape (n_weights,)
+        ``d log Z / d m`` and ``d log Z / d v``, flat.
+    alpha_new, beta_new : float
+        Gamma matching the tilted noise precision (``nan`` when undefined).
+    log_z : float
+        ``log Z = log N(y | m_L, v_L + beta / (alpha - 1))``.
+    """
+    zm = np.asarray(x, dtype=float)
+    n_layers = len(means)
+    cache = []
+    zv = None
+    for layer, (M, V) in enumerate(zip(means, variances, strict=True)):
+        n_in = M.shape[1]
+        scale = 1.0 / math.sqrt(n_in)
+        zm_a = np.empty(n_in)
+        zm_a[:-1] = zm
+        zm_a[-1] = 1.0
+        if zv is None:  # inputs are deterministic
+            zv_a = None
+            zsq = zm_a * zm_a
+            av = (V @ zsq) * (scale * scale)
+        else:
+            zv_a = np.zeros(n_in)
+            zv_a[:-1] = zv
+            zsq = zm_a * zm_a + zv_a
+            av = (V @ zsq + (M * M) @ zv_a) * (scale * scale)
+        am = (M @ zm_a) * scale
+        relu = None
+        if layer < n_layers - 1:
+            av = np.maximum(av, _MIN_VARIANCE)
+            s = np.sqrt(av)
+            ratio = am / s
+            cdf = ndtr(ratio)
+            pdf = _INV_SQRT_2PI * np.exp(-0.5 * ratio * ratio)
+            zm = am * cdf + s * pdf
+            zv = np.maximum((am * am + av) * cdf + am * s * pdf - zm * zm, _MIN_VARIANCE)
+            relu = (cdf, pdf, s, zm)
+        cache.append((zm_a, zv_a, zsq, scale, relu))
+
+    m_out, v_out = float(am[0]), float(av[0])
+    resid = y - m_out
+    s0 = v_out + beta / (alpha - 1.0)
+    log_z = -0.5 * (_LOG_2PI + math.log(s0) + resid * resid / s0)
+    g_am = np.array([resid / s0])
+    g_av = np.array([0.5 * (resid * resid / (s0 * s0) - 1.0 / s0)])
+
+    grad_m = [None] * n_layers
+    grad_v = [None] * n_layers
+    for layer in range(n_layers - 1, -1, -1):
+        M, V = means[layer], variances[layer]
+        zm_a, zv_a, zsq, scale, _ = cache[layer]
+        scale2 = scale * scale
+        gm = (g_am * scale)[:, None] * zm_a
+        if zv_a is not None:
+            gm += (2.0 * scale2) * M * (g_av[:, None] * zv_a)
+        grad_m[layer] = gm.ravel()
+        grad_v[layer] = ((g_av * scale2)[:, None] * zsq).ravel()
+        if layer == 0:
+            break
+        back_v = g_av @ V
+        g_zm = (scale * (g_am @ M) + (2.0 * scale2) * back_v * zm_a)[:-1]
+        g_zv = (scale2 * (back_v + g_av @ (M * M)))[:-1]
+        cdf, pdf, s, zm_out = cache[layer - 1][4]
+        # d mean/d m = Phi, d mean/d v = phi / (2 s); d E[z^2]/d m = 2 mean and
+        # d E[z^2]/d v = Phi, whence the variance derivatives below.
+        g_am = g_zm * cdf + g_zv * 2.0 * zm_out * (1.0 - cdf)
+        g_av = g_zm * pdf / (2.0 * s) + g_zv * (cdf - zm_out * pdf / s)
+
+    # Noise precision tau: E[tau] = alpha/beta Z(alpha+1)/Z(alpha) and
+    # E[tau^2] = alpha (alpha+1)/beta^2 Z(alpha+2)/Z(alpha) (PBP, Eq. 7-8).
+    s1 = v_out + beta / alpha
+    s2 = v_out + beta / (alpha + 1.0)
+    log_z1 = -0.5 * (_LOG_2PI + math.log(s1) + resid * resid / s1)
+    log_z2 = -0.5 * (_LOG_2PI + math.log(s2) + resid * resid / s2)
+    e1 = math.exp(log_z1 - log_z) * alpha / beta
+    e2 = math.exp(log_z2 - log_z) * alpha * (alpha + 1.0) / (beta * beta)
+    var_tau = e2 - e1 * e1
+    if var_tau > 0 and math.isfinite(var_tau):
+        alpha_new, beta_new = e1 * e1 / var_tau, e1 / var_tau
+    else:
+        alpha_new = beta_new = math.nan
+    if n_layers > 1:
+        grad_m, grad_v = np.concatenate(grad_m), np.concatenate(grad_v)
+    else:
+        grad_m, grad_v = grad_m[0], grad_v[0]
+    return grad_m, grad_v, alpha_new, beta_new, log_z
+
+
+def tilted_moments(x, y, m, v, shapes, alpha, beta):
+    """PBP moment matching of one datapoint against a cavity distribution.
+
+    ``m, v`` are the flat cavity weight moments.  Returns the flat moments
+    ``(m_new, v_new)`` of the projected tilted distribution (PBP Eq. 5-6;
+    entries of ``v_new`` may be non-positive, which the caller rejects as
+    PBP does), the matched Gamma ``(alpha_new, beta_new)`` and ``log Z``.
+    """
+    gm, gv, alpha_new, beta_new, log_z = log_z_gradients(
+        x, y, split_layers(m, shapes), split_layers(v, shapes), alpha, beta
+    )
+    return m + v * gm, v - v * v * (gm * gm - 2.0 * gv), alpha_new, beta_new, log_z
