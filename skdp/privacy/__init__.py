@@ -33,12 +33,14 @@ from .events import (
 from .ledger_sqlite import SQLiteBudgetAccountant
 from .matrix import SymmetricMatrixGaussianMechanism, SymmetricMatrixLaplaceMechanism, project_to_psd
 from .mechanisms import GaussianMechanism, LaplaceMechanism
+from .norm_selection import dp_norm
 from .selection import (
     ExponentialMechanism,
     histogram_sensitivity,
     noisy_histogram,
     noisy_histogram_mode,
 )
+from .subsampled_gaussian import SubsampledGaussianMechanism
 
 __all__ = [
     "ADD_REMOVE",
@@ -58,11 +60,13 @@ __all__ = [
     "PureDPEvent",
     "SQLiteBudgetAccountant",
     "SubsampledGaussianEvent",
+    "SubsampledGaussianMechanism",
     "SymmetricMatrixGaussianMechanism",
     "SymmetricMatrixLaplaceMechanism",
     "advanced_composition_epsilon",
     "calibrate_noise_multiplier",
     "compose",
+    "dp_norm",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_noise_multiplier",
