@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from skdp.bayes import DPBetaBernoulli
+from skdp.bayes import DPBetaBernoulli, DPNaiveBayesHMM
 from skdp.bnn import DPSEPRegressor
 from skdp.cluster import DPKernelKMeans, DPKMeans
 
@@ -29,6 +29,10 @@ def _binary(rng, n, d):
     return rng.binomial(1, 0.4, size=(n, d))
 
 
+def _categorical(rng, n, d):
+    return rng.integers(0, 3, size=(n, d))
+
+
 def _normal(rng, n, d):
     return rng.normal(size=(n, d))
 
@@ -36,6 +40,12 @@ def _normal(rng, n, d):
 CASES = {
     "DPBetaBernoulli(laplace)": Case(DPBetaBernoulli(random_state=0), _binary, continuous=False),
     "DPBetaBernoulli(ops)": Case(DPBetaBernoulli(mechanism="ops", random_state=0), _binary, continuous=False),
+    "DPNaiveBayesHMM(laplace)": Case(
+        DPNaiveBayesHMM(n_iter=10, burn_in=5, categories=[[0, 1, 2]] * 3, random_state=0),
+        _categorical,
+        fit_kwargs=lambda X: {"timesteps": np.arange(len(X)) // 5},
+        continuous=False,
+    ),
     "DPKMeans": Case(DPKMeans(n_clusters=3, data_norm=3.0, random_state=0), _normal, output="predict"),
     "DPKernelKMeans": Case(DPKernelKMeans(n_clusters=3, random_state=0), _normal, output="predict"),
     "DPSEPRegressor": Case(

@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import validate_data
 
-from skdp.bayes import DPBetaBernoulli
+from skdp.bayes import DPBetaBernoulli, DPNaiveBayesHMM
 from skdp.bnn import DPSEPRegressor
 from skdp.cluster import DPKernelKMeans, DPKMeans
 
@@ -77,6 +77,9 @@ def _estimators():
         DPBetaBernoulli(random_state=0),
         BinarisingBetaBernoulli(random_state=0),
         BinarisingBetaBernoulli(mechanism="ops", random_state=0),
+        DPNaiveBayesHMM(n_iter=20, burn_in=10, random_state=0),
+        DPNaiveBayesHMM(mechanism="ops", n_iter=20, burn_in=10, random_state=0),
+        DPNaiveBayesHMM(mechanism="none", n_iter=20, burn_in=10, random_state=0),
         DPKMeans(random_state=0),
         DPKMeans(data_norm=3.0, mechanism="laplace", delta=0.0, random_state=0),
         DPKernelKMeans(random_state=0),

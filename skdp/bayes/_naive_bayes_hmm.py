@@ -1,0 +1,616 @@
+"""DPNaiveBayesHMM: private HMM with naive-Bayes categorical emissions (Foulds et al. 2016, Sec. 4-5)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, DensityMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._random import check_generator
+from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, warn_privacy_leak
+from ..exceptions import PrivacyLeakWarning
+from ..privacy import (
+    COMPOSITIONS,
+    ExponentialMechanism,
+    LaplaceEvent,
+    LaplaceMechanism,
+    PrivacySpent,
+    PureDPEvent,
+    calibrate_noise_multiplier,
+    laplace_noise_multiplier,
+)
+from ._conjugate import (
+    dirichlet_log_likelihood_sensitivity,
+    project_counts,
+    sample_dirichlet,
+    sample_truncated_dirichlet,
+)
+from ._gibbs import (
+    emission_log_likelihood,
+    posterior_marginals,
+    safe_log,
+    sample_states,
+    state_category_counts,
+    transition_counts,
+    viterbi,
+)
+from ._sequences import build_layout, cell_category_counts, encode_categories, learn_categories
+
+#: L1 sensitivity of one feature's count tensor ``n_{:,:,d,:}`` under
+#: replace-one neighbours (Foulds et al., Appendix E.1): a record adds the
+#: indicator vector e_{x_d} to the count vector of its own cell only.
+#: Replacing it removes e_{x_d} from its cell and adds e_{x'_d} to the new
+#: record's cell: L1 change 2 whether the cells coincide or not.
+COUNT_L1_SENSITIVITY = 2.0
+
+
+def default_truncation(n_categories):
+    """Foulds et al.'s OPS truncation ``a0_d = 1 / (100 K_d)`` (Figure 7, Appendix E.2)."""
+    return 1.0 / (100.0 * np.asarray(n_categories, dtype=float))
+
+
+def ops_gibbs_epsilon(epsilon_per_update, n_iter, n_components=2):
+    """Worst-case cost of an unconverged OPS chain under basic composition.
+
+    Foulds et al., Section 5: every iteration makes two data-dependent
+    exponential-mechanism releases (all latent states, then all emission
+    parameters), so ``epsilon^(Gibbs) <= 2 n_iter epsilon`` (400 epsilon for
+    200 iterations).  The transition update reads only the states; with one
+    state (naive Bayes) the state update does not read the data either.
+    """
+    per_iteration = 2 if n_components > 1 else 1
+    return per_iteration * n_iter * epsilon_per_update
+
+
+class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
+    """Differentially private HMM with naive-Bayes categorical emissions (Foulds et al. 2016).
+
+    Records are grouped into cells ``(r, t)`` (sequence ``r``, timestep
+    ``t``; the paper's region and month).  Each cell has a latent state
+    ``z_{r,t}`` in ``{0..K-1}`` following a Markov chain with
+    ``Dirichlet(alpha)`` transition rows (and initial distribution), and each
+    record of the cell has ``D`` categorical features drawn independently from
+    ``theta^(z, d) ~ Dirichlet(beta)`` (Foulds et al., Appendix E, Eq. 67).
+    ``n_components=1`` is naive Bayes.  Inference is Gibbs sampling (Eq. 68,
+    69) with one of three mechanisms:
+
+    ``mechanism="laplace"`` (Section 4.2, Appendix E.1)
+        The per-cell count vectors ``n_{r,t,d,:}`` (Eq. 70-71) are privatised
+        once, before sampling, by the Laplace mechanism: for each feature the
+        whole ``(n_cells, K_d)`` count array is one release with L1
+        sensitivity 2 (a record adds one indicator vector to its own cell's
+        count vector; replacing the record moves one unit between categories
+        and possibly between cells, L1 change 2, Eq. 17), and the budget is
+        split over the ``D`` features (scale ``2 D / epsilon`` under basic
+        composition; the noise multiplier is calibrated for the chosen
+        ``composition``).  The counts are projected to be non-negative (Eq.
+        16), and the whole chain runs on them as post-processing, converged or
+        not.  Pure epsilon-DP.  With ``n_components=1`` (naive Bayes) the
+        likelihood depends on the corpus-wide counts only, and those are
+        released instead (same sensitivity, one row instead of one per cell).
+    ``mechanism="ops"`` (Section 4.1, Eq. 19)
+        The chain targets the posterior tempered at ``T = 2 Delta /
+        epsilon_u`` with the emission distributions truncated to
+        ``theta_j >= a0_d``; ``Delta = sum_d log((1 - (K_d - 1) a0_d) /
+        a0_d)`` bounds the change of the log joint density when a record is
+        replaced (Eq. 15 generalised), so each data-dependent Gibbs update is
+        an exponential-mechanism release costing ``epsilon_u``.
+        ``ops_accounting="worst_case"`` (default) accounts every update of an
+        unconverged chain, the paper's ``epsilon^(Gibbs) = 2 n_iter
+        epsilon_u`` (two releases per iteration; one for ``n_components=1``,
+        whose state update ignores the data): ``epsilon`` is the total
+        and ``epsilon_u`` is calibrated so that the composition meets it.
+        ``ops_accounting="converged"`` releases only the final sample and
+        accounts it as one OPS sample at ``epsilon`` (the paper's Figure 9
+        setting); that holds only if the chain has converged, and a
+        :class:`~skdp.exceptions.PrivacyLeakWarning` says so.
+    ``mechanism="none"``
+        The non-private sampler (baseline); ``privacy_spent_`` is
+        ``(inf, 0)`` and no accountant may be given.
+
+    The guarantee (``privacy_spent_``) refers to replace-one neighbours:
+    datasets with the same records except one, whose features (and cell) may
+    differ.  The set of (sequence, timestep) cells is treated as public
+    metadata, as in the paper (regions and months are public); with
+    ``categories="auto"`` the category values are read off the data and a
+    :class:`~skdp.exceptions.PrivacyLeakWarning` is raised.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Number of latent states ``K``.
+    alpha : float, default=1.0
+        Concentration of the Dirichlet prior of every transition row.
+    beta : float, default=1.0
+        Concentration of the Dirichlet prior of every emission distribution.
+    mechanism : {"laplace", "ops", "none"}, default="laplace"
+    epsilon : float, default=1.0
+        Total privacy budget of the fit.
+    delta : float, default=0.0
+        Used only by ``"advanced"``, ``"zcdp"`` and ``"rdp"`` composition;
+        both mechanisms are pure DP.
+    truncation : float or None, default=None
+        OPS truncation ``a0`` (the same for every feature, ``a0 K_d < 1``);
+        None uses ``1 / (100 K_d)`` per feature as the paper.
+    n_iter : int, default=200
+        Gibbs iterations.
+    burn_in : int, default=100
+        Iterations discarded before averaging (must be below ``n_iter``).
+    ops_accounting : {"worst_case", "converged"}, default="worst_case"
+        OPS accounting, see above.
+    categories : "auto" or list of array-like, default="auto"
+        Categories of each feature, as :class:`~sklearn.preprocessing.OrdinalEncoder`.
+    handle_unknown : {"error", "ignore"}, default="error"
+        Unknown categories at predict/score time raise, or are left out of
+        the likelihood (the feature is treated as missing for that record).
+    composition : {"basic", "advanced", "zcdp", "rdp"}, default="basic"
+        Composition theorem of the fit's releases.
+    accountant : BudgetAccountant, default=None
+    random_state : int, RandomState instance or None, default=None
+
+    Attributes
+    ----------
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+    categories_ : list of ndarray
+        Categories of each feature (as ``OrdinalEncoder.categories_``).
+    startprob_ : ndarray of shape (n_components,)
+        Posterior mean of the initial-state distribution.
+    transmat_ : ndarray of shape (n_components, n_components)
+        Posterior mean of the transition matrix (post-burn-in average; for
+        ``ops_accounting="converged"`` the released final sample).
+    emissionprob_ : list of ndarray of shape (n_components, K_d)
+        Emission distribution of each feature, same convention.
+    states_ : ndarray of shape (n_cells_,)
+        Most frequent post-burn-in state of each training cell (final sample
+        for ``ops_accounting="converged"``).
+    cell_sequence_ids_, cell_timesteps_ : ndarray of shape (n_cells_,)
+        Labels of the training cells, in the order of ``states_``.
+    noisy_counts_ : ndarray of shape (n_cells_, n_features_in_, max K_d)
+        Released count vectors after projection (``"laplace"`` only; one row
+        of corpus-wide counts when ``n_components=1``).
+    temperature_ : float
+        OPS temperature ``T`` (``"ops"`` only).
+    truncation_ : ndarray of shape (n_features_in_,)
+        OPS truncation per feature (``"ops"`` only).
+    privacy_spent_ : PrivacySpent
+
+    See Also
+    --------
+    DPBetaBernoulli : the conjugate building block (K = 1, binary features).
+
+    References
+    ----------
+    J. Foulds, J. Geumlek, M. Welling, K. Chaudhuri. On the theory and
+    practice of privacy-preserving Bayesian data analysis. UAI 2016,
+    Sections 4-5 and Appendix E.
+
+    K.-T. Fang, Z. Geng, G.-L. Tian. Statistical inference for truncated
+    Dirichlet distribution and its application in misclassification.
+    Biometrical Journal 42(8), 2000.
+
+    C. K. Carter, R. Kohn. On Gibbs sampling for state space models.
+    Biometrika 81(3), 1994.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdp.bayes import DPNaiveBayesHMM
+    >>> rng = np.random.default_rng(0)
+    >>> states = np.repeat([0, 1, 0, 1], 5)              # one sequence, 20 timesteps
+    >>> timesteps = np.repeat(np.arange(20), 200)        # 200 records per timestep
+    >>> X = rng.binomial(1, np.where(states[timesteps] == 1, 0.9, 0.1)[:, None], size=(4000, 2))
+    >>> model = DPNaiveBayesHMM(n_components=2, epsilon=1.0, categories=[[0, 1], [0, 1]],
+    ...                         n_iter=50, burn_in=25, random_state=0)
+    >>> model = model.fit(X, timesteps=timesteps)
+    >>> z = model.states_
+    >>> bool(np.all(z == states) or np.all(z == 1 - states))
+    True
+    >>> model.privacy_spent_
+    PrivacySpent(epsilon=1.0, delta=0.0)
+    """
+
+    _parameter_constraints = {
+        **PRIVACY_PARAMETER_CONSTRAINTS,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "beta": [Interval(Real, 0, None, closed="neither")],
+        "mechanism": [StrOptions({"laplace", "ops", "none"})],
+        "truncation": [Interval(Real, 0, 1, closed="neither"), None],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "ops_accounting": [StrOptions({"worst_case", "converged"})],
+        "categories": [StrOptions({"auto"}), list],
+        "handle_unknown": [StrOptions({"error", "ignore"})],
+        "composition": [StrOptions(set(COMPOSITIONS))],
+    }
+
+    def __init__(
+        self,
+        n_components=2,
+        *,
+        alpha=1.0,
+        beta=1.0,
+        mechanism="laplace",
+        epsilon=1.0,
+        delta=0.0,
+        truncation=None,
+        n_iter=200,
+        burn_in=100,
+        ops_accounting="worst_case",
+        categories="auto",
+        handle_unknown="error",
+        composition="basic",
+        accountant=None,
+        random_state=None,
+    ):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.beta = beta
+        self.mechanism = mechanism
+        self.epsilon = epsilon
+        self.delta = delta
+        self.truncation = truncation
+        self.n_iter = n_iter
+        self.burn_in = burn_in
+        self.ops_accounting = ops_accounting
+        self.categories = categories
+        self.handle_unknown = handle_unknown
+        self.composition = composition
+        self.accountant = accountant
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ input
+
+    @staticmethod
+    def _split_frame(X, sequence_ids, timesteps):
+        """Take ``sequence_ids`` / ``timesteps`` given as column names out of a DataFrame."""
+        names = [v for v in (sequence_ids, timesteps) if isinstance(v, str)]
+        if not names:
+            return X, sequence_ids, timesteps
+        if not hasattr(X, "columns"):
+            raise TypeError(
+                "sequence_ids and timesteps may be column names only when X is a DataFrame; "
+                "otherwise pass arrays with one entry per row."
+            )
+        for name in names:
+            if name not in X.columns:
+                raise ValueError(f"Column {name!r} is not in X.")
+        if isinstance(sequence_ids, str):
+            sequence_ids = X[sequence_ids].to_numpy()
+        if isinstance(timesteps, str):
+            timesteps = X[timesteps].to_numpy()
+        return X.drop(columns=names), sequence_ids, timesteps
+
+    def _encode(self, X, sequence_ids, timesteps, reset):
+        X, sequence_ids, timesteps = self._split_frame(X, sequence_ids, timesteps)
+        X = validate_data(self, X, reset=reset, dtype=None)
+        if reset:
+            self.categories_ = learn_categories(X, self.categories)
+        codes = encode_categories(X, self.categories_, self.handle_unknown, "fit" if reset else "transform")
+        layout = build_layout(sequence_ids, timesteps, X.shape[0])
+        counts = cell_category_counts(codes, layout.cell_of_record, layout.n_cells, self._n_categories)
+        return counts, layout
+
+    @property
+    def _n_categories(self):
+        return np.array([len(c) for c in self.categories_])
+
+    def _category_mask(self):
+        k = self._n_categories
+        return np.arange(k.max())[None, :] < k[:, None]
+
+    # -------------------------------------------------------------------- fit
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, *, sequence_ids=None, timesteps=None):
+        """Run the private Gibbs sampler on records grouped into (sequence, timestep) cells.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_records, n_features)
+            Categorical features of each record (any labels: they are encoded
+            as :class:`~sklearn.preprocessing.OrdinalEncoder` does).
+        y : None
+            Ignored.
+        sequence_ids : array-like of shape (n_records,) or str, default=None
+            Sequence of each record (a column name of a DataFrame ``X`` is
+            accepted); None puts all records in one sequence.
+        timesteps : array-like of shape (n_records,) or str, default=None
+            Timestep of each record (sortable labels); None makes every record
+            its own timestep in row order.
+
+        Returns
+        -------
+        self : DPNaiveBayesHMM
+        """
+        if self.burn_in >= self.n_iter:
+            raise ValueError(f"burn_in ({self.burn_in}) must be smaller than n_iter ({self.n_iter}).")
+        private = self.mechanism != "none"
+        if private:
+            ledger, rng = self._begin_private_fit(composition=self.composition)
+        else:
+            if self.accountant is not None:
+                raise ValueError("mechanism='none' is not private: it cannot be charged to an accountant.")
+            ledger, rng = None, check_generator(self.random_state)
+        if private and isinstance(self.categories, str):
+            warn_privacy_leak("categories", "the set of category values of each feature")
+        counts, layout = self._encode(X, sequence_ids, timesteps, reset=True)
+        for attr in ("noisy_counts_", "temperature_", "truncation_"):
+            self.__dict__.pop(attr, None)
+
+        mask = self._category_mask()
+        grid = layout.grid
+        if self.n_components == 1:
+            # Naive Bayes: every cell has the one state, so the likelihood sees
+            # only the corpus-wide counts n_{d,:} (Foulds et al., Section 5).
+            # Releasing those (same sensitivity 2 per feature) instead of every
+            # cell's counts keeps the noise from adding up over the cells.
+            counts, grid = counts.sum(axis=0, keepdims=True), np.zeros((1, 1), dtype=np.int64)
+        chain = dict(counts=counts, grid=grid, mask=mask, rng=rng)
+        if self.mechanism == "laplace":
+            chain["counts"] = self.noisy_counts_ = self._privatise_counts(counts, mask, rng, ledger)
+            result = self._gibbs(**chain)
+        elif self.mechanism == "none":
+            result = self._gibbs(**chain)
+        else:
+            result = self._fit_ops(chain, ledger)
+
+        self.startprob_, self.transmat_, theta, self.states_ = result
+        if self.n_components == 1:
+            self.states_ = np.zeros(layout.n_cells, dtype=np.int64)
+        self.emissionprob_ = [theta[:, d, :k] for d, k in enumerate(self._n_categories)]
+        self.cell_sequence_ids_ = layout.sequence_labels
+        self.cell_timesteps_ = layout.timestep_labels
+        if private:
+            self._end_private_fit(ledger)
+        else:
+            self.privacy_spent_ = PrivacySpent(math.inf, 0.0)
+        return self
+
+    def _calibrate(self, plan, n_releases):
+        """Noise multiplier (Laplace scale / sensitivity, or 1 / epsilon per release) of the plan.
+
+        Under basic composition the equal split ``n_releases / epsilon`` is
+        exact (Dwork & Roth 2014, Thm. 3.16); otherwise the core calibrator
+        bisects the composed cost of ``plan``.
+        """
+        if self.composition == "basic":
+            return laplace_noise_multiplier(self.epsilon, n_releases)
+        return calibrate_noise_multiplier(
+            plan, self.epsilon, self.delta, self.composition, self._neighbouring
+        )
+
+    def _privatise_counts(self, counts, mask, rng, ledger):
+        """Laplace release of every feature's per-cell count vectors, once (Appendix E.1)."""
+        n_features = counts.shape[1]
+
+        def plan(z):
+            return [LaplaceEvent(count=n_features, neighbouring=self._neighbouring, noise_multiplier=z)]
+
+        z = self._calibrate(plan, n_features)
+        mech = LaplaceMechanism(COUNT_L1_SENSITIVITY, z * COUNT_L1_SENSITIVITY, self._neighbouring)
+        noisy = np.zeros_like(counts)
+        for d, k in enumerate(self._n_categories):
+            noisy[:, d, :k] = mech.release(counts[:, d, :k], rng, ledger)
+        return project_counts(noisy) * mask[None]
+
+    def _fit_ops(self, chain, ledger):
+        k = self._n_categories
+        a0 = default_truncation(k) if self.truncation is None else np.full(k.shape, float(self.truncation))
+        if np.any((k > 1) & (a0 * k >= 1)):
+            raise ValueError(
+                f"truncation={self.truncation} is too large: it must satisfy truncation * K_d < 1 "
+                f"for every feature (K_d = {k.tolist()})."
+            )
+        self.truncation_ = a0
+        sensitivity = dirichlet_log_likelihood_sensitivity(k, a0)
+        # Every feature has one category: the likelihood ignores the data, any
+        # positive sensitivity is a valid (conservative) bound.
+        sensitivity = sensitivity if sensitivity > 0 else 1.0
+        converged = self.ops_accounting == "converged"
+        n_releases = 1 if converged else ops_gibbs_epsilon(1, self.n_iter, self.n_components)
+
+        def plan(z):
+            return [PureDPEvent(count=n_releases, neighbouring=self._neighbouring, epsilon=1.0 / z)]
+
+        z = self._calibrate(plan, n_releases)
+        mech = ExponentialMechanism(1.0 / z, sensitivity, self._neighbouring)
+        temperature = self.temperature_ = mech.temperature
+        lowest = min(self.alpha, self.beta)
+        if lowest <= 1 - temperature:
+            raise ValueError(
+                f"The tempered OPS conditionals are improper: raise alpha and beta above "
+                f"1 - temperature = {1 - temperature:.3g}, or lower epsilon."
+            )
+        if converged:
+            warnings.warn(
+                "ops_accounting='converged': privacy_spent_ is the cost of one exact sample from the "
+                "tempered posterior, which holds only if the Gibbs chain has converged. The worst case "
+                f"for this unconverged chain is {ops_gibbs_epsilon(1, self.n_iter, self.n_components)} "
+                f"releases at epsilon={self.epsilon}.",
+                PrivacyLeakWarning,
+                stacklevel=3,
+            )
+            rng = chain.pop("rng")
+            return mech.sample(
+                lambda t, r: self._gibbs(**chain, rng=r, temperature=t, truncation=a0, keep_last=True),
+                rng,
+                ledger,
+            )
+        return self._gibbs(**chain, temperature=temperature, truncation=a0, release=(mech, ledger))
+
+    def _gibbs(
+        self, counts, grid, mask, rng, temperature=1.0, truncation=None, release=None, keep_last=False
+    ):
+        """Blocked Gibbs sampler (Eq. 68-69, transitions sampled rather than collapsed).
+
+        ``release=(mech, ledger)`` routes each data-dependent update through
+        the exponential mechanism (one event each); the initial values and the
+        transition updates never read the data.
+        """
+        n_states = self.n_components
+        n_features, kmax = mask.shape
+        full_mask = np.broadcast_to(mask, (n_states, n_features, kmax))
+
+        def draw(fn, reads_data=True):
+            if release is None or not reads_data:
+                return fn(temperature, rng)
+            mech, ledger = release
+            return mech.sample(fn, rng, ledger)
+
+        def draw_theta(shapes, t, r):
+            if truncation is None:
+                return sample_dirichlet(shapes, full_mask, r)
+            lower = np.broadcast_to(truncation, (n_states, n_features))
+            return sample_truncated_dirichlet(shapes, full_mask, lower, r)
+
+        def tempered(c, prior, t):
+            return (c + prior - 1.0) / t + 1.0
+
+        # Data-independent start: parameters from the (truncated) prior.
+        theta = draw_theta(np.full((n_states, n_features, kmax), self.beta), temperature, rng)
+        start = rng.dirichlet(np.full(n_states, self.alpha))
+        trans = rng.dirichlet(np.full(n_states, self.alpha), size=n_states)
+        n_kept = self.n_iter - self.burn_in
+        sums = [np.zeros(n_states), np.zeros((n_states, n_states)), np.zeros_like(theta)]
+        state_hist = np.zeros((counts.shape[0], n_states))
+        for it in range(self.n_iter):
+            log_theta = np.where(full_mask, safe_log(np.maximum(theta, 1e-300)), 0.0)
+            log_emission = emission_log_likelihood(counts, log_theta)
+            # With one state the state update ignores the data: no release.
+            z = draw(
+                lambda t, r, e=log_emission, s=start, a=trans: sample_states(
+                    e / t, safe_log(s) / t, safe_log(a) / t, grid, r
+                ),
+                reads_data=n_states > 1,
+            )
+            start_counts, trans_counts = transition_counts(z, grid, n_states)
+            start = rng.dirichlet(tempered(start_counts, self.alpha, temperature))
+            trans = sample_dirichlet(
+                tempered(trans_counts, self.alpha, temperature), np.ones((n_states, n_states), bool), rng
+            )
+            shapes = tempered(state_category_counts(z, counts, n_states), self.beta, temperature)
+            theta = draw(lambda t, r, s=shapes: draw_theta(s, t, r))
+            if it >= self.burn_in:
+                for acc, value in zip(sums, (start, trans, theta), strict=True):
+                    acc += value
+                state_hist[np.arange(z.shape[0]), z] += 1
+        if keep_last:
+            return start, trans, theta, z
+        return sums[0] / n_kept, sums[1] / n_kept, sums[2] / n_kept, np.argmax(state_hist, axis=1)
+
+    # ---------------------------------------------------------------- predict
+
+    def _log_params(self):
+        mask = self._category_mask()
+        theta = np.zeros((self.n_components,) + mask.shape)
+        for d, probs in enumerate(self.emissionprob_):
+            theta[:, d, : probs.shape[1]] = probs
+        log_theta = np.where(mask[None], safe_log(np.maximum(theta, 1e-300)), 0.0)
+        return log_theta, safe_log(self.startprob_), safe_log(self.transmat_)
+
+    def _infer(self, X, sequence_ids, timesteps):
+        check_is_fitted(self)
+        counts, layout = self._encode(X, sequence_ids, timesteps, reset=False)
+        log_theta, log_start, log_trans = self._log_params()
+        return emission_log_likelihood(counts, log_theta), log_start, log_trans, layout
+
+    def predict(self, X, *, sequence_ids=None, timesteps=None):
+        """Most probable state of each record's cell (Viterbi on the released parameters).
+
+        Post-processing of the released model: free.  The input convention is
+        that of :meth:`fit`; every record gets its cell's state.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_records,)
+        """
+        log_emission, log_start, log_trans, layout = self._infer(X, sequence_ids, timesteps)
+        return viterbi(log_emission, log_start, log_trans, layout.grid)[layout.cell_of_record]
+
+    def predict_proba(self, X, *, sequence_ids=None, timesteps=None):
+        """Posterior state probabilities of each record's cell (forward-backward).
+
+        Returns
+        -------
+        proba : ndarray of shape (n_records, n_components)
+        """
+        log_emission, log_start, log_trans, layout = self._infer(X, sequence_ids, timesteps)
+        proba, _ = posterior_marginals(log_emission, log_start, log_trans, layout.grid)
+        return proba[layout.cell_of_record]
+
+    def score(self, X, y=None, *, sequence_ids=None, timesteps=None):
+        """Log-likelihood per timestep of the sequences, the states marginalised.
+
+        ``sum_r log p(X^(r, .)) / n_cells`` by the forward algorithm on the
+        released parameters (the held-out metric of Foulds et al., Figures 6
+        and 9).
+
+        Returns
+        -------
+        score : float
+        """
+        log_emission, log_start, log_trans, layout = self._infer(X, sequence_ids, timesteps)
+        _, log_likelihood = posterior_marginals(log_emission, log_start, log_trans, layout.grid)
+        return float(log_likelihood.sum() / layout.n_cells)
+
+    def sample(self, n_sequences=1, n_timesteps=10, n_records=1, random_state=None):
+        """Synthetic sequences of records from the released model (free).
+
+        Parameters
+        ----------
+        n_sequences, n_timesteps, n_records : int
+            Number of sequences, timesteps per sequence and records per timestep.
+        random_state : int, Generator or None
+            None derives the generator from the estimator's ``random_state``.
+
+        Returns
+        -------
+        X : ndarray of shape (n_sequences * n_timesteps * n_records, n_features_in_)
+            Records in the original category labels.
+        sequence_ids, timesteps, states : ndarray of shape (n_records_total,)
+        """
+        check_is_fitted(self)
+        for name, v in (("n_sequences", n_sequences), ("n_timesteps", n_timesteps), ("n_records", n_records)):
+            if not (isinstance(v, Integral) and v >= 1):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+        rng = check_generator(self.random_state if random_state is None else random_state)
+        z = np.empty((n_sequences, n_timesteps), dtype=np.int64)
+        cum_start, cum_trans = np.cumsum(self.startprob_), np.cumsum(self.transmat_, axis=1)
+        z[:, 0] = _inverse_cdf(np.broadcast_to(cum_start, (n_sequences, self.n_components)), rng)
+        for t in range(1, n_timesteps):
+            z[:, t] = _inverse_cdf(cum_trans[z[:, t - 1]], rng)
+        states = np.repeat(z.reshape(-1), n_records)
+        codes = np.column_stack(
+            [_inverse_cdf(np.cumsum(probs, axis=1)[states], rng) for probs in self.emissionprob_]
+        )
+        columns = [cats[codes[:, d]] for d, cats in enumerate(self.categories_)]
+        kinds = {c.dtype.kind for c in columns}
+        X = np.column_stack(columns) if len(kinds) == 1 and "O" not in kinds else _object_stack(columns)
+        sequence_ids = np.repeat(np.arange(n_sequences), n_timesteps * n_records)
+        timesteps = np.tile(np.repeat(np.arange(n_timesteps), n_records), n_sequences)
+        return X, sequence_ids, timesteps, states
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = False
+        tags.input_tags.categorical = True
+        return tags
+
+
+def _inverse_cdf(cum, rng):
+    u = rng.random(cum.shape[0]) * cum[:, -1]
+    return np.minimum((cum < u[:, None]).sum(axis=1), cum.shape[1] - 1)
+
+
+def _object_stack(columns):
+    out = np.empty((columns[0].shape[0], len(columns)), dtype=object)
+    for d, column in enumerate(columns):
+        out[:, d] = column
+    return out
