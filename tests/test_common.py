@@ -64,7 +64,19 @@ _BETA_BERNOULLI_CONTINUOUS = {
 # epsilon=1 can resolve.
 _DP_CLUSTERING = "noisy centres may stay empty; ARI > 0.4 on 50 rows is beyond epsilon=1"
 
+# skorch's own NeuralNet.__init__ sets history_, initialized_ and
+# virtual_params_; float32 arithmetic makes predictions differ by ~1e-7 when
+# rows are reordered (flaky, hence not strict).
+_SKORCH_INIT = "skorch's NeuralNet.__init__ sets history_, initialized_, virtual_params_"
+_FLOAT32_ORDER = "float32 network: outputs differ by ~1e-7 under row reordering"
+_DP_NET = {
+    "check_no_attributes_set_in_init": _SKORCH_INIT,
+    "check_methods_sample_order_invariance": _FLOAT32_ORDER,
+}
+
 EXPECTED_FAILED_CHECKS = {
+    "DPNeuralNetClassifier": _DP_NET,
+    "DPNeuralNetRegressor": _DP_NET,
     "DPKMeans": {"check_clustering": _DP_CLUSTERING},
     "DPKernelKMeans": {"check_clustering": _DP_CLUSTERING},
     "DPBetaBernoulli": _BETA_BERNOULLI_CONTINUOUS,
@@ -72,8 +84,20 @@ EXPECTED_FAILED_CHECKS = {
 }
 
 
+def _neural_estimators():
+    # torch and skorch are optional: without them the neural checks are absent.
+    try:
+        from skdp.nn import DPNeuralNetClassifier, DPNeuralNetRegressor
+    except ImportError:
+        return []
+    common = dict(
+        noise_multiplier=1.0, epsilon=None, max_epochs=2, batch_size=16, lr=0.1, verbose=0, random_state=0
+    )
+    return [DPNeuralNetClassifier(**common), DPNeuralNetRegressor(**common)]
+
+
 def _estimators():
-    return [
+    return _neural_estimators() + [
         DPBetaBernoulli(random_state=0),
         BinarisingBetaBernoulli(random_state=0),
         BinarisingBetaBernoulli(mechanism="ops", random_state=0),

@@ -1,0 +1,47 @@
+"""Differentially private neural networks (DP-SGD) for scikit-learn, built on skorch.
+
+Importing this subpackage imports torch and skorch; ``import skdp`` does not.
+
+* :class:`DPNeuralNetClassifier`, :class:`DPNeuralNetRegressor`: skorch nets
+  trained by DP-SGD (Acs et al. 2018, Alg. 3-4; Abadi et al. 2016).
+* :class:`DPSGDEngine`: the private step itself, reusable for any torch model
+  and loss (generative models included), with a swappable per-example
+  gradient strategy (:class:`VmapPerExampleGradients`).
+"""
+
+from ._adaptive_clipping import DPNormClipping, norm_histogram
+from ._callbacks import EpsilonSpent
+from ._engine import (
+    DPSGDEngine,
+    FixedClipping,
+    GaussianNoise,
+    PoissonBatchIterator,
+    VmapPerExampleGradients,
+    calibrate_dpsgd_noise,
+    check_per_example_support,
+    combined_noise_multiplier,
+    dpsgd_step_event,
+    poisson_batch_indices,
+    steps_per_epoch,
+)
+from ._net import DefaultMLP, DPNeuralNetClassifier, DPNeuralNetRegressor
+
+__all__ = [
+    "DPNeuralNetClassifier",
+    "DPNeuralNetRegressor",
+    "DPNormClipping",
+    "DPSGDEngine",
+    "DefaultMLP",
+    "EpsilonSpent",
+    "FixedClipping",
+    "GaussianNoise",
+    "PoissonBatchIterator",
+    "VmapPerExampleGradients",
+    "calibrate_dpsgd_noise",
+    "check_per_example_support",
+    "combined_noise_multiplier",
+    "dpsgd_step_event",
+    "norm_histogram",
+    "poisson_batch_indices",
+    "steps_per_epoch",
+]

@@ -1,0 +1,646 @@
+"""Tests of skdp.nn: the DP-SGD engine and the skorch DP nets."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("skorch")
+
+from scipy import stats  # noqa: E402
+from sklearn.base import clone  # noqa: E402
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+
+from skdp.exceptions import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
+from skdp.nn import (  # noqa: E402
+    DPNeuralNetClassifier,
+    DPNeuralNetRegressor,
+    DPNormClipping,
+    DPSGDEngine,
+    FixedClipping,
+    GaussianNoise,
+    PoissonBatchIterator,
+    VmapPerExampleGradients,
+    calibrate_dpsgd_noise,
+    check_per_example_support,
+    combined_noise_multiplier,
+    dpsgd_step_event,
+    norm_histogram,
+    poisson_batch_indices,
+    steps_per_epoch,
+)
+from skdp.nn._callbacks import merge_events  # noqa: E402
+from skdp.privacy import (  # noqa: E402
+    ADD_REMOVE,
+    BudgetAccountant,
+    PrivacyAccountant,
+    SubsampledGaussianEvent,
+    compose,
+)
+
+DELTA = 1e-5
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, n_features=4, hidden_units=8, n_out=2, softmax=True, dropout=0.0):
+        super().__init__()
+        self.l1 = torch.nn.Linear(n_features, hidden_units)
+        self.drop = torch.nn.Dropout(dropout)
+        self.l2 = torch.nn.Linear(hidden_units, n_out)
+        self.softmax = softmax
+
+    def forward(self, x):
+        out = self.l2(self.drop(torch.relu(self.l1(x))))
+        return torch.softmax(out, dim=-1) if self.softmax else out
+
+
+def _ce_loss(module, x, y):
+    out = module(x)
+    return torch.nn.functional.cross_entropy(out, y), out
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+    return X, y
+
+
+def _net(**kw):
+    params = dict(
+        module=MLP,
+        classes=[0, 1],
+        lr=0.5,
+        max_epochs=2,
+        batch_size=50,
+        verbose=0,
+        random_state=0,
+        noise_multiplier=1.0,
+    )
+    params.update(kw)
+    return DPNeuralNetClassifier(**params)
+
+
+def _reference_per_example(module, X, y):
+    grads = []
+    for i in range(len(X)):
+        module.zero_grad()
+        loss, _ = _ce_loss(module, X[i : i + 1], y[i : i + 1])
+        loss.backward()
+        grads.append({k: p.grad.detach().clone() for k, p in module.named_parameters()})
+    return grads
+
+
+# ---------------------------------------------------------------- engine ---
+
+
+def test_per_example_gradients_equal_loop_of_single_backward_passes():
+    torch.manual_seed(0)
+    module = MLP(n_features=5, hidden_units=7, n_out=3, softmax=False).double()
+    X, y = torch.randn(9, 5, dtype=torch.float64), torch.randint(0, 3, (9,))
+    ref = _reference_per_example(module, X, y)
+    res = VmapPerExampleGradients().clipped_sum(module, _ce_loss, (X, y), lambda norms: 1e12)
+    ref_norms = torch.stack([torch.sqrt(sum(g.pow(2).sum() for g in r.values())) for r in ref])
+    torch.testing.assert_close(res.norms, ref_norms, rtol=1e-10, atol=0)
+    for name in res.grads:
+        torch.testing.assert_close(res.grads[name], sum(r[name] for r in ref), rtol=1e-10, atol=1e-12)
+    assert res.losses.shape == (9,) and res.aux.shape == (9, 3)
+
+
+def test_clipped_sum_equals_reference_clipping_and_respects_the_bound():
+    torch.manual_seed(1)
+    module = MLP(n_features=5, hidden_units=7, n_out=3, softmax=False).double()
+    X, y = 3 * torch.randn(12, 5, dtype=torch.float64), torch.randint(0, 3, (12,))
+    ref = _reference_per_example(module, X, y)
+    norms = [math.sqrt(sum(float(g.pow(2).sum()) for g in r.values())) for r in ref]
+    C = float(np.median(norms))  # half the examples are clipped
+    res = VmapPerExampleGradients().clipped_sum(module, _ce_loss, (X, y), lambda n: C)
+    for name in res.grads:
+        expect = sum(r[name] * min(1.0, C / n) for r, n in zip(ref, norms, strict=True))
+        torch.testing.assert_close(res.grads[name], expect, rtol=1e-5, atol=1e-9)
+    # One example at a time: the clipped gradient never exceeds C.
+    for i in range(12):
+        one = VmapPerExampleGradients().clipped_sum(
+            module, _ce_loss, (X[i : i + 1], y[i : i + 1]), lambda n: C
+        )
+        total = math.sqrt(sum(float(g.pow(2).sum()) for g in one.grads.values()))
+        assert total <= C * (1 + 1e-6)
+
+
+def test_gaussian_noise_std_is_noise_multiplier_times_sensitivity():
+    gen = torch.Generator().manual_seed(0)
+    noise = GaussianNoise(sensitivity=0.7, noise_multiplier=1.3)
+    n = 200_000
+    sample = noise.add_to(torch.zeros(n, dtype=torch.float64), gen)
+    std = float(sample.std())
+    # std of a Gaussian sample has relative standard error 1/sqrt(2n) ~ 0.16%.
+    assert abs(std / (0.7 * 1.3) - 1) < 5 / math.sqrt(2 * n)
+    assert abs(float(sample.mean())) < 5 * 0.91 / math.sqrt(n)
+
+
+def test_engine_noise_on_the_summed_gradient_is_sigma_times_clip():
+    """The statistical test of Alg. 4 line 6: std of (L * grad - clipped sum) equals sigma * C."""
+    torch.manual_seed(0)
+    module = MLP(n_features=5, hidden_units=16, n_out=3, softmax=False)
+    X, y = torch.randn(20, 5), torch.randint(0, 3, (20,))
+    C, sigma, L = 0.3, 1.7, 10.0
+    clipped = VmapPerExampleGradients().clipped_sum(module, _ce_loss, (X, y), lambda n: C).grads
+    engine = DPSGDEngine(
+        module,
+        _ce_loss,
+        noise_multiplier=sigma,
+        sampling_rate=0.5,
+        expected_batch_size=L,
+        clipping=FixedClipping(C),
+        max_steps=100,
+        generator=torch.Generator().manual_seed(1),
+    )
+    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    residuals = []
+    for _ in range(40):
+        engine.step((X, y), ledger)
+        residuals += [(p.grad * L - clipped[k]).flatten() for k, p in module.named_parameters()]
+    r = torch.cat(residuals).double()
+    n = r.numel()
+    assert n > 5000
+    assert abs(float(r.std()) / (sigma * C) - 1) < 5 / math.sqrt(2 * n)
+    assert len(ledger) == 40
+    assert all(e == dpsgd_step_event(sigma, 0.5) for e in ledger.events)
+
+
+def test_engine_refuses_steps_beyond_the_plan():
+    module = torch.nn.Linear(3, 2)
+    engine = DPSGDEngine(
+        module,
+        _ce_loss,
+        noise_multiplier=1.0,
+        sampling_rate=0.5,
+        expected_batch_size=2,
+        clipping=FixedClipping(1.0),
+        max_steps=2,
+    )
+    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    batch = (torch.randn(4, 3), torch.randint(0, 2, (4,)))
+    engine.step(batch, ledger)
+    engine.step(batch, ledger)
+    with pytest.raises(RuntimeError, match="allows 2 DP-SGD steps"):
+        engine.step(batch, ledger)
+    assert len(ledger) == 2
+
+
+def test_empty_poisson_batch_still_gets_noise_and_an_event():
+    module = torch.nn.Linear(3, 2)
+    engine = DPSGDEngine(
+        module,
+        _ce_loss,
+        noise_multiplier=1.0,
+        sampling_rate=0.01,
+        expected_batch_size=1.0,
+        clipping=FixedClipping(2.0),
+        max_steps=5,
+        generator=torch.Generator().manual_seed(0),
+    )
+    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    res = engine.step((torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)), ledger)
+    assert res.batch_size == 0 and len(ledger) == 1
+    assert float(module.weight.grad.abs().sum()) > 0
+
+
+def test_batchnorm_is_refused_with_the_layer_name():
+    module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    with pytest.raises(ValueError, match=r"'1' \(BatchNorm1d\)"):
+        check_per_example_support(module)
+    check_per_example_support(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4)))
+    X = np.zeros((20, 3), dtype=np.float32)
+    y = np.zeros(20, dtype=np.int64)
+    with pytest.raises(ValueError, match="BatchNorm1d"):
+        _net(module=module, batch_size=5).fit(X, y)
+
+
+# -------------------------------------------------------------- sampling ---
+
+
+def test_poisson_batches_have_binomial_sizes():
+    rng = np.random.default_rng(0)
+    n, q, reps = 500, 0.1, 4000
+    sizes = np.array([poisson_batch_indices(n, q, rng).size for _ in range(reps)])
+    mean, var = n * q, n * q * (1 - q)
+    assert abs(sizes.mean() - mean) < 5 * math.sqrt(var / reps)
+    # A shuffled fixed-size loader would have variance 0.
+    assert abs(sizes.var(ddof=1) / var - 1) < 5 * math.sqrt(2 / reps)
+
+
+def test_poisson_iterator_on_skorch_dataset_and_generic_dataset():
+    from skorch.dataset import Dataset
+
+    X = np.arange(40, dtype=np.float32).reshape(20, 2)
+    y = np.arange(20)
+    it = PoissonBatchIterator(Dataset(X, y), 0.3, 7, np.random.default_rng(0))
+    batches = list(it)
+    assert len(batches) == len(it) == 7
+    for Xi, yi in batches:
+        assert isinstance(Xi, torch.Tensor) and Xi.shape[1] == 2 and len(Xi) == len(yi)
+        np.testing.assert_array_equal(Xi[:, 0].numpy() / 2, yi.numpy())
+    tds = torch.utils.data.TensorDataset(torch.as_tensor(X), torch.as_tensor(y))
+    empty = PoissonBatchIterator(tds, 1e-9, 2, np.random.default_rng(0))
+    for Xi, yi in empty:
+        assert Xi.shape == (0, 2) and yi.shape == (0,)
+
+
+def test_steps_per_epoch():
+    assert steps_per_epoch(1000, 100) == 10
+    assert steps_per_epoch(1000, 300) == 3
+    assert steps_per_epoch(10, 100) == 1
+
+
+# ------------------------------------------------------------ accounting ---
+
+
+def test_step_event_is_a_poisson_subsampled_gaussian_under_add_remove():
+    e = dpsgd_step_event(1.2, 0.05, count=7)
+    assert e == SubsampledGaussianEvent(
+        count=7, neighbouring=ADD_REMOVE, noise_multiplier=1.2, sampling_rate=0.05, sampling="poisson"
+    )
+    adaptive = dpsgd_step_event(1.2, 0.05, clip_noise_multiplier=2.4)
+    assert adaptive.noise_multiplier == pytest.approx((1.2**-2 + 2.4**-2) ** -0.5)
+    assert combined_noise_multiplier(3.0, 4.0) == pytest.approx(12 / 5)
+
+
+def test_calibration_meets_the_target_exactly():
+    # The plan of test_fit_privacy_spent_matches_calibration_and_ledger (RDP curves are cached).
+    q, steps = 0.25, 12
+    z = calibrate_dpsgd_noise(1.5, DELTA, q, steps)
+    assert compose([dpsgd_step_event(z, q, count=steps)], DELTA).epsilon == pytest.approx(1.5, rel=1e-5)
+    # Slightly less noise would overspend.
+    assert compose([dpsgd_step_event(0.98 * z, q, count=steps)], DELTA).epsilon > 1.5
+
+
+def test_fit_privacy_spent_matches_calibration_and_ledger(data):
+    X, y = data
+    net = _net(noise_multiplier=None, epsilon=1.5, max_epochs=3).fit(X, y)
+    assert net.privacy_spent_.epsilon == pytest.approx(1.5, rel=1e-5)
+    assert net.privacy_spent_.delta == DELTA
+    assert net.sampling_rate_ == 50 / 200 and net.n_steps_ == 3 * 4
+    events = net._privacy_ledger.events
+    assert sum(e.count for e in events) == net.n_steps_
+    assert {e.noise_multiplier for e in events} == {net.noise_multiplier_}
+    assert {e.sampling_rate for e in events} == {0.25}
+    # Independent recomputation from the plan.
+    expect = compose([dpsgd_step_event(net.noise_multiplier_, 0.25, count=12)], DELTA)
+    assert net.privacy_spent_.epsilon == pytest.approx(expect.epsilon, rel=1e-9)
+    # The epoch table's epsilon column grows to the total.
+    eps = net.history[:, "epsilon"]
+    assert len(eps) == 3 and np.all(np.diff(eps) > 0)
+    assert eps[-1] == pytest.approx(net.privacy_spent_.epsilon, rel=1e-9)
+
+
+def test_every_step_adds_noise_to_every_parameter(data, monkeypatch):
+    X, y = data
+    calls = []
+    original = GaussianNoise.add_to
+
+    def counting(self, tensor, generator=None):
+        calls.append(self.scale)
+        return original(self, tensor, generator)
+
+    monkeypatch.setattr(GaussianNoise, "add_to", counting)
+    net = _net(noise_multiplier=0.9, max_grad_norm=0.4).fit(X, y)
+    n_param_tensors = len(list(net.module_.parameters()))
+    assert len(calls) == net.n_steps_ * n_param_tensors
+    assert calls == pytest.approx([0.9 * 0.4] * len(calls))
+
+
+def test_explicit_noise_multiplier_reports_epsilon(data):
+    X, y = data
+    net = _net(noise_multiplier=2.0, epsilon=None, max_epochs=2).fit(X, y)
+    expect = compose([dpsgd_step_event(2.0, 0.25, count=8)], DELTA).epsilon
+    assert net.privacy_spent_.epsilon == pytest.approx(expect, rel=1e-9)
+    assert net.noise_multiplier_ == 2.0
+
+
+def test_epsilon_agrees_with_opacus_rdp_accountant():
+    pytest.importorskip("opacus")
+    from opacus.accountants import RDPAccountant
+
+    for z, q, steps in [(1.0, 0.01, 1000), (2.0, 0.25, 40), (0.8, 0.05, 200)]:
+        acc = RDPAccountant()
+        acc.history = [(z, q, steps)]
+        theirs = acc.get_epsilon(DELTA)
+        ours = compose([dpsgd_step_event(z, q, count=steps)], DELTA).epsilon
+        assert ours == pytest.approx(theirs, rel=0.02)
+
+
+def test_merge_events_preserves_the_composition():
+    events = [dpsgd_step_event(1.0, 0.1)] * 5 + [dpsgd_step_event(2.0, 0.1)] * 3
+    merged = merge_events(events)
+    assert sorted(e.count for e in merged) == [3, 5]
+    assert compose(merged, DELTA).epsilon == pytest.approx(compose(events, DELTA).epsilon, rel=1e-12)
+
+
+# ------------------------------------------------------- adaptive (DPNorm) ---
+
+
+def test_norm_histogram_bins_and_sensitivity():
+    norms = torch.tensor([0.0, 0.05, 0.1, 0.15, 0.95, 1.0, 3.0])
+    counts = norm_histogram(norms, max_norm=1.0, n_bins=10)
+    # Bins (C_{j-1}, C_j]: 0 and 0.05 and 0.1 in bin 1; 0.15 in bin 2; 0.95, 1.0 and 3.0 in bin 10.
+    np.testing.assert_array_equal(counts.numpy(), [3, 1, 0, 0, 0, 0, 0, 0, 0, 3])
+    # Adding one record changes one count by one: L2 sensitivity 1 (add/remove).
+    for extra in [0.0, 0.33, 0.5, 2.0]:
+        diff = norm_histogram(torch.cat([norms, torch.tensor([extra])]), 1.0, 10) - counts
+        assert float(diff.norm()) == 1.0
+
+
+def test_dpnorm_histogram_noise_std_and_mode():
+    clip = DPNormClipping(max_norm=2.0, n_bins=8, noise_multiplier=1.5)
+    gen = torch.Generator().manual_seed(0)
+    norms = torch.full((100,), 0.6)
+    exact = norm_histogram(norms, 2.0, 8)
+    reps = 3000
+    noise = torch.stack([clip.noisy_histogram(norms, gen) - exact for _ in range(reps)]).double()
+    n = noise.numel()
+    assert abs(float(noise.std()) / 1.5 - 1) < 5 / math.sqrt(2 * n)
+    # The mode of 100 identical norms in bin 3 survives noise of std 1.5.
+    assert clip.threshold(norms, gen) == pytest.approx(3 * 2.0 / 8)
+
+
+def test_adaptive_fit_accounts_histogram_and_gradient_together(data):
+    X, y = data
+    net = _net(
+        noise_multiplier=None, epsilon=2.0, clipping="adaptive", clipping_noise_ratio=3.0, max_grad_norm=5.0
+    )
+    net.fit(X, y)
+    assert net.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-5)
+    assert net.clip_noise_multiplier_ == pytest.approx(3.0 * net.noise_multiplier_)
+    combined = combined_noise_multiplier(net.noise_multiplier_, net.clip_noise_multiplier_)
+    assert [e.noise_multiplier for e in net._privacy_ledger.events] == pytest.approx(
+        [combined] * len(net._privacy_ledger.events)
+    )
+    clip_norms = [b["clip_norm"] for epoch in net.history for b in epoch["batches"]]
+    assert len(clip_norms) == net.n_steps_
+    assert all(0 < c <= 5.0 for c in clip_norms)
+    # Paying for the histogram means more gradient noise than fixed clipping at the same budget.
+    fixed = _net(noise_multiplier=None, epsilon=2.0).fit(X, y)
+    assert net.noise_multiplier_ > fixed.noise_multiplier_
+
+
+# --------------------------------------------------- scikit-learn / skorch ---
+
+
+def test_learns_and_predicts(data):
+    X, y = data
+    net = _net(noise_multiplier=None, epsilon=8.0, max_epochs=8, lr=1.0).fit(X, y)
+    assert net.score(X, y) > 0.8
+    assert net.predict_proba(X).shape == (200, 2)
+
+
+def test_regressor(data):
+    X, _ = data
+    y = X @ np.array([1.0, -1.0, 0.5, 0.0], dtype=np.float32)
+    net = DPNeuralNetRegressor(
+        torch.nn.Linear(4, 1), epsilon=8.0, lr=0.2, max_epochs=8, batch_size=50, verbose=0, random_state=0
+    ).fit(X, y)
+    assert net.predict(X).shape == (200,)
+    assert net.score(X, y) > 0.5
+    assert net.privacy_spent_.epsilon == pytest.approx(8.0, rel=1e-5)
+
+
+def test_reproducible_with_random_state(data):
+    X, y = data
+    net = _net(module__dropout=0.2)
+    p1 = clone(net).fit(X, y).predict_proba(X)
+    p2 = clone(net).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(p1, p2)
+    p3 = clone(net).set_params(random_state=1).fit(X, y).predict_proba(X)
+    assert not np.allclose(p1, p3)
+
+
+def test_clone_and_get_params_do_not_carry_fit_state(data):
+    X, y = data
+    net = _net().fit(X, y)
+    params = net.get_params(deep=False)
+    assert not any(k.startswith("_") or k.endswith("_") for k in params)
+    c = clone(net)
+    assert not hasattr(c, "privacy_spent_")
+    assert c.get_params(deep=False).keys() == params.keys()
+
+
+def test_pickle_round_trip(data):
+    X, y = data
+    net = _net().fit(X, y)
+    loaded = pickle.loads(pickle.dumps(net))
+    np.testing.assert_allclose(loaded.predict_proba(X), net.predict_proba(X))
+    assert loaded.privacy_spent_ == net.privacy_spent_
+
+
+def test_grid_search_and_pipeline(data):
+    X, y = data
+    pipe = make_pipeline(StandardScaler(), _net(max_epochs=5, noise_multiplier=0.8))
+    grid = GridSearchCV(
+        pipe,
+        {
+            "dpneuralnetclassifier__lr": [0.5, 1.0],
+            "dpneuralnetclassifier__module__hidden_units": [4, 8],
+        },
+        cv=2,
+    )
+    grid.fit(X, y)
+    best = grid.best_estimator_[-1]
+    assert best.module_.l1.out_features == grid.best_params_["dpneuralnetclassifier__module__hidden_units"]
+    assert grid.best_score_ > 0.7
+
+
+def test_grid_search_over_epsilon_spends_on_one_budget(data):
+    X, y = data
+    budget = BudgetAccountant(epsilon=100.0, delta=1.0, neighbouring=ADD_REMOVE)
+    net = _net(noise_multiplier=None, accountant=budget, max_epochs=3)
+    # One split training on all 200 rows: every fit has the plan (q = 0.25, 12 steps) of
+    # test_fit_privacy_spent_matches_calibration_and_ledger, so calibrations are cached.
+    split = [(np.arange(200), np.arange(200))]
+    grid = GridSearchCV(net, {"epsilon": [1.5, 3.0]}, cv=split).fit(X, y)
+    # 2 candidates x 1 split + the refit, all charged to the shared budget.
+    assert len(budget.history) == 3
+    assert budget.spent.epsilon == pytest.approx(1.5 + 3.0 + grid.best_params_["epsilon"], rel=1e-5)
+
+
+def test_budget_is_checked_before_training(data, monkeypatch):
+    X, y = data
+    budget = BudgetAccountant(epsilon=1.0, neighbouring=ADD_REMOVE)
+    stepped = []
+    monkeypatch.setattr(DPSGDEngine, "step", lambda *a, **k: stepped.append(1))
+    with pytest.raises(BudgetExceededError):
+        _net(noise_multiplier=None, epsilon=2.0, accountant=budget).fit(X, y)
+    with pytest.raises(BudgetExceededError):
+        _net(noise_multiplier=0.3, accountant=budget).fit(X, y)  # planned epsilon >> 1
+    assert stepped == [] and budget.history == []
+
+
+def test_accountant_is_charged_what_was_spent(data):
+    X, y = data
+    budget = BudgetAccountant(epsilon=10.0, neighbouring=ADD_REMOVE)
+    net = _net(noise_multiplier=1.5, accountant=budget).fit(X, y)
+    assert budget.spent.epsilon == pytest.approx(net.privacy_spent_.epsilon)
+
+
+def test_classes_none_warns_about_the_label_leak(data):
+    X, y = data
+    with pytest.warns(PrivacyLeakWarning, match="classes"):
+        _net(classes=None, max_epochs=1).fit(X, y)
+
+
+def test_verbose_table_has_epsilon_column(data, capsys):
+    X, y = data
+    _net(verbose=1, max_epochs=1).fit(X, y)
+    assert "epsilon" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------- bad input ---
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"noise_multiplier": None, "epsilon": 0.0}, "epsilon"),
+        ({"noise_multiplier": None, "epsilon": float("inf")}, "epsilon"),
+        ({"delta": 0.0}, "delta"),
+        ({"max_grad_norm": -1.0}, "max_grad_norm"),
+        ({"clipping": "auto"}, "clipping"),
+        ({"noise_multiplier": 0.0}, "noise_multiplier"),
+        ({"clipping_bins": 0}, "clipping_bins"),
+        ({"clipping_noise_ratio": float("nan")}, "clipping_noise_ratio"),
+        ({"warm_start": True}, "warm_start"),
+        ({"max_epochs": 0}, "max_epochs"),
+    ],
+)
+def test_bad_parameters(data, params, match):
+    X, y = data
+    with pytest.raises(ValueError, match=match):
+        _net(**params).fit(X, y)
+
+
+def test_bad_accountant(data):
+    X, y = data
+    with pytest.raises(TypeError, match="accountant"):
+        _net(accountant=1.0).fit(X, y)
+
+
+def test_bad_data(data):
+    X, y = data
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        _net().fit(Xn, y)
+    with pytest.raises(ValueError, match="NaN"):
+        _net().fit(torch.as_tensor(Xn), torch.as_tensor(y))
+    with pytest.raises(ValueError, match="inconsistent"):
+        _net().fit(X, y[:-1])
+    with pytest.raises(ValueError, match=r"labels \['a', 'b'\] that are not in classes=\[0, 1\]"):
+        _net().fit(X, np.where(y == 1, "a", "b"))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        _net().fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="requires y"):
+        _net().fit(X, None)
+    with pytest.raises(TypeError, match="fit parameters"):
+        _net().fit(X, y, sample_weight=np.ones(len(y)))
+
+
+def test_string_labels_map_through_classes(data):
+    X, y = data
+    labels = np.where(y == 1, "yes", "no")
+    net = _net(classes=["yes", "no"], noise_multiplier=0.5, max_epochs=4).fit(X, labels)
+    pred = net.predict(X)
+    assert set(pred) <= {"yes", "no"}
+    assert net.score(X, labels) > 0.7
+    # Output column j of the module is classes[j].
+    proba = net.predict_proba(X)
+    np.testing.assert_array_equal(pred, np.array(["yes", "no"])[proba.argmax(1)])
+
+
+def test_default_module_is_sized_from_the_data(data):
+    X, y = data
+    with pytest.warns(PrivacyLeakWarning):
+        net = DPNeuralNetClassifier(noise_multiplier=1.0, epsilon=None, max_epochs=1, verbose=0).fit(X, y)
+    assert net.module_.hidden.in_features == 4 and net.module_.output.out_features == 2
+    with pytest.raises(ValueError, match="features"):
+        net.predict(X[:, :3])
+    ce = DPNeuralNetClassifier(
+        criterion=torch.nn.CrossEntropyLoss,
+        classes=[0, 1],
+        noise_multiplier=1.0,
+        epsilon=None,
+        max_epochs=1,
+        verbose=0,
+    ).fit(X, y)
+    assert ce.module_.softmax is False
+    np.testing.assert_allclose(ce.predict_proba(X).sum(1), 1.0, rtol=1e-5)
+
+
+def test_partial_fit_is_refused(data):
+    X, y = data
+    net = _net()
+    assert not hasattr(net, "partial_fit")
+    with pytest.raises(AttributeError, match="partial_fit"):
+        net.partial_fit(X, y)
+
+
+# ------------------------------------------------------ distinguishing test ---
+
+
+def _clopper_pearson(k, n, alpha):
+    lo = stats.beta.ppf(alpha / 2, k, n - k + 1) if k > 0 else 0.0
+    hi = stats.beta.ppf(1 - alpha / 2, k + 1, n - k) if k < n else 1.0
+    return lo, hi
+
+
+@pytest.mark.slow
+def test_empirical_epsilon_of_one_step_does_not_exceed_the_claim():
+    """Neighbouring datasets: D has 20 records of gradient 0, D' adds one with gradient at the clip bound.
+
+    One full-batch step (q = 1) is a Gaussian mechanism; thresholding the
+    released gradient and bounding the likelihood ratio with Clopper-Pearson
+    intervals gives an empirical lower bound on epsilon, which must stay below
+    the accountant's claim (with half the noise it would not).
+    """
+    # sigma = 2: the claim is 2.17; the empirical bound is ~1.1, and ~2.3 with half the noise.
+    sigma, C, reps = 2.0, 1.0, 20_000
+
+    def loss(module, x):
+        return (module(x)).sum()
+
+    def releases(n_extra, seed):
+        module = torch.nn.Linear(1, 1, bias=False)
+        engine = DPSGDEngine(
+            module,
+            loss,
+            noise_multiplier=sigma,
+            sampling_rate=1.0,
+            expected_batch_size=1.0,
+            clipping=FixedClipping(C),
+            max_steps=reps,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        x = torch.zeros(20 + n_extra, 1)
+        x[20:] = 10.0  # gradient 10, clipped to C
+        ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+        out = np.empty(reps)
+        for i in range(reps):
+            engine.step((x,), ledger)
+            out[i] = float(module.weight.grad)
+        return out, ledger
+
+    out_d, _ = releases(0, 1)
+    out_d1, ledger = releases(1, 2)
+    claim = compose(ledger.events[:1], DELTA).epsilon
+    best = 0.0
+    for t in np.linspace(1.0, 8.0, 22):
+        k1, k0 = int((out_d1 > t).sum()), int((out_d > t).sum())
+        lo1, _ = _clopper_pearson(k1, reps, 0.01)
+        _, hi0 = _clopper_pearson(k0, reps, 0.01)
+        if lo1 > DELTA:
+            best = max(best, math.log(max(lo1 - DELTA, 1e-300) / hi0))
+    assert 0.5 < best <= claim
