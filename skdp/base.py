@@ -17,9 +17,12 @@ ends in ``_``.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from numbers import Real
 
+import sklearn
 from sklearn.utils._param_validation import Interval
 
 from ._random import check_generator
@@ -36,6 +39,16 @@ PRIVACY_PARAMETER_CONSTRAINTS = {
 }
 
 
+def _user_stacklevel():
+    # Point the warning at the first frame outside skdp and scikit-learn (the
+    # user's call to fit), however deep the estimator's own call stack is.
+    skip = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(sklearn.__file__))
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def warn_privacy_leak(parameter, quantity):
     """Warn that ``quantity`` was read off the data because ``parameter`` was not set."""
     warnings.warn(
@@ -43,7 +56,7 @@ def warn_privacy_leak(parameter, quantity):
         f"privacy outside the reported guarantee. Set {parameter} from public knowledge "
         "to remove this leak.",
         PrivacyLeakWarning,
-        stacklevel=3,
+        stacklevel=_user_stacklevel(),
     )
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from skdp.bayes import DPBetaBernoulli, DPNaiveBayesHMM
 from skdp.bnn import DPSEPRegressor
 from skdp.cluster import DPKernelKMeans, DPKMeans
+from skdp.mixture import DPGaussianMixture
 
 
 @dataclass
@@ -46,6 +47,7 @@ CASES = {
         fit_kwargs=lambda X: {"timesteps": np.arange(len(X)) // 5},
         continuous=False,
     ),
+    "DPGaussianMixture": Case(DPGaussianMixture(n_components=2, data_norm=3.0, random_state=0), _normal),
     "DPKMeans": Case(DPKMeans(n_clusters=3, data_norm=3.0, random_state=0), _normal, output="predict"),
     "DPKernelKMeans": Case(DPKernelKMeans(n_clusters=3, random_state=0), _normal, output="predict"),
     "DPSEPRegressor": Case(

@@ -44,6 +44,14 @@ def test_warn_privacy_leak_names_the_parameter():
         warn_privacy_leak("data_norm", "the maximum row norm")
 
 
+def test_leak_warning_points_at_the_users_call():
+    from skdp.cluster import DPKMeans
+
+    with pytest.warns(PrivacyLeakWarning) as record:
+        DPKMeans(n_clusters=2, random_state=0).fit(np.random.default_rng(0).normal(size=(30, 2)))
+    assert record[0].filename == __file__
+
+
 @pytest.mark.parametrize("seed", [0, np.int64(3)])
 def test_check_generator_reproducible(seed):
     assert check_generator(seed).random() == check_generator(seed).random()

@@ -10,6 +10,7 @@ from sklearn.utils.validation import validate_data
 from skdp.bayes import DPBetaBernoulli, DPNaiveBayesHMM
 from skdp.bnn import DPSEPRegressor
 from skdp.cluster import DPKernelKMeans, DPKMeans
+from skdp.mixture import DPGaussianMixture
 
 
 class BinarisingBetaBernoulli(DPBetaBernoulli):
@@ -104,6 +105,18 @@ def _estimators():
         DPNaiveBayesHMM(n_iter=20, burn_in=10, random_state=0),
         DPNaiveBayesHMM(mechanism="ops", n_iter=20, burn_in=10, random_state=0),
         DPNaiveBayesHMM(mechanism="none", n_iter=20, burn_in=10, random_state=0),
+        DPGaussianMixture(random_state=0),
+        DPGaussianMixture(
+            n_components=2,
+            covariance_type="spherical",
+            estimator="mle",
+            mean_mechanism="gaussian",
+            data_norm=10.0,
+            random_state=0,
+        ),
+        DPGaussianMixture(
+            n_components=2, component_releases="separate", delta=0.0, data_norm=10.0, random_state=0
+        ),
         DPKMeans(random_state=0),
         DPKMeans(data_norm=3.0, mechanism="laplace", delta=0.0, random_state=0),
         DPKernelKMeans(random_state=0),

@@ -1,0 +1,153 @@
+"""DP-EM in "k-means mode" against DPLloyd (Park et al. 2017, Figure 3A).
+
+The paper clusters 1% subsets of Gowalla check-in locations (2-D, scaled into
+the unit ball) and reports the normalised intra-cluster variance (NICV) over
+epsilon in [0.01, 1].  No data may be downloaded here, so the data set is a
+synthetic location-like one: 12,500 points around "cities" of very different
+sizes and spreads plus a uniform background, scaled into the unit ball.
+
+Methods (each fit on the same subset; NICV = mean squared distance of a
+point to its nearest released centre, in the unit-ball scale):
+
+* DPLloyd: diffprivlib's ``KMeans`` (Su et al.'s DPLloyd, Laplace noise on
+  counts and coordinate sums, pure epsilon-DP), bounds [-1, 1]^2;
+* DP-EM (pure): ``DPGaussianMixture`` with spherical covariances, Laplace
+  noise everywhere and ``delta=0`` (pure epsilon-DP, like DPLloyd);
+* DP-EM (rdp): Gaussian noise everywhere (the paper's CDPgau), RDP
+  accounting and ``delta=1e-5``;
+* non-private k-means (scikit-learn) as the floor.
+
+diffprivlib 0.6.6 does not import under scikit-learn 1.9; a shim sets the two
+names it needs.  It is a benchmark-only peer (``pip install --no-deps
+diffprivlib==0.6.6``).  Target: DP-EM below DPLloyd at every epsilon.
+
+Run: ``python benchmarks/dpem_kmeans_mode.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from sklearn.cluster import KMeans  # noqa: E402
+
+from skdp.mixture import DPGaussianMixture  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def import_diffprivlib_kmeans():
+    """diffprivlib's KMeans through a shim for scikit-learn >= 1.8."""
+    import sklearn.tree._tree as tree
+
+    for name, value in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
+        if not hasattr(tree, name):
+            setattr(tree, name, value)
+    from diffprivlib.models import KMeans as DPLloyd
+
+    return DPLloyd
+
+
+def location_data(n, seed=0):
+    """Check-in-like 2-D points: heavy-tailed city sizes, a background, scaled into the unit ball."""
+    rng = np.random.default_rng(seed)
+    n_cities = 12
+    centers = rng.uniform(-0.7, 0.7, size=(n_cities, 2))
+    sizes = rng.pareto(1.2, n_cities) + 0.2
+    spreads = rng.uniform(0.02, 0.08, n_cities)
+    n_bg = n // 10
+    labels = rng.choice(n_cities, size=n - n_bg, p=sizes / sizes.sum())
+    pts = centers[labels] + rng.normal(size=(n - n_bg, 2)) * spreads[labels, None]
+    pts = np.vstack([pts, rng.uniform(-0.8, 0.8, size=(n_bg, 2))])
+    norms = np.linalg.norm(pts, axis=1)
+    return pts / np.maximum(norms, 1.0)[:, None]
+
+
+def nicv(X, centers):
+    d2 = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+    return float(d2.min(axis=1).mean())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and epsilons")
+    parser.add_argument("--n-clusters", type=int, default=5)
+    parser.add_argument("--max-iter", type=int, default=3)
+    args = parser.parse_args(argv)
+    DPLloyd = import_diffprivlib_kmeans()
+    epsilons = [0.01, 0.1, 1.0] if args.quick else [0.01, 0.03, 0.1, 0.3, 1.0]
+    reps = 5 if args.quick else 20
+    k = args.n_clusters
+    X_all = location_data(125_000, seed=0)
+    rng = np.random.default_rng(1)
+
+    methods = ("DPLloyd", "DP-EM pure", "DP-EM rdp")
+    results = {m: {e: [] for e in epsilons} for m in methods}
+    floor = []
+    for rep in range(reps):
+        X = X_all[rng.choice(len(X_all), size=12_500, replace=False)]  # a 10% subset
+        floor.append(nicv(X, KMeans(k, n_init=1, random_state=rep).fit(X).cluster_centers_))
+        for eps in epsilons:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lloyd = DPLloyd(k, epsilon=eps, bounds=([-1.0, -1.0], [1.0, 1.0]), random_state=rep).fit(X)
+            results["DPLloyd"][eps].append(nicv(X, lloyd.cluster_centers_))
+            for name, delta, mech in (("DP-EM pure", 0.0, "laplace"), ("DP-EM rdp", 1e-5, "gaussian")):
+                em = DPGaussianMixture(
+                    k,
+                    covariance_type="spherical",
+                    mean_mechanism=mech,
+                    max_iter=args.max_iter,
+                    data_norm=1.0,
+                    epsilon=eps,
+                    delta=delta,
+                    random_state=rep,
+                ).fit(X)
+                results[name][eps].append(nicv(X, em.means_))
+
+    print(
+        f"NICV (median over {reps} subsets of 12,500 points; lower is better), K={k}, "
+        f"DP-EM J={args.max_iter}; non-private k-means: {np.median(floor):.4f}"
+    )
+    header = f"{'epsilon':>8} {'DPLloyd':>9} {'DP-EM pure':>11} {'DP-EM rdp':>10} {'pure/Lloyd':>11} {'rdp/Lloyd':>10}"
+    print(header)
+    print("-" * len(header))
+    med = {m: [float(np.median(results[m][e])) for e in epsilons] for m in methods}
+    for i, eps in enumerate(epsilons):
+        lloyd, pure, rdp = (med[m][i] for m in methods)
+        print(
+            f"{eps:>8g} {lloyd:>9.4f} {pure:>11.4f} {rdp:>10.4f} {pure / lloyd:>11.2f} {rdp / lloyd:>10.2f}"
+        )
+    print("ratio < 1: DP-EM better than DPLloyd")
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for m, style in zip(methods, ("C7^-", "C0o-", "C3s-"), strict=True):
+        q = np.array([np.percentile(results[m][e], [25, 50, 75]) for e in epsilons])
+        ax.plot(epsilons, q[:, 1], style, label=m)
+        ax.fill_between(epsilons, q[:, 0], q[:, 2], color=style[:2], alpha=0.15)
+    ax.axhline(np.median(floor), color="k", ls=":", label="k-means (non-private)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("NICV")
+    ax.set_title("k-means mode on 2-D location-like data")
+    ax.legend()
+    fig.tight_layout()
+    out = RESULTS / "dpem_kmeans_mode.png"
+    fig.savefig(out, dpi=120)
+    print(f"plot saved to {out}")
+    return med
+
+
+if __name__ == "__main__":
+    main()
