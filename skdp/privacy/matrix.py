@@ -45,8 +45,10 @@ class SymmetricMatrixGaussianMechanism(_SymmetricMatrixMixin, GaussianMechanism)
     sensitivity : float
         L2 sensitivity of the upper-triangle vector; the Frobenius sensitivity
         of the matrix bounds it.  For ``A = sum_i w_i x_i x_i^T`` with
-        ``||x_i|| <= 1`` and weights ``|w_i| <= w``, replacing one record changes
-        ``A`` by at most ``2 w`` in Frobenius norm.
+        ``||x_i|| <= 1`` and weights ``0 <= w_i <= w``, replacing one record changes
+        ``A`` by ``w a a^T - w b b^T`` (norms <= 1), whose Frobenius norm is
+        ``w sqrt(||a||^4 + ||b||^4 - 2 (a.b)^2) <= sqrt(2) w`` (tight for ``a``
+        orthogonal to ``b``).
     scale : float
         Standard deviation of each upper-triangle entry's noise.
     """
