@@ -156,7 +156,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     Attributes
     ----------
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
     categories_ : list of ndarray
         Categories of each feature (as ``OrdinalEncoder.categories_``).
     startprob_ : ndarray of shape (n_components,)
@@ -166,17 +166,17 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         ``ops_accounting="converged"`` the released final sample).
     emissionprob_ : list of ndarray of shape (n_components, K_d)
         Emission distribution of each feature, same convention.
-    states_ : ndarray of shape (n_cells_,)
+    states_ : ndarray of shape (n_cells,)
         Most frequent post-burn-in state of each training cell (final sample
         for ``ops_accounting="converged"``).
-    cell_sequence_ids_, cell_timesteps_ : ndarray of shape (n_cells_,)
+    cell_sequence_ids_, cell_timesteps_ : ndarray of shape (n_cells,)
         Labels of the training cells, in the order of ``states_``.
-    noisy_counts_ : ndarray of shape (n_cells_, n_features_in_, max K_d)
+    noisy_counts_ : ndarray of shape (n_cells, n_features, max K_d)
         Released count vectors after projection (``"laplace"`` only; one row
         of corpus-wide counts when ``n_components=1``).
     temperature_ : float
         OPS temperature ``T`` (``"ops"`` only).
-    truncation_ : ndarray of shape (n_features_in_,)
+    truncation_ : ndarray of shape (n_features,)
         OPS truncation per feature (``"ops"`` only).
     privacy_spent_ : PrivacySpent
 
@@ -572,7 +572,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
         Returns
         -------
-        X : ndarray of shape (n_sequences * n_timesteps * n_records, n_features_in_)
+        X : ndarray of shape (n_sequences * n_timesteps * n_records, n_features)
             Records in the original category labels.
         sequence_ids, timesteps, states : ndarray of shape (n_records_total,)
         """

@@ -175,7 +175,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     Attributes
     ----------
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has feature names that are all strings.
     coefs_mean_, coefs_var_ : list of ndarray
         Posterior mean and variance of the weights of each layer, shape
@@ -193,7 +193,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         factor at every step (``"dp"``).
     n_iter_ : int
         Number of SEP steps (``n_epochs * n_samples``).
-    x_center_, x_scale_ : ndarray of shape (n_features_in_,)
+    x_center_, x_scale_ : ndarray of shape (n_features,)
     y_center_, y_scale_ : float
         The standardisation of the features and the target.
     privacy_spent_ : PrivacySpent

@@ -127,7 +127,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_components)
         Released private centres in the random feature space.
-    random_weights_ : ndarray of shape (n_features_in_, n_components)
+    random_weights_ : ndarray of shape (n_features, n_components)
         Frequencies ``W`` of the feature map (data-independent).
     random_offset_ : ndarray of shape (n_components,)
         Phases ``b`` of the feature map (data-independent).
@@ -151,7 +151,7 @@ class DPKernelKMeans(_BaseDPLloyd):
         ``(epsilon, delta)`` of the fit.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has feature names that are all strings.
 
     See Also

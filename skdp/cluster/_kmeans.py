@@ -123,7 +123,7 @@ class DPKMeans(_BaseDPLloyd):
         ``(epsilon, delta)`` of the fit.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has feature names that are all strings.
 
     See Also

@@ -195,7 +195,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     data_norm_ : float
         The norm bound used (``data_norm`` or the data's largest row norm).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has feature names that are all strings.
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of the fit under replace-one neighbours.
