@@ -59,3 +59,31 @@ CASES = {
         output="predict",
     ),
 }
+
+
+def _neural_cases():
+    # torch and skorch are optional.
+    try:
+        from skdp.nn import DPNeuralNetClassifier, DPNeuralNetRegressor
+    except ImportError:
+        return {}
+    common = dict(noise_multiplier=1.0, epsilon=None, max_epochs=1, batch_size=16, verbose=0, random_state=0)
+    return {
+        "DPNeuralNetClassifier": Case(
+            DPNeuralNetClassifier(classes=[0, 1], **common),
+            _normal,
+            fit_kwargs=lambda X: {"y": np.arange(X.shape[0]) % 2},
+            output="predict_proba",
+            continuous=False,  # float32 inputs: 1e300 overflows and is refused with a clear ValueError
+        ),
+        "DPNeuralNetRegressor": Case(
+            DPNeuralNetRegressor(**common),
+            _normal,
+            fit_kwargs=lambda X: {"y": np.linspace(-1.0, 1.0, X.shape[0]).reshape(-1, 1)},
+            output="predict",
+            continuous=False,
+        ),
+    }
+
+
+CASES.update(_neural_cases())
