@@ -16,6 +16,7 @@ import numpy as np
 
 from ..bayes import DPBetaBernoulli, _beta_bernoulli
 from ..cluster import DPKMeans
+from ..mixture import DPGaussianMixture
 from ..privacy import LaplaceMechanism
 
 
@@ -112,6 +113,15 @@ CASES = [
         _kmeans_neighbours,
         lambda m: float(m.cluster_centers_[0, 0] + m.cluster_centers_[0, 1]),
         max_runs=2000,
+    ),
+    AuditCase(
+        "DPGaussianMixture(eps=1, delta=1e-5, 1 component, 1 iter)",
+        lambda: DPGaussianMixture(
+            n_components=1, max_iter=1, data_norm=1.0, epsilon=1.0, delta=1e-5, mean_mechanism="gaussian"
+        ),
+        lambda: _kmeans_neighbours(),
+        lambda m: float(m.means_[0].sum()),
+        max_runs=3000,
     ),
     AuditCase(
         "BROKEN DPBetaBernoulli: Laplace noise halved",
