@@ -30,6 +30,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from _diffprivlib import shim_sklearn_tree  # noqa: E402
 from scipy.optimize import linear_sum_assignment  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.datasets import load_digits, make_blobs  # noqa: E402
@@ -50,12 +51,7 @@ MAX_ITER = 5
 
 def diffprivlib_kmeans():
     """diffprivlib's KMeans, imported through a shim for scikit-learn 1.9 (benchmark only)."""
-    import sklearn.tree._tree as tree
-
-    # diffprivlib 0.6.6 imports names scikit-learn 1.9 no longer exports.
-    for name, value in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-        if not hasattr(tree, name):
-            setattr(tree, name, value)
+    shim_sklearn_tree()
     try:
         from diffprivlib.models import KMeans as DiffprivlibKMeans
     except ImportError:

@@ -38,6 +38,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from _diffprivlib import shim_sklearn_tree  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 
 from skdp.mixture import DPGaussianMixture  # noqa: E402
@@ -47,11 +48,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def import_diffprivlib_kmeans():
     """diffprivlib's KMeans through a shim for scikit-learn >= 1.8."""
-    import sklearn.tree._tree as tree
-
-    for name, value in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-        if not hasattr(tree, name):
-            setattr(tree, name, value)
+    shim_sklearn_tree()
     from diffprivlib.models import KMeans as DPLloyd
 
     return DPLloyd

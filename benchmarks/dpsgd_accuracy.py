@@ -38,6 +38,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _diffprivlib import shim_sklearn_tree  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
@@ -62,12 +63,7 @@ class MLP(torch.nn.Module):
 
 
 def _diffprivlib():
-    import sklearn.tree._tree as tree_mod
-
-    # diffprivlib 0.6.6 imports names that scikit-learn 1.9 no longer exports.
-    for name, value in (("DOUBLE", np.float64), ("DTYPE", np.float32)):
-        if not hasattr(tree_mod, name):
-            setattr(tree_mod, name, value)
+    shim_sklearn_tree()
     from sklearn import linear_model
 
     if not getattr(linear_model.LogisticRegression.__init__, "_skdp_shim", False):
