@@ -39,6 +39,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _diffprivlib import shim_sklearn_tree  # noqa: E402
+from _opacus import make_private  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
@@ -103,25 +104,10 @@ def ours(X, y, Xt, yt, epsilon, epochs, seed):
 
 
 def opacus(X, y, Xt, yt, net, epochs, seed):
-    from opacus import PrivacyEngine
-
     torch.manual_seed(seed)
-    model = MLP(softmax=False)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(torch.as_tensor(X), torch.as_tensor(y)), batch_size=BATCH
-    )
+    model, opt, loader = make_private(MLP(softmax=False), X, y, LR, BATCH, net.noise_multiplier_, CLIP)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        engine = PrivacyEngine(accountant="rdp")
-        model, opt, loader = engine.make_private(
-            module=model,
-            optimizer=opt,
-            data_loader=loader,
-            noise_multiplier=net.noise_multiplier_,
-            max_grad_norm=CLIP,
-            poisson_sampling=True,
-        )
         # Same number of steps as ours (Opacus' epoch is len(loader) batches).
         steps = 0
         while steps < net.n_steps_:

@@ -31,6 +31,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _opacus import make_private  # noqa: E402
 from skorch import NeuralNetClassifier  # noqa: E402
 
 from skdp.nn import DPNeuralNetClassifier  # noqa: E402
@@ -156,26 +157,8 @@ def ours_engine(X, y, epochs):
 
 
 def opacus(X, y, epochs, mode):
-    from opacus import PrivacyEngine
-
     torch.manual_seed(0)
-    model = MLP(softmax=False)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(torch.as_tensor(X), torch.as_tensor(y)), batch_size=BATCH
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        engine = PrivacyEngine(accountant="rdp")
-        model, opt, loader = engine.make_private(
-            module=model,
-            optimizer=opt,
-            data_loader=loader,
-            noise_multiplier=SIGMA,
-            max_grad_norm=CLIP,
-            poisson_sampling=True,
-            grad_sample_mode=mode,
-        )
+    model, opt, loader = make_private(MLP(softmax=False), X, y, LR, BATCH, SIGMA, CLIP, grad_sample_mode=mode)
 
     def run():
         for _ in range(epochs):
