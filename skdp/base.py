@@ -17,14 +17,18 @@ ends in ``_``.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import sys
 import warnings
 from numbers import Real
 
 import sklearn
+from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 
+from ._config import config_context
 from ._random import check_generator
 from .exceptions import PrivacyLeakWarning
 from .privacy import BudgetAccountant, PrivacyAccountant, PrivacySpent
@@ -36,7 +40,32 @@ PRIVACY_PARAMETER_CONSTRAINTS = {
     "delta": [Interval(Real, 0, 1, closed="left")],
     "accountant": [BudgetAccountant, None],
     "random_state": ["random_state"],
+    "secure_noise": ["boolean", None],
 }
+
+
+def private_fit_context(prefer_skip_nested_validation=True):
+    """scikit-learn's ``_fit_context`` plus the estimator's ``secure_noise``.
+
+    Decorates ``fit`` (and any other method that releases): parameters are
+    validated as in scikit-learn, and the whole call runs under
+    ``config_context(secure_noise=estimator.secure_noise)`` unless that is
+    ``None`` (follow the package-wide setting).  Calibration and mechanisms
+    read the same setting, so the plan a fit calibrates and the events its
+    mechanisms record always agree.
+    """
+
+    def decorator(method):
+        validated = _fit_context(prefer_skip_nested_validation=prefer_skip_nested_validation)(method)
+
+        @functools.wraps(method)
+        def wrapper(estimator, *args, **kwargs):
+            with estimator._noise_context():
+                return validated(estimator, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
 
 
 def _user_stacklevel():
@@ -70,6 +99,11 @@ class DPEstimatorMixin:
 
     #: Neighbouring relation ``privacy_spent_`` refers to.
     _neighbouring = REPLACE_ONE
+
+    def _noise_context(self):
+        """Context applying this estimator's ``secure_noise`` (None: package setting)."""
+        secure = getattr(self, "secure_noise", None)
+        return contextlib.nullcontext() if secure is None else config_context(secure_noise=secure)
 
     def _begin_private_fit(self, composition="rdp"):
         """Check the budget before touching data; return (ledger, rng)."""

@@ -11,9 +11,26 @@ from __future__ import annotations
 import math
 import numbers
 
+from .._config import get_config
 from .accountant import _check_composition, compose
 from .conversions import gaussian_delta
-from .events import REPLACE_ONE, _check_relation
+from .events import REPLACE_ONE, DiscreteGaussianEvent, GaussianEvent, _check_relation
+
+
+def _as_released(event):
+    """The event a mechanism will actually record for a planned ``event``.
+
+    Under ``secure_noise`` a Gaussian mechanism samples the discrete Gaussian
+    and records a :class:`DiscreteGaussianEvent`, which the accountant keeps out
+    of the exact continuous-Gaussian composition; a plan written with
+    :class:`GaussianEvent` must be costed the same way, or the calibrated noise
+    would fall short of what the ledger charges.
+    """
+    if type(event) is GaussianEvent and get_config()["secure_noise"]:
+        return DiscreteGaussianEvent(
+            count=event.count, neighbouring=event.neighbouring, noise_multiplier=event.noise_multiplier
+        )
+    return event
 
 
 def _check_budget(epsilon, delta):
@@ -60,7 +77,7 @@ def calibrate_noise_multiplier(
     _check_relation(neighbouring)
 
     def cost(z):
-        events = [e.to_relation(neighbouring) for e in make_events(z)]
+        events = [_as_released(e).to_relation(neighbouring) for e in make_events(z)]
         return compose(events, delta, composition).epsilon
 
     lo, hi = 1e-3, 1.0

@@ -18,11 +18,23 @@ import contextlib
 
 import numpy as np
 
+from .._config import get_config
 from .events import ADD_REMOVE, REPLACE_ONE, SubsampledGaussianEvent
 from .mechanisms import GaussianMechanism, _check_value
 
 #: Neighbouring relation each sampling scheme's amplification theorem refers to.
 SAMPLING_RELATION = {"poisson": ADD_REMOVE, "without_replacement": REPLACE_ONE}
+
+
+def _refuse_secure_noise():
+    # The exact grid samplers are scalar Python, and the amplification bounds
+    # behind SubsampledGaussianEvent are proved for the continuous Gaussian:
+    # refuse rather than release floating-point noise under a secure setting.
+    if get_config()["secure_noise"]:
+        raise ValueError(
+            "secure_noise=True is not supported by subsampled Gaussian mechanisms "
+            "(DP-SEP, DP-SGD): set secure_noise=False for this estimator."
+        )
 
 
 class SubsampledGaussianMechanism(GaussianMechanism):
@@ -69,6 +81,11 @@ class SubsampledGaussianMechanism(GaussianMechanism):
             sampling=self.sampling,
         )
 
+    def release(self, value, rng, accountant):
+        """One release on a fresh subsample (see :meth:`session` for loops)."""
+        _refuse_secure_noise()
+        return super().release(value, rng, accountant)
+
     @contextlib.contextmanager
     def session(self, rng, accountant):
         """Context giving a ``release(value)`` function for a loop of releases.
@@ -88,6 +105,7 @@ class SubsampledGaussianMechanism(GaussianMechanism):
         >>> ledger.events[0].count
         3
         """
+        _refuse_secure_noise()
         made = 0
         scale = self.scale
 
