@@ -451,3 +451,73 @@ def test_huge_finite_rows_are_handled():
         DPKMeans(3, random_state=0).fit(X)
     km = DPKMeans(3, data_norm=5.0, random_state=0).fit(X)
     assert np.all(np.isfinite(km.cluster_centers_))
+
+
+# --------------------------------------------------------------------------
+# max_iter="auto": a public rule for the number of iterations
+# --------------------------------------------------------------------------
+
+
+def test_relative_centre_noise_closed_form():
+    # Gaussian: 2 z per coordinate, sqrt(d) coordinates, over n / k rows.
+    assert lloyd.relative_centre_noise(3.0, "gaussian", 1000, 10, 100) == pytest.approx(
+        2 * 3 * 10 * 10 / 1000
+    )
+    # Laplace: std sqrt(2) b, b = 2 sqrt(m) z.
+    expected = math.sqrt(2) * 2 * math.sqrt(4) * 3.0 * math.sqrt(4) * 10 / 1000
+    assert lloyd.relative_centre_noise(3.0, "laplace", 1000, 10, 4) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="mechanism"):
+        lloyd.relative_centre_noise(1.0, "cauchy", 10, 2, 2)
+
+
+def test_auto_max_iter_picks_largest_admissible_iteration_count():
+    # z(T) = sqrt(T): relative noise 2 sqrt(T) sqrt(d) k / n = 0.2 sqrt(T) for
+    # n = 100, k = 10, d = 1; <= 0.5 iff T <= 6.25.
+    calls = []
+
+    def z_of(T):
+        calls.append(T)
+        return math.sqrt(T)
+
+    assert lloyd.auto_max_iter(z_of, "gaussian", 100, 10, 1) == 6
+    assert calls == list(range(1, 8))  # stops at the first T over the ratio
+    assert lloyd.auto_max_iter(z_of, "gaussian", 10**6, 10, 1) == lloyd.AUTO_MAX_ITER
+    # Even a hopeless plan runs one iteration.
+    assert lloyd.auto_max_iter(z_of, "gaussian", 10, 10, 1) == 1
+
+
+@pytest.mark.parametrize("Est", [DPKMeans, DPKernelKMeans])
+def test_auto_max_iter_in_fit_matches_rule_and_plan(Est):
+    X, _ = blobs(3000)
+    kwargs = {"data_norm": 5.0} if Est is DPKMeans else {"n_components": 20}
+    km = Est(3, epsilon=2.0, max_iter="auto", random_state=0, **kwargs).fit(X)
+    dim = km.cluster_centers_.shape[1]
+    w = lloyd.count_noise_weight("gaussian", dim)
+
+    def z_of(T):
+        return lloyd.lloyd_noise_multiplier(T, "gaussian", 0, w, 2.0, 1e-5, "rdp")
+
+    T = lloyd.auto_max_iter(z_of, "gaussian", 3000, 3, dim)
+    assert 1 < T <= lloyd.AUTO_MAX_ITER
+    assert km.n_iter_ == T
+    assert km.noise_multiplier_ == pytest.approx(z_of(T), rel=1e-12)
+    events = km._privacy_ledger.events
+    assert len(events) == 2 * T
+    assert sorted(e.noise_multiplier for e in events) == pytest.approx(
+        sorted([z_of(T)] * T + [w * z_of(T)] * T)
+    )
+    assert km.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-4)
+    # The rule reads the shape only: other data of the same shape, same T.
+    other = km.set_params(random_state=1).fit(np.random.default_rng(0).normal(size=X.shape))
+    assert other.n_iter_ == T
+
+
+def test_auto_max_iter_grows_with_n_and_epsilon():
+    def n_iter(n, eps):
+        X, _ = blobs(n)
+        return DPKMeans(3, epsilon=eps, data_norm=5.0, max_iter="auto", random_state=0).fit(X).n_iter_
+
+    # n = 30, eps = 0.1: z(1) ~ 30, noise 2 z sqrt(2) 3 / 30 >> 0.5.
+    assert n_iter(30, 0.1) == 1
+    assert n_iter(30, 0.1) <= n_iter(300, 0.5) <= n_iter(3000, 0.5) <= n_iter(3000, 5.0)
+    assert n_iter(3000, 5.0) > 1

@@ -17,26 +17,27 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     ClusterMixin,
     TransformerMixin,
-    _fit_context,
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin
+from .._chunks import as_chunked, is_chunked_input
+from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import COMPOSITIONS, GaussianMechanism, LaplaceMechanism
 from ._lloyd import (
     assign,
+    auto_max_iter,
     clip_rows,
     count_noise_weight,
     count_sensitivity,
-    dp_lloyd_step,
     lloyd_noise_multiplier,
-    random_partition_step,
+    release_centres,
     split_largest,
     squared_distances,
     sum_sensitivity,
 )
+from ._rows import ChunkedRows, InMemoryRows, apply_feature_map
 
 _MECHANISMS = {"gaussian": (GaussianMechanism, 2), "laplace": (LaplaceMechanism, 1)}
 
@@ -49,7 +50,7 @@ class _BaseDPLloyd(
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "init": [StrOptions({"random"}), "array-like"],
         "composition": [StrOptions(set(COMPOSITIONS))],
         "count_noise_weight": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
@@ -62,16 +63,24 @@ class _BaseDPLloyd(
     def _fit_feature_map(self, n_features, rng):
         """Draw any data-independent randomness of the feature map (default: none)."""
 
+    def _feature_map(self):
+        """Picklable description of the map to the clustering space (``None``: identity)."""
+        return None
+
+    def _feature_dim(self, n_features):
+        """Dimension of the clustering space."""
+        return n_features
+
     def _features(self, X):
         """Map validated rows to the clustering space (before clipping)."""
-        return X
+        return apply_feature_map(X, self._feature_map())
 
     def _n_norm_selections(self):
         """How many DPNorm releases the plan contains."""
         return 0
 
-    def _select_bound(self, Z, noise_multiplier, rng, ledger):
-        """Clipping bound of the rows of ``Z``; may release through ``ledger``."""
+    def _select_bound(self, rows, noise_multiplier, rng, ledger):
+        """Clipping bound of the mapped ``rows`` (a row source); may release through ``ledger``."""
         raise NotImplementedError
 
     # --- fit ---------------------------------------------------------------
@@ -93,9 +102,21 @@ class _BaseDPLloyd(
             return count_noise_weight(self.mechanism, dim)
         return float(self.count_noise_weight)
 
-    def _noise_multiplier(self, count_weight):
+    def _n_iter(self, n_samples, dim, count_weight):
+        """``max_iter``, or the ``"auto"`` rule (public quantities only)."""
+        if self.max_iter != "auto":
+            return int(self.max_iter)
+        return auto_max_iter(
+            lambda T: self._noise_multiplier(count_weight, T),
+            self.mechanism,
+            n_samples,
+            self.n_clusters,
+            dim,
+        )
+
+    def _noise_multiplier(self, count_weight, n_iter):
         return lloyd_noise_multiplier(
-            int(self.max_iter),
+            int(n_iter),
             self.mechanism,
             self._n_norm_selections(),
             float(count_weight),
@@ -104,14 +125,17 @@ class _BaseDPLloyd(
             self.composition,
         )
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @private_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Release ``n_clusters`` private centres of ``X``.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training rows.
+        X : array-like of shape (n_samples, n_features), or chunked rows
+            Training rows.  A :class:`numpy.memmap`, a Dask array or
+            DataFrame, a callable returning a fresh iterable of 2-D chunks,
+            or a :class:`skdp._chunks.ChunkedData` is read chunk by chunk
+            (same releases, same guarantee; see ``docs/cluster.md``).
         y : None
             Ignored.
 
@@ -127,22 +151,38 @@ class _BaseDPLloyd(
         with threadpool_limits(limits=1, user_api="blas"):
             return self._fit(X)
 
+    def _rows(self, X):
+        """The training rows as a source of exact statistics (in memory or chunked)."""
+        if is_chunked_input(X):
+            data = as_chunked(X)
+            summary = data.scan()  # validates every chunk
+            self.n_features_in_ = summary.n_features
+            if data.feature_names is not None:
+                self.feature_names_in_ = data.feature_names
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+            return data, summary.n_features, lambda feature_map: ChunkedRows(data, summary, feature_map)
+        X = validate_data(self, X, dtype=np.float64)
+        return X, X.shape[1], lambda feature_map: InMemoryRows(X, feature_map)
+
     def _fit(self, X):
         ledger, rng = self._begin_private_fit(composition=self.composition)
-        X = validate_data(self, X, dtype=np.float64)
-        if X.shape[0] < self.n_clusters:
-            raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
-        init = self._check_init(X.shape[1])
-        self._fit_feature_map(X.shape[1], rng)
-        Z = self._features(X)
-        count_weight = self._count_weight(Z.shape[1])
-        noise_multiplier = self._noise_multiplier(count_weight)
-        bound = self._select_bound(Z, noise_multiplier, rng, ledger)
-        Z = clip_rows(Z, bound)
+        X, n_features, make_rows = self._rows(X)
+        init = self._check_init(n_features)
+        self._fit_feature_map(n_features, rng)
+        rows = make_rows(self._feature_map())
+        if rows.n_samples < self.n_clusters:
+            raise ValueError(f"n_samples={rows.n_samples} should be >= n_clusters={self.n_clusters}.")
+        dim = self._feature_dim(n_features)
+        count_weight = self._count_weight(dim)
+        n_iter = self._n_iter(rows.n_samples, dim, count_weight)
+        noise_multiplier = self._noise_multiplier(count_weight, n_iter)
+        bound = self._select_bound(rows, noise_multiplier, rng, ledger)
+        rows.clip(bound)
 
         mechanism_class, norm = _MECHANISMS[self.mechanism]
         count_sens = count_sensitivity(norm)
-        sum_sens = sum_sensitivity(bound, norm, Z.shape[1])
+        sum_sens = sum_sensitivity(bound, norm, dim)
         count_mechanism = mechanism_class(count_sens, noise_multiplier * count_weight * count_sens)
         sum_mechanism = mechanism_class(sum_sens, noise_multiplier * sum_sens)
 
@@ -154,11 +194,12 @@ class _BaseDPLloyd(
                 return split_largest(idx, centres, noisy_counts, bound, rng)
 
             # The first iteration starts from a random partition (data-independent).
-            centres, noisy_counts, reseeded = random_partition_step(
-                Z, k, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
+            counts, sums = rows.random_partition_statistics(k, rng)
+            centres, noisy_counts, reseeded = release_centres(
+                counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
             )
             n_reseeded += int(reseeded.sum())
-            n_remaining = self.max_iter - 1
+            n_remaining = n_iter - 1
         else:
             public = clip_rows(self._features(init), bound)
             centres = public.copy()
@@ -166,10 +207,11 @@ class _BaseDPLloyd(
             def reseed(idx, centres, noisy_counts):
                 return public[idx]
 
-            n_remaining = self.max_iter
+            n_remaining = n_iter
         for _ in range(n_remaining):
-            centres, noisy_counts, reseeded = dp_lloyd_step(
-                Z, centres, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
+            counts, sums = rows.statistics(centres)
+            centres, noisy_counts, reseeded = release_centres(
+                counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
             )
             n_reseeded += int(reseeded.sum())
         self._end_private_fit(ledger)
@@ -179,10 +221,9 @@ class _BaseDPLloyd(
         self.cluster_centers_ = centres
         self.noisy_counts_ = noisy_counts
         self.n_reseeded_ = n_reseeded
-        self.n_iter_ = int(self.max_iter)
+        self.n_iter_ = n_iter
         # Functions of the private training rows, outside the guarantee (class docstring).
-        self.labels_ = assign(Z, centres)
-        self.inertia_ = float(squared_distances(Z, centres)[np.arange(len(Z)), self.labels_].sum())
+        self.labels_, self.inertia_ = rows.labels_and_inertia(centres)
         return self
 
     # --- post-processing of the released centres ----------------------------

@@ -8,7 +8,8 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..privacy.norm_selection import dp_norm
+from ..privacy import REPLACE_ONE, GaussianMechanism, histogram_sensitivity, noisy_histogram_mode
+from ..privacy.norm_selection import norm_bin_edges
 from ._base import _BaseDPLloyd
 
 #: ``|z(x)|^2 = (2/d) sum_i cos^2(.) <= 2`` for every x: the a-priori largest
@@ -61,7 +62,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     and ``b``: the guarantee rests on the explicit clip to ``C`` (``clip=1.0``
     by default, the paper's choice), which bounds every row, always.  With
     ``clip="auto"``, ``C`` is chosen by DPNorm (Alg. 3,
-    :func:`skdp.privacy.norm_selection.dp_norm`): the noisy mode of the
+    the release of :func:`skdp.privacy.norm_selection.dp_norm`): the noisy mode of the
     histogram of ``|z(x)|`` over ``n_bins`` bins up to ``clip_max``, one more
     Gaussian release in the plan.
 
@@ -106,9 +107,14 @@ class DPKernelKMeans(_BaseDPLloyd):
         Largest bound DPNorm may select (``C_max`` of Alg. 3).
     n_bins : int, default=100
         Number ``w`` of candidate bounds of DPNorm.
-    max_iter : int, default=5
+    max_iter : int or "auto", default=5
         Number ``T`` of Lloyd iterations, all of which are run (the budget is
-        split over them: fewer iterations, less noise in each).
+        split over them; fewer iterations, less noise in each).  ``"auto"``: the largest ``T <= 10``
+        whose noise on a centre of average size ``n / k`` stays below half
+        the clipping bound (:func:`skdp.cluster._lloyd.auto_max_iter`); it
+        reads only the plan and the public ``n`` (replace-one neighbours keep
+        ``n`` fixed), never the data, so it costs no privacy.  With few rows
+        or a small ``epsilon`` it runs a single iteration.
     init : "random" or array-like of shape (n_clusters, n_features), default="random"
         ``"random"``: the first iteration assigns the rows uniformly at random
         (a data-independent random partition).  An array gives public centres
@@ -122,6 +128,12 @@ class DPKernelKMeans(_BaseDPLloyd):
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
         Seeds the random features, the initial centres and the noise.
+
+    secure_noise : bool or None, default=None
+        Sample every Laplace and Gaussian release exactly on a grid (discrete
+        Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
+        in floating point, whose low-order bits leak the noiseless value
+        (Mironov 2012).  None follows ``skdp.get_config()["secure_noise"]``.
 
     Attributes
     ----------
@@ -138,7 +150,7 @@ class DPKernelKMeans(_BaseDPLloyd):
         Feature-space k-means objective of the training rows; not covered by
         the guarantee.
     n_iter_ : int
-        Number of iterations run (always ``max_iter``).
+        Number of iterations run (``max_iter``, or the one ``"auto"`` chose).
     noisy_counts_ : ndarray of shape (n_clusters,)
         Noisy cluster sizes of the last iteration (released).
     n_reseeded_ : int
@@ -217,6 +229,7 @@ class DPKernelKMeans(_BaseDPLloyd):
         count_noise_weight="auto",
         accountant=None,
         random_state=None,
+        secure_noise=None,
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -233,19 +246,30 @@ class DPKernelKMeans(_BaseDPLloyd):
         self.count_noise_weight = count_noise_weight
         self.accountant = accountant
         self.random_state = random_state
+        self.secure_noise = secure_noise
 
     def _fit_feature_map(self, n_features, rng):
         self.random_weights_, self.random_offset_ = draw_fourier_weights(
             self.kernel, self.gamma, n_features, self.n_components, rng
         )
 
-    def _features(self, X):
-        return random_fourier_features(X, self.random_weights_, self.random_offset_)
+    def _feature_map(self):
+        return (self.random_weights_, self.random_offset_)
+
+    def _feature_dim(self, n_features):
+        return int(self.n_components)
 
     def _n_norm_selections(self):
         return 1 if self.clip == "auto" else 0
 
-    def _select_bound(self, Z, noise_multiplier, rng, ledger):
+    def _select_bound(self, rows, noise_multiplier, rng, ledger):
         if self.clip != "auto":
             return float(self.clip)
-        return dp_norm(np.linalg.norm(Z, axis=1), self.clip_max, self.n_bins, noise_multiplier, rng, ledger)
+        # DPNorm (Alg. 3) on the histogram of the feature norms: the same
+        # release as skdp.privacy.norm_selection.dp_norm, from counts that a
+        # chunked source can add up chunk by chunk.
+        counts = rows.norm_histogram(self.clip_max, self.n_bins)
+        sensitivity = histogram_sensitivity(2, REPLACE_ONE)
+        mechanism = GaussianMechanism(sensitivity, noise_multiplier * sensitivity, REPLACE_ONE)
+        mode = noisy_histogram_mode(counts, mechanism, rng, ledger)
+        return float(norm_bin_edges(self.clip_max, self.n_bins)[mode])

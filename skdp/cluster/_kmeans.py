@@ -73,9 +73,14 @@ class DPKMeans(_BaseDPLloyd):
         Public bound ``C`` on the L2 norm of a row; larger rows are scaled down
         to it.  ``None`` reads the largest row norm off the data, which leaks
         privacy (a :class:`~skdp.exceptions.PrivacyLeakWarning` is raised).
-    max_iter : int, default=5
+    max_iter : int or "auto", default=5
         Number ``T`` of Lloyd iterations, all of which are run (the budget is
-        split over them; Su et al. 2016 run DPLloyd for 5 iterations).
+        split over them; Su et al. 2016 run DPLloyd for 5 iterations).  ``"auto"``: the largest ``T <= 10``
+        whose noise on a centre of average size ``n / k`` stays below half
+        the clipping bound (:func:`skdp.cluster._lloyd.auto_max_iter`); it
+        reads only the plan and the public ``n`` (replace-one neighbours keep
+        ``n`` fixed), never the data, so it costs no privacy.  With few rows
+        or a small ``epsilon`` it runs a single iteration.
     init : "random" or array-like of shape (n_clusters, n_features), default="random"
         ``"random"``: the first iteration assigns the rows to clusters
         uniformly at random (a data-independent "random partition"), so the
@@ -97,6 +102,12 @@ class DPKMeans(_BaseDPLloyd):
     random_state : int, RandomState instance or None, default=None
         Seeds the initial centres and the noise.
 
+    secure_noise : bool or None, default=None
+        Sample every Laplace and Gaussian release exactly on a grid (discrete
+        Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
+        in floating point, whose low-order bits leak the noiseless value
+        (Mironov 2012).  None follows ``skdp.get_config()["secure_noise"]``.
+
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
@@ -108,7 +119,7 @@ class DPKMeans(_BaseDPLloyd):
         Sum of squared distances of the clipped training rows to their
         nearest released centre; not covered by the guarantee.
     n_iter_ : int
-        Number of iterations run (always ``max_iter``).
+        Number of iterations run (``max_iter``, or the one ``"auto"`` chose).
     noisy_counts_ : ndarray of shape (n_clusters,)
         Noisy cluster sizes of the last iteration (released).
     n_reseeded_ : int
@@ -182,6 +193,7 @@ class DPKMeans(_BaseDPLloyd):
         count_noise_weight="auto",
         accountant=None,
         random_state=None,
+        secure_noise=None,
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -194,12 +206,13 @@ class DPKMeans(_BaseDPLloyd):
         self.count_noise_weight = count_noise_weight
         self.accountant = accountant
         self.random_state = random_state
+        self.secure_noise = secure_noise
 
-    def _select_bound(self, Z, noise_multiplier, rng, ledger):
+    def _select_bound(self, rows, noise_multiplier, rng, ledger):
         if self.data_norm is not None:
             return float(self.data_norm)
         warn_privacy_leak("data_norm", "the largest row norm")
-        bound = max_row_norm(Z)
+        bound = rows.max_norm()
         if not np.isfinite(bound):
             raise ValueError("The largest row norm of X overflows; set data_norm to a public bound.")
         # All-zero data: any positive bound gives the same (zero) statistics.

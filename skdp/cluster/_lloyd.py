@@ -36,6 +36,7 @@ import math
 import numpy as np
 from scipy import sparse
 
+from .._config import get_config
 from ..privacy import (
     REPLACE_ONE,
     GaussianEvent,
@@ -160,6 +161,25 @@ def split_largest(indices, centres, noisy_counts, bound, rng, jitter=1e-3):
     )
 
 
+def release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, accountant):
+    """Release exact sizes and sums with noise, and turn them into centres.
+
+    Two releases, each recorded on ``accountant`` by its mechanism: the
+    cluster sizes (Alg. 2 line 10) and the cluster sums (line 11); the
+    centres are post-processing (:func:`centres_from_noisy_statistics`).
+
+    Returns
+    -------
+    centres : ndarray of shape (n_clusters, n_features)
+    noisy_counts : ndarray of shape (n_clusters,)
+    reseeded : ndarray of bool, shape (n_clusters,)
+    """
+    noisy_counts = count_mechanism.release(counts, rng, accountant)
+    noisy_sums = sum_mechanism.release(sums, rng, accountant)
+    new_centres, reseeded = centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed)
+    return new_centres, noisy_counts, reseeded
+
+
 def random_partition_step(Z, n_clusters, count_mechanism, sum_mechanism, bound, reseed, rng, accountant):
     """A DP Lloyd iteration whose assignment is uniformly random (data-independent init).
 
@@ -171,17 +191,11 @@ def random_partition_step(Z, n_clusters, count_mechanism, sum_mechanism, bound, 
     """
     labels = rng.integers(n_clusters, size=Z.shape[0])
     counts, sums = cluster_statistics(Z, labels, n_clusters)
-    noisy_counts = count_mechanism.release(counts, rng, accountant)
-    noisy_sums = sum_mechanism.release(sums, rng, accountant)
-    new_centres, reseeded = centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed)
-    return new_centres, noisy_counts, reseeded
+    return release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, accountant)
 
 
 def dp_lloyd_step(Z, centres, count_mechanism, sum_mechanism, bound, reseed, rng, accountant):
     """One private Lloyd iteration on rows ``Z`` already clipped to ``bound``.
-
-    Two releases, each recorded on ``accountant`` by its mechanism: the
-    cluster sizes (Alg. 2 line 10) and the cluster sums (line 11).
 
     Returns
     -------
@@ -191,10 +205,7 @@ def dp_lloyd_step(Z, centres, count_mechanism, sum_mechanism, bound, reseed, rng
     """
     labels = assign(Z, centres)
     counts, sums = cluster_statistics(Z, labels, centres.shape[0])
-    noisy_counts = count_mechanism.release(counts, rng, accountant)
-    noisy_sums = sum_mechanism.release(sums, rng, accountant)
-    new_centres, reseeded = centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed)
-    return new_centres, noisy_counts, reseeded
+    return release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, accountant)
 
 
 def uniform_sphere(n, dim, radius, rng):
@@ -246,13 +257,30 @@ def lloyd_plan(noise_multiplier, max_iter, mechanism="gaussian", n_norm_selectio
     return events
 
 
-@functools.lru_cache(maxsize=256)
 def lloyd_noise_multiplier(max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition):
     """Smallest noise multiplier whose :func:`lloyd_plan` costs at most ``(epsilon, delta)``.
 
     Cached: the answer depends on the plan only, never on data, and grid
-    searches refit the same plan many times.
+    searches refit the same plan many times.  The cache is keyed on the
+    ``secure_noise`` setting too, because secure Gaussian releases are
+    accounted as discrete-Gaussian events, which cost more.
     """
+    return _lloyd_noise_multiplier(
+        max_iter,
+        mechanism,
+        n_norm_selections,
+        count_weight,
+        epsilon,
+        delta,
+        composition,
+        get_config()["secure_noise"],
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _lloyd_noise_multiplier(
+    max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition, secure_noise
+):
     return calibrate_noise_multiplier(
         functools.partial(
             lloyd_plan,
@@ -266,3 +294,61 @@ def lloyd_noise_multiplier(max_iter, mechanism, n_norm_selections, count_weight,
         composition=composition,
         neighbouring=REPLACE_ONE,
     )
+
+
+#: Largest relative centre noise the ``max_iter="auto"`` rule accepts.
+AUTO_NOISE_RATIO = 0.5
+#: Largest number of iterations ``max_iter="auto"`` picks (Acs et al. run T = 20
+#: on 60,000 rows; a few iterations from a random partition reach most of the
+#: non-private accuracy).
+AUTO_MAX_ITER = 10
+
+
+def relative_centre_noise(noise_multiplier, mechanism, n_samples, n_clusters, dim):
+    """Norm of the noise on an average-size centre, over the clipping bound ``C``.
+
+    A cluster of ``n / k`` rows has its sum perturbed per coordinate with
+    standard deviation ``2 C z`` (Gaussian) or ``sqrt(2) 2 sqrt(m) C z``
+    (Laplace, ``m = dim``); over ``dim`` coordinates and divided by the size
+    this is ``s sqrt(dim) k / n`` with ``s`` the per-coordinate std at
+    ``C = 1``.  A function of public quantities only: the plan, ``k``, the
+    dimension and ``n`` (public under replace-one neighbours, where both
+    datasets have the same size).
+    """
+    if mechanism == "gaussian":
+        per_coordinate = 2.0 * noise_multiplier
+    elif mechanism == "laplace":
+        per_coordinate = math.sqrt(2.0) * 2.0 * math.sqrt(dim) * noise_multiplier
+    else:
+        raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}.")
+    return per_coordinate * math.sqrt(dim) * n_clusters / n_samples
+
+
+def auto_max_iter(
+    noise_multiplier_of,
+    mechanism,
+    n_samples,
+    n_clusters,
+    dim,
+    ratio=AUTO_NOISE_RATIO,
+    max_iter=AUTO_MAX_ITER,
+):
+    """Largest ``T <= max_iter`` whose per-iteration centre noise stays below ``ratio * C``.
+
+    The budget is split over ``T`` iterations, so each one is noisier as
+    ``T`` grows; past the point where the noise on a centre is a sizeable
+    fraction of the clipping radius, an extra iteration moves the centres by
+    noise rather than by data.  ``noise_multiplier_of(T)`` is the calibrated
+    multiplier of the whole plan with ``T`` iterations; the rule reads only
+    public quantities (:func:`relative_centre_noise`), so it costs no privacy.
+    At least one iteration is always run.  ``ratio = 0.5`` is a round number
+    fixed a priori (noise on a centre of at most half the clipping radius),
+    not tuned on any evaluation set.
+    """
+    best = 1
+    for T in range(1, max_iter + 1):
+        noise = relative_centre_noise(noise_multiplier_of(T), mechanism, n_samples, n_clusters, dim)
+        if noise > ratio:
+            break
+        best = T
+    return best

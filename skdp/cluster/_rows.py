@@ -1,0 +1,162 @@
+"""The training rows of a DP Lloyd fit: in memory, or chunked (memmap, Dask, factory).
+
+DP Lloyd touches the data only through per-cluster sums and sizes (and, for
+DPNorm, a histogram of norms): exact statistics that add up over row chunks.
+Both sources below return the same exact statistics; the noise is added by the
+caller, once per statistic and iteration, on the driver
+(:mod:`skdp._chunks`).  Chunking therefore changes nothing in the guarantee.
+
+The random-partition step labels every row with public randomness only.  In
+memory the labels are one draw of ``n`` integers; chunk by chunk they are the
+same draws taken in row order (a NumPy ``Generator`` gives the same stream
+either way), so both paths release the same statistics.  For Dask, the labels
+are drawn on the driver (``n`` small integers) and shipped with the row
+blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._chunks import _add, _tree_reduce, check_chunk
+from ..privacy.norm_selection import norm_histogram
+from . import _lloyd as lloyd
+from ._lloyd import assign, clip_rows, row_norms, squared_distances
+
+
+def apply_feature_map(X, feature_map):
+    """``X`` itself (``feature_map=None``) or its random Fourier features ``(W, b)``."""
+    if feature_map is None:
+        return X
+    from ._kernel_kmeans import random_fourier_features
+
+    return random_fourier_features(X, *feature_map)
+
+
+def chunk_features(chunk, feature_map, bound):
+    """Mapped rows of ``chunk``, clipped to ``bound`` when it is given."""
+    Z = apply_feature_map(chunk, feature_map)
+    return Z if bound is None else clip_rows(Z, bound)
+
+
+def chunk_statistics(chunk, feature_map, bound, centres):
+    """Sizes and sums of the mapped, clipped rows of a chunk, assigned to ``centres``."""
+    Z = chunk_features(chunk, feature_map, bound)
+    return lloyd.cluster_statistics(Z, assign(Z, centres), centres.shape[0])
+
+
+def chunk_labelled_statistics(chunk, labels, feature_map, bound, n_clusters):
+    """Sizes and sums of a chunk under given (public, random) labels."""
+    chunk = check_chunk(chunk)
+    return lloyd.cluster_statistics(chunk_features(chunk, feature_map, bound), np.asarray(labels), n_clusters)
+
+
+def chunk_norm_histogram(chunk, feature_map, c_max, n_bins):
+    """Histogram of the feature norms of a chunk (Alg. 3's ``t_j``)."""
+    return norm_histogram(row_norms(apply_feature_map(chunk, feature_map)), c_max, n_bins)
+
+
+def chunk_objective(chunk, feature_map, bound, centres):
+    """Feature-space k-means objective of a chunk against ``centres``."""
+    Z = chunk_features(chunk, feature_map, bound)
+    return float(squared_distances(Z, centres).min(axis=1).sum())
+
+
+class InMemoryRows:
+    """Validated rows held in memory, mapped once."""
+
+    def __init__(self, X, feature_map):
+        self.Z = apply_feature_map(X, feature_map)
+        self.n_samples = self.Z.shape[0]
+        self.bound = None
+
+    def max_norm(self):
+        return float(row_norms(self.Z).max()) if self.n_samples else 0.0
+
+    def norm_histogram(self, c_max, n_bins):
+        return norm_histogram(row_norms(self.Z), c_max, n_bins)
+
+    def clip(self, bound):
+        self.Z = clip_rows(self.Z, bound)
+        self.bound = bound
+
+    def random_partition_statistics(self, n_clusters, rng):
+        labels = rng.integers(n_clusters, size=self.n_samples)
+        return lloyd.cluster_statistics(self.Z, labels, n_clusters)
+
+    def statistics(self, centres):
+        return lloyd.cluster_statistics(self.Z, assign(self.Z, centres), centres.shape[0])
+
+    def labels_and_inertia(self, centres):
+        labels = assign(self.Z, centres)
+        inertia = float(squared_distances(self.Z, centres)[np.arange(self.n_samples), labels].sum())
+        return labels, inertia
+
+
+class ChunkedRows:
+    """Rows read chunk by chunk through :class:`skdp._chunks.ChunkedData`."""
+
+    def __init__(self, data, summary, feature_map):
+        self.data = data
+        self.summary = summary
+        self.n_samples = summary.n_samples
+        self.feature_map = feature_map
+        self.bound = None
+
+    def max_norm(self):
+        """Largest row norm of the raw rows (from the validating scan; identity map only)."""
+        if self.feature_map is not None:
+            raise ValueError("max_norm of chunked rows is only known for the identity map.")
+        return self.summary.max_norm
+
+    def norm_histogram(self, c_max, n_bins):
+        return self.data.map_reduce(chunk_norm_histogram, self.feature_map, c_max, n_bins)
+
+    def clip(self, bound):
+        self.bound = bound
+
+    def random_partition_statistics(self, n_clusters, rng):
+        if self.data.kind != "dask":
+            total = None
+            for chunk in self.data.iter_chunks():
+                labels = rng.integers(n_clusters, size=chunk.shape[0])
+                part = lloyd.cluster_statistics(
+                    chunk_features(chunk, self.feature_map, self.bound), labels, n_clusters
+                )
+                total = part if total is None else _add(total, part)
+            return total
+        import dask
+        import dask.array as da
+
+        source = self.data.source
+        labels = da.from_array(rng.integers(n_clusters, size=self.n_samples), chunks=(source.chunks[0],))
+        task = dask.delayed(chunk_labelled_statistics, pure=True)
+        parts = [
+            task(block, lab, self.feature_map, self.bound, n_clusters)
+            for block, lab in zip(
+                source.to_delayed().ravel().tolist(), labels.to_delayed().ravel().tolist(), strict=True
+            )
+        ]
+        (total,) = dask.compute(_tree_reduce(parts, _add))
+        return total
+
+    def statistics(self, centres):
+        return self.data.map_reduce(chunk_statistics, self.feature_map, self.bound, centres)
+
+    def labels_and_inertia(self, centres):
+        inertia = float(self.data.map_reduce(chunk_objective, self.feature_map, self.bound, centres))
+        if self.data.kind == "dask":
+            source = self.data.source
+            labels = source.map_blocks(
+                _chunk_labels, self.feature_map, self.bound, centres, drop_axis=1, dtype=np.intp
+            ).compute()
+        else:
+            labels = np.concatenate(
+                [_chunk_labels(c, self.feature_map, self.bound, centres) for c in self.data.iter_chunks()]
+            )
+        return np.asarray(labels, dtype=np.intp), inertia
+
+
+def _chunk_labels(chunk, feature_map, bound, centres):
+    chunk = check_chunk(chunk)
+    return assign(chunk_features(chunk, feature_map, bound), centres)

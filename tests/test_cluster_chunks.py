@@ -1,0 +1,103 @@
+"""DPKMeans / DPKernelKMeans on chunked input (memmap, chunk factory, Dask).
+
+The chunked fit computes the same exact statistics chunk by chunk and adds
+the noise once, on the driver: with the same random_state it must release the
+same centres as the in-memory fit (up to summation order) and record the same
+privacy events.
+"""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from skdp._chunks import as_chunked
+from skdp.cluster import DPKernelKMeans, DPKMeans
+from skdp.cluster import _lloyd as lloyd
+from skdp.exceptions import PrivacyLeakWarning
+
+
+def data(n=600):
+    X, _ = make_blobs(n_samples=n, centers=[[-3, -3], [3, -3], [0, 3]], cluster_std=0.5, random_state=0)
+    return X
+
+
+ESTIMATORS = [
+    DPKMeans(3, epsilon=2.0, data_norm=6.0, max_iter=4, random_state=0),
+    DPKMeans(3, epsilon=2.0, data_norm=6.0, max_iter=3, mechanism="laplace", delta=0.0, random_state=0),
+    DPKernelKMeans(3, epsilon=2.0, gamma=0.5, n_components=30, max_iter="auto", random_state=0),
+    DPKernelKMeans(3, epsilon=2.0, gamma=0.5, n_components=30, clip="auto", max_iter=3, random_state=0),
+    DPKernelKMeans(
+        3, epsilon=2.0, gamma=0.5, n_components=30, init=[[-3, -3], [3, -3], [0, 3]], random_state=0
+    ),
+]
+
+
+def assert_same_fit(a, b):
+    np.testing.assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(a.noisy_counts_, b.noisy_counts_, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-9)
+    assert a.n_iter_ == b.n_iter_ and a.clip_bound_ == b.clip_bound_
+    assert [(type(e), e.count, e.noise_multiplier) for e in a._privacy_ledger.events] == [
+        (type(e), e.count, e.noise_multiplier) for e in b._privacy_ledger.events
+    ]
+    assert a.privacy_spent_ == b.privacy_spent_
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.max_iter}")
+def test_memmap_and_factory_match_in_memory(est, tmp_path):
+    X = data()
+    ref = est.fit(X)
+    ref = type(ref)(**ref.get_params()).fit(X)
+    path = tmp_path / "X.npy"
+    np.save(path, X)
+    mm = np.load(path, mmap_mode="r")
+    chunked = type(est)(**est.get_params()).fit(as_chunked(mm, chunk_size=200))
+    assert_same_fit(ref, chunked)
+
+    def factory():
+        return (X[i : i + 333] for i in range(0, len(X), 333))
+
+    assert_same_fit(ref, type(est)(**est.get_params()).fit(factory))
+    assert chunked.n_features_in_ == 2
+    np.testing.assert_array_equal(chunked.predict(X), ref.predict(X))
+
+
+def test_dask_matches_in_memory():
+    da = pytest.importorskip("dask.array")
+    X = data()
+    for est in ESTIMATORS[:3]:
+        ref = type(est)(**est.get_params()).fit(X)
+        out = type(est)(**est.get_params()).fit(da.from_array(X, chunks=(400, 1)))
+        assert_same_fit(ref, out)
+
+
+def test_chunked_rows_are_clipped(monkeypatch):
+    seen = []
+    original = lloyd.cluster_statistics
+
+    def spy(Z, labels, k):
+        seen.append(np.linalg.norm(Z, axis=1).max())
+        return original(Z, labels, k)
+
+    monkeypatch.setattr(lloyd, "cluster_statistics", spy)
+    X = data(600) * 100
+
+    def factory():
+        return (X[i : i + 100] for i in range(0, len(X), 100))
+
+    DPKMeans(3, data_norm=0.7, max_iter=3, random_state=0).fit(factory)
+    assert len(seen) == 3 * 6 and max(seen) <= 0.7 * (1 + 1e-12)
+
+
+def test_chunked_data_norm_none_warns_and_bad_chunks_rejected():
+    X = data(300)
+    with pytest.warns(PrivacyLeakWarning):
+        km = DPKMeans(3, max_iter=2, random_state=0).fit(as_chunked(X, chunk_size=64))
+    assert km.clip_bound_ == pytest.approx(np.linalg.norm(X, axis=1).max())
+    bad = X.copy()
+    bad[-1, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        DPKMeans(3, data_norm=5.0, random_state=0).fit(as_chunked(bad, chunk_size=64))
+    with pytest.raises(ValueError, match="n_clusters"):
+        DPKMeans(3, data_norm=5.0, random_state=0).fit(as_chunked(X[:2], chunk_size=1))
