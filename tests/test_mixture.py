@@ -15,6 +15,7 @@ from sklearn.preprocessing import StandardScaler
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.mixture import DPGaussianMixture
 from skdp.mixture import _moments as mom
+from skdp.mixture._moments import centre_optimal_count_share, noise_weights
 from skdp.privacy import (
     BudgetAccountant,
     GaussianEvent,
@@ -129,7 +130,7 @@ def test_second_moment_sensitivity_bound_and_tight(d, k):
 # ---------------------------------------------------------------------------
 # E-step, statistics and M-step maps against direct evaluations
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("cov_type", ["full", "spherical"])
+@pytest.mark.parametrize("cov_type", ["full", "tied", "spherical"])
 def test_e_step_matches_sklearn(cov_type):
     X = _blobs(200, seed=3)
     ref = GaussianMixture(3, covariance_type=cov_type, random_state=0, max_iter=3).fit(X)
@@ -190,7 +191,7 @@ def test_map_formulas_against_supplement():
     )
 
 
-@pytest.mark.parametrize("cov_type", ["full", "spherical"])
+@pytest.mark.parametrize("cov_type", ["full", "tied", "spherical"])
 def test_expected_complete_log_likelihood_direct(cov_type):
     X = _blobs(100, seed=6)
     ref = GaussianMixture(3, covariance_type=cov_type, random_state=0).fit(X)
@@ -204,6 +205,39 @@ def test_expected_complete_log_likelihood_direct(cov_type):
     assert got == pytest.approx(direct, rel=1e-9)
     # A lower bound: Q <= sum_i log p(x_i).
     assert got <= ref.score(X) * X.shape[0] + 1e-9
+
+
+def test_tied_covariance_against_sklearn_and_direct_map():
+    """MLE: scikit-learn's tied M-step.  MAP: the mode of the joint posterior evaluated directly."""
+    from sklearn.mixture._gaussian_mixture import _estimate_gaussian_parameters
+
+    rng = np.random.default_rng(15)
+    n, d, k = 60, 3, 3
+    X, g = _unit_ball(rng, n, d), _gamma(rng, n, k)
+    counts, first, second = mom.sufficient_statistics(X, g, "tied")
+    np.testing.assert_allclose(second, X.T @ X)
+    _, _, ref = _estimate_gaussian_parameters(X, g, 0.0, "tied")
+    got = mom.tied_covariance(second, first / counts[:, None], counts, 0.0, float(n), 0.0)
+    np.testing.assert_allclose(got, ref, rtol=1e-10)
+    kappa0, nu0 = 1.0, d + 2.0
+    s0 = 0.1 * np.eye(d)
+    mu = first / (counts + kappa0)[:, None]
+    scatter = sum(g[i, j] * np.outer(X[i] - mu[j], X[i] - mu[j]) for i in range(n) for j in range(k))
+    direct = (s0 + scatter + kappa0 * sum(np.outer(m, m) for m in mu)) / (n + nu0 + d + 1 + k)
+    got = mom.tied_covariance(second, mu, counts, kappa0, n + nu0 + d + 1 + k, s0)
+    np.testing.assert_allclose(got, direct, rtol=1e-10)
+    # K = 1: the per-component MAP formula with c = nu0 + d + 2.
+    c1, f1, s1 = mom.sufficient_statistics(X, np.ones((n, 1)), "full")
+    mu1 = f1 / (c1 + kappa0)[:, None]
+    one = mom.map_covariance(s1 / (c1 + nu0 + d + 2)[:, None, None], mu1, c1, kappa0, c1 + nu0 + d + 2, s0)
+    np.testing.assert_allclose(
+        mom.tied_covariance(X.T @ X, mu1, c1, kappa0, n + nu0 + d + 2, s0), one[0], rtol=1e-10
+    )
+    # Sensitivity of the total second moment: one record with gamma = 1, attained at e1 -> e2.
+    e1, e2 = np.eye(d)[0], np.eye(d)[1]
+    iu = np.triu_indices(d)
+    diff = (np.outer(e1, e1) - np.outer(e2, e2))[iu]
+    assert np.linalg.norm(diff) == pytest.approx(mom.second_moment_sensitivity(d, "full", "l2"))
 
 
 def test_weight_projection_and_clipping_helpers():
@@ -265,6 +299,7 @@ def test_releases_follow_the_plan(monkeypatch, cov_type, estimator, mean_mechani
         estimator=estimator,
         mean_mechanism=mean_mechanism,
         component_releases=releases,
+        budget_split="equal",
         max_iter=j,
         data_norm=3.0,
         epsilon=2.0,
@@ -390,6 +425,7 @@ def test_budget_split_meets_target(composition, mean_mechanism, releases):
         mean_mechanism=mean_mechanism,
         composition=composition,
         component_releases=releases,
+        budget_split="equal",
         data_norm=1.0,
         epsilon=0.8,
         delta=1e-6,
@@ -660,3 +696,118 @@ def test_neighbouring_datasets_cannot_be_distinguished_beyond_epsilon(monkeypatc
         LaplaceMechanism, "_noise", lambda self, rng, shape: rng.laplace(0.0, self.scale / 2, shape)
     )
     assert _empirical_epsilon(D, D2, params, 1000) > 1 / z
+
+
+def test_noise_weights_spend_the_shares():
+    """Each statistic's cost (zCDP rho, or pure epsilon) is its share of the total."""
+    releases, shares = (1, 3, 3), (0.2, 0.5, 0.3)
+    w = noise_weights(shares, releases, (2, 2, 2))
+    rho = [n / (2 * wi**2) for n, wi in zip(releases, w, strict=True)]
+    assert np.allclose(np.array(rho) / sum(rho), shares)
+    w = noise_weights(shares, releases, (1, 1, 1))
+    eps = [n / wi for n, wi in zip(releases, w, strict=True)]
+    assert np.allclose(np.array(eps) / sum(eps), shares)
+    # Shares equal to the release counts: every release at the common multiplier.
+    assert noise_weights(releases, releases, (1, 2, 2)) == pytest.approx((1.0, 1.0, 1.0))
+    assert centre_optimal_count_share(2, 2) == pytest.approx(0.5)
+    assert centre_optimal_count_share(8, 1) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(
+    "split, mean_mechanism, expected",
+    [
+        ("auto", "gaussian", (0.5, 1.0, 1.0)),  # 1 / sqrt(2 d), d = 2
+        ("auto", "laplace", (2 ** (-2 / 3), 1.0, 1.0)),
+        ((0.2, 0.5, 0.3), "gaussian", (0.2, 0.5, 0.3)),
+    ],
+)
+def test_budget_split_shares_under_zcdp(split, mean_mechanism, expected):
+    """The ledger's per-statistic zCDP costs (Gaussian) or epsilons (Laplace) follow the shares,
+    and the total meets the target; a skipped or mis-scaled release breaks both."""
+    X = _blobs(60, seed=21)
+    j = 3
+    est = DPGaussianMixture(
+        2,
+        max_iter=j,
+        mean_mechanism=mean_mechanism,
+        composition="zcdp",
+        budget_split=split,
+        data_norm=1.0,
+        epsilon=0.8,
+        delta=1e-6,
+        random_state=0,
+    ).fit(X)
+    assert est.privacy_spent_.epsilon == pytest.approx(0.8, rel=1e-4)
+    z = est.noise_multipliers_
+    if mean_mechanism == "gaussian":
+        cost = np.array([j / (2 * z[s] ** 2) for s in ("weights", "means", "second_moments")])
+        rho = cost.sum()
+        assert rho + 2 * math.sqrt(rho * math.log(1e6)) == pytest.approx(0.8, rel=1e-4)
+    else:
+        cost = np.array([j / z["weights"], j / z["means"]])
+        expected = expected[:2]
+    assert cost / cost.sum() == pytest.approx(np.array(expected) / sum(expected), rel=1e-6)
+    # Every release used its statistic's multiplier.
+    events = est._privacy_ledger.events
+    assert sum(e.count for e in events) == 3 * j
+    got = sorted(e.noise_multiplier for e in events)
+    want = sorted([z["weights"]] * j + [z["means"]] * j + [z["second_moments"]] * j)
+    assert got == pytest.approx(want)
+
+
+def test_bad_budget_split():
+    X = _blobs(40, seed=22)
+    for bad in ((1.0, 2.0), (1.0, 0.0, 1.0), (1.0, np.nan, 1.0)):
+        with pytest.raises(ValueError, match="budget_split"):
+            DPGaussianMixture(2, budget_split=bad, data_norm=1.0).fit(X)
+
+
+@pytest.mark.parametrize("mean_mechanism, delta", [("gaussian", 1e-5), ("laplace", 0.0)])
+def test_tied_releases_second_moment_once(monkeypatch, mean_mechanism, delta):
+    """Tied: counts and means every iteration, the total second moment once, at its own
+    multiplier; the plan's cost meets the target (a per-iteration release would exceed it)."""
+    rec = _Recorder(monkeypatch)
+    X = _blobs(300, seed=23) * 2.0
+    j, k, d = 4, 3, 2
+    est = DPGaussianMixture(
+        k,
+        covariance_type="tied",
+        mean_mechanism=mean_mechanism,
+        max_iter=j,
+        data_norm=2.0,
+        epsilon=1.0,
+        delta=delta,
+        composition="zcdp" if delta else "advanced",
+        random_state=0,
+    ).fit(X)
+    assert len(rec.calls) == 2 * j + 1
+    matrix_calls = [c for c in rec.calls if c[1].ndim == 2 and c[1].shape == (d, d)]
+    assert len(matrix_calls) == 1
+    mech, value, out = matrix_calls[0]
+    Xs = X / 2.0 / np.maximum(np.linalg.norm(X / 2.0, axis=1), 1.0)[:, None]
+    np.testing.assert_allclose(value, Xs.T @ Xs)
+    z = est.noise_multipliers_
+    expected_sens = math.sqrt(2) if delta else d + 1.0
+    assert mech.sensitivity == pytest.approx(expected_sens)
+    assert mech.scale == pytest.approx(z["second_moments"] * expected_sens)
+    assert est.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-4)
+    assert sum(e.count for e in est._privacy_ledger.events) == 2 * j + 1
+    if delta:
+        rho = j / (2 * z["weights"] ** 2) + j / (2 * z["means"] ** 2) + 1 / (2 * z["second_moments"] ** 2)
+        assert rho + 2 * math.sqrt(rho * math.log(1 / delta)) == pytest.approx(1.0, rel=1e-4)
+    else:
+        assert j / z["weights"] + j / z["means"] + 1 / z["second_moments"] == pytest.approx(1.0, rel=1e-4)
+    assert est.covariances_.shape == (d, d)
+    assert np.all(np.linalg.eigvalsh(est.covariances_) > 0)
+    assert est.precisions_ @ est.covariances_ == pytest.approx(np.eye(d), abs=1e-8)
+    assert est.sample(5)[0].shape == (5, d)
+    assert est._n_parameters() == 3 + k * d + k - 1
+
+
+def test_tied_close_to_sklearn_with_large_budget():
+    X = _blobs(2000, seed=24)
+    ref = GaussianMixture(3, covariance_type="tied", random_state=0).fit(X)
+    est = DPGaussianMixture(
+        3, covariance_type="tied", estimator="mle", max_iter=10, data_norm=1.0, epsilon=50.0, random_state=0
+    ).fit(X)
+    assert est.score(X) == pytest.approx(ref.score(X), abs=0.05)

@@ -7,12 +7,13 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.linalg import block_diag
-from sklearn.base import BaseEstimator, DensityMixin, _fit_context
+from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._chunks import as_chunked, is_chunked_input
 from .._random import check_generator
-from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, warn_privacy_leak
+from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
 from ..privacy import (
     GaussianEvent,
     GaussianMechanism,
@@ -24,20 +25,22 @@ from ..privacy import (
 )
 from ._moments import (
     MIN_COUNT,
+    centre_optimal_count_share,
     clip_eigenvalues,
     clip_to_unit_ball,
     compute_precision_cholesky,
-    e_step,
     estimate_log_gaussian_prob,
     expected_complete_log_likelihood,
+    expected_statistics,
     map_covariance,
     map_weights,
     mean_sensitivity,
     mle_covariance,
+    noise_weights,
     project_rows_to_unit_ball,
     project_weights,
     second_moment_sensitivity,
-    sufficient_statistics,
+    tied_covariance,
     weights_sensitivity,
 )
 
@@ -77,6 +80,14 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
        prior term for MAP) with eigenvalues clipped to ``[reg_covar, 1]``
        (post-processing).
 
+    With ``covariance_type="tied"`` the third release is the total
+    ``S2 = sum_i x_i x_i^T`` (L2 sensitivity ``sqrt(2)``, L1 ``d + 1``: one
+    record with weight one), made once in the first iteration and reused;
+    the shared covariance is
+    ``(S0 + S2~ - sum_k (N~_k + kappa0) mu_k mu_k^T) / (N + nu0 + d + 1 + K)``
+    (MAP; :func:`~skdp.mixture._moments.tied_covariance`) or
+    ``(S2~ - sum_k N~_k mu_k mu_k^T) / N`` (MLE).
+
     ``component_releases="separate"`` releases each component's ``S1_k`` and
     ``S2_k`` on its own: ``2K + 1`` releases per iteration, the paper's
     accounting (footnote 7).  ``"joint"`` (default) stacks the K components
@@ -102,8 +113,9 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
     **Budget.** The whole plan, ``max_iter`` iterations of 3 (or ``2K + 1``)
     releases, is calibrated before the data is touched: one noise multiplier
-    ``z`` (noise scale over sensitivity) shared by all releases, the smallest
-    whose composition under ``composition`` meets ``(epsilon, delta)``.
+    ``z`` (noise scale over sensitivity), times a fixed weight per statistic
+    set by ``budget_split``, the smallest whose
+    composition under ``composition`` meets ``(epsilon, delta)``.
     ``privacy_spent_`` refers to *replace-one* neighbours (datasets of the
     same size differing in one row), the relation of the paper.
 
@@ -120,8 +132,14 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     ----------
     n_components : int, default=1
         Number of mixture components ``K``.
-    covariance_type : {"full", "spherical"}, default="full"
-        ``"spherical"`` is the paper's isotropic case.
+    covariance_type : {"full", "tied", "spherical"}, default="full"
+        ``"spherical"`` is the paper's isotropic case.  ``"tied"`` (one
+        covariance shared by all components, as in scikit-learn) needs only
+        the total second moment ``sum_i x_i x_i^T``, which does not depend
+        on the responsibilities: it is released once per fit rather than
+        once per iteration, so its noise is divided by ``N`` and
+        the other releases get the budget (the model behind k-means, and the
+        best choice for clustering at small budgets).
     estimator : {"map", "mle"}, default="map"
         MAP estimates under the Dirichlet / Normal-inverse-Wishart priors below
         (Section 4.1) or maximum likelihood.
@@ -134,8 +152,30 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     component_releases : {"joint", "separate"}, default="joint"
         One release per statistic per iteration for all components together,
         or one per component as in the paper (see above).
-    max_iter : int, default=10
-        Number of EM iterations ``J``; the budget is split over all of them.
+    budget_split : {"auto", "equal"} or array-like of shape (3,), default="auto"
+        How each iteration's budget is shared between the counts (weights),
+        the first moments (means) and the second moments (covariances).
+        ``"equal"``: every release gets the same noise multiplier, the
+        paper's single ``epsilon'`` for all ``2K + 1`` perturbations.
+        ``"auto"``: the means and second moments still cost the same per
+        release, and the counts get the share that minimises the error of a
+        released mean (:func:`~skdp.mixture._moments.centre_optimal_count_share`:
+        ``1 / sqrt(2d)`` of a means release for Gaussian noise, ``d^(-2/3)``
+        for Laplace), the rule :class:`~skdp.cluster.DPKMeans` uses.
+        Three positive numbers: the shares of (counts, means, second
+        moments), normalised to sum to one; each statistic's share is spread
+        evenly over its releases.  The shares are exact under ``"zcdp"``
+        (Gaussian noise) and basic composition (Laplace); under ``"rdp"`` and
+        ``"advanced"`` they fix the ratios of the noise multipliers
+        (:func:`~skdp.mixture._moments.noise_weights`), and the common scale
+        is calibrated to ``(epsilon, delta)`` as always.
+    max_iter : int, default=5
+        Number of EM iterations ``J``; the budget is split over all of them,
+        so more iterations mean more noise in each.  With the narrow
+        initial components below, 3 to 5 iterations reach the non-private
+        fit's neighbourhood and, at small budgets, more iterations lose more
+        to noise than they gain (the paper's Figure 4 uses 10; Su et al.'s
+        DPLloyd, and :class:`~skdp.cluster.DPKMeans`, use 5).
     tol : float, default=1e-3
         Threshold on the change of ``lower_bound_`` for ``converged_``.  Never
         used to stop early.
@@ -171,14 +211,21 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation, the noise and :meth:`sample`.
 
+    secure_noise : bool or None, default=None
+        Sample every Laplace and Gaussian release exactly on a grid (discrete
+        Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
+        in floating point, whose low-order bits leak the noiseless value
+        (Mironov 2012).  None follows ``skdp.get_config()["secure_noise"]``.
+
     Attributes
     ----------
     weights_ : ndarray of shape (n_components,)
     means_ : ndarray of shape (n_components, n_features)
         In the original scale.
     covariances_ : ndarray
-        ``(n_components, n_features, n_features)`` (full) or
-        ``(n_components,)`` (spherical), in the original scale.
+        ``(n_components, n_features, n_features)`` (full),
+        ``(n_features, n_features)`` (tied) or ``(n_components,)``
+        (spherical), in the original scale.
     precisions_ : ndarray
         Inverses of ``covariances_``.
     precisions_cholesky_ : ndarray
@@ -191,7 +238,11 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     lower_bounds_ : list of float
         The same for every iteration.
     noise_multiplier_ : float
-        Calibrated noise scale over sensitivity shared by every release.
+        Calibrated common noise scale over sensitivity; equal to every
+        release's multiplier when ``budget_split="equal"``.
+    noise_multipliers_ : dict
+        Noise scale over sensitivity of the ``"weights"``, ``"means"`` and
+        ``"second_moments"`` releases.
     data_norm_ : float
         The norm bound used (``data_norm`` or the data's largest row norm).
     n_features_in_ : int
@@ -231,11 +282,12 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "covariance_type": [StrOptions({"full", "spherical"})],
+        "covariance_type": [StrOptions({"full", "tied", "spherical"})],
         "estimator": [StrOptions({"map", "mle"})],
         "mean_mechanism": [StrOptions({"laplace", "gaussian"})],
         "composition": [StrOptions({"rdp", "zcdp", "advanced"})],
         "component_releases": [StrOptions({"joint", "separate"})],
+        "budget_split": [StrOptions({"equal", "auto"}), "array-like"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "reg_covar": [Interval(Real, 0.0, 1.0, closed="neither")],
@@ -258,7 +310,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         mean_mechanism="laplace",
         composition="rdp",
         component_releases="joint",
-        max_iter=10,
+        budget_split="auto",
+        max_iter=5,
         tol=1e-3,
         reg_covar=1e-3,
         data_norm=None,
@@ -273,6 +326,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         delta=1e-5,
         accountant=None,
         random_state=None,
+        secure_noise=None,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -280,6 +334,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.mean_mechanism = mean_mechanism
         self.composition = composition
         self.component_releases = component_releases
+        self.budget_split = budget_split
         self.max_iter = max_iter
         self.tol = tol
         self.reg_covar = reg_covar
@@ -295,6 +350,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.delta = delta
         self.accountant = accountant
         self.random_state = random_state
+        self.secure_noise = secure_noise
 
     # ------------------------------------------------------------------
     # The privacy plan
@@ -312,14 +368,50 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             return 2, 1  # counts, stacked means | stacked second moments
         return 1 + k, k  # the paper's 2K + 1 (footnote 7)
 
-    def _privacy_plan(self, z):
+    def _releases_per_fit(self):
+        """Releases of (counts, first moments, second moments) over the whole fit.
+
+        The tied model's second moment ``sum_i x_i x_i^T`` does not depend on
+        the responsibilities: it is released once, in the first iteration,
+        and the released value is reused (post-processing).
+        """
+        n_first, n_second = self._releases_per_iteration()
+        j = self.max_iter
+        return j, j * (n_first - 1), 1 if self.covariance_type == "tied" else j * n_second
+
+    def _budget_shares(self, n_features):
+        """Shares of the budget spent on (counts, first moments, second moments)."""
+        releases = self._releases_per_fit()
+        if isinstance(self.budget_split, str):
+            if self.budget_split == "equal":
+                return releases
+            first, _ = self._mechanism_families()
+            exponent = 1 if first is LaplaceEvent else 2
+            share = centre_optimal_count_share(n_features, exponent)
+            return (share * releases[0], releases[1], releases[2])
+        shares = np.asarray(self.budget_split, dtype=float)
+        if shares.shape != (3,) or not np.all(np.isfinite(shares)) or np.any(shares <= 0):
+            raise ValueError(
+                "budget_split must be 'equal', 'auto' or three positive finite shares "
+                f"(counts, means, second moments), got {self.budget_split!r}."
+            )
+        return tuple(shares)
+
+    def _noise_weights(self, n_features):
+        """Noise multipliers of (counts, first moments, second moments) relative to ``z``."""
+        first, second = self._mechanism_families()
+        exponents = [1 if f is LaplaceEvent else 2 for f in (first, first, second)]
+        return noise_weights(self._budget_shares(n_features), self._releases_per_fit(), exponents)
+
+    def _privacy_plan(self, z, n_features):
         """Events of a whole fit at noise multiplier ``z``: every release of every iteration."""
         first, second = self._mechanism_families()
-        n_first, n_second = self._releases_per_iteration()
+        families = (first, first, second)
+        weights = self._noise_weights(n_features)
         nb = self._neighbouring
         return [
-            first(count=self.max_iter * n_first, neighbouring=nb, noise_multiplier=z),
-            second(count=self.max_iter * n_second, neighbouring=nb, noise_multiplier=z),
+            family(count=count, neighbouring=nb, noise_multiplier=z * w)
+            for family, count, w in zip(families, self._releases_per_fit(), weights, strict=True)
         ]
 
     def _check_budget_options(self):
@@ -397,9 +489,19 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         # and slow, noise-dominated progress.
         if self.covariance_type == "full":
             covariances = np.tile(np.eye(n_features) * INIT_VARIANCE, (k, 1, 1))
+        elif self.covariance_type == "tied":
+            covariances = np.eye(n_features) * INIT_VARIANCE
         else:
             covariances = np.full(k, INIT_VARIANCE)
         return weights, means, covariances
+
+    def _set_chunked_features(self, data):
+        """``n_features_in_`` / ``feature_names_in_`` for chunked input (no whole-array validation)."""
+        self.n_features_in_ = data.n_features
+        if data.feature_names is not None:
+            self.feature_names_in_ = data.feature_names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
 
     def _validate_X(self, X, reset):
         X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=1)
@@ -408,13 +510,20 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     # ------------------------------------------------------------------
     # Fit: the template loop
     # ------------------------------------------------------------------
-    @_fit_context(prefer_skip_nested_validation=True)
+    @private_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit the mixture by ``max_iter`` iterations of DP-EM.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like of shape (n_samples, n_features), memmap, Dask array or DataFrame, or callable
+            In-memory data, or data fitted chunk by chunk (:mod:`skdp._chunks`):
+            a :class:`numpy.memmap` (e.g. ``np.load(path, mmap_mode="r")``), a
+            Dask array or DataFrame (one distributed reduction per
+            iteration), or a callable returning a fresh iterable of 2-D
+            chunks.  Chunked fits add the same noise to the same global sums:
+            the guarantee and, for the same ``random_state``, the result are
+            those of the in-memory fit (see ``docs/scale_out.md``).
         y : None
             Ignored.
 
@@ -443,8 +552,15 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     def _fit(self, X):
         self._check_budget_options()
         ledger, rng = self._begin_private_fit(composition=self.composition)
-        X = self._validate_X(X, reset=True)
-        n_samples, n_features = X.shape
+        if is_chunked_input(X):
+            data = as_chunked(X)
+            summary = data.scan()  # validates every chunk
+            n_samples, n_features = summary.n_samples, summary.n_features
+            self._set_chunked_features(data)
+        else:
+            data = None
+            X = self._validate_X(X, reset=True)
+            n_samples, n_features = X.shape
         if n_samples < self.n_components:
             raise ValueError(
                 f"Expected n_samples >= n_components but got n_components = {self.n_components}, "
@@ -452,28 +568,45 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             )
         if self.data_norm is None:
             warn_privacy_leak("data_norm", "the largest row norm")
-            scale = float(np.sqrt(np.max(np.einsum("ij,ij->i", X, X))))
+            if data is None:
+                scale = float(np.sqrt(np.max(np.einsum("ij,ij->i", X, X))))
+            else:
+                scale = summary.max_norm
             scale = scale if scale > 0 else 1.0
         else:
             scale = float(self.data_norm)
         public_weights, public_means = self._check_initial_parameters(n_features, scale)
         prior = self._prior(n_features)
         z = calibrate_noise_multiplier(
-            self._privacy_plan, self.epsilon, self.delta, self.composition, self._neighbouring
+            lambda z: self._privacy_plan(z, n_features),
+            self.epsilon,
+            self.delta,
+            self.composition,
+            self._neighbouring,
         )
+        multipliers = tuple(z * w for w in self._noise_weights(n_features))
 
-        Xs = clip_to_unit_ball(X, scale)
+        Xs = clip_to_unit_ball(X, scale) if data is None else None
         weights, means, covariances = self._initialize(rng, n_features, public_weights, public_means)
         bounds = []
+        tied_second = None
         for _ in range(self.max_iter):
             prec_chol = compute_precision_cholesky(covariances, self.covariance_type)
-            _, log_resp = e_step(Xs, weights, means, prec_chol, self.covariance_type)
-            stats = sufficient_statistics(Xs, np.exp(log_resp), self.covariance_type)
-            weights, means, covariances, bound = self._private_m_step(stats, n_samples, z, prior, rng, ledger)
+            params = (weights, means, prec_chol, self.covariance_type)
+            if data is None:
+                stats = expected_statistics(Xs, None, *params)
+            else:
+                # One pass (one distributed reduction) per iteration; the
+                # noise is added below, on the driver, to the global sums.
+                stats = data.map_reduce(expected_statistics, scale, *params)
+            weights, means, covariances, bound, tied_second = self._private_m_step(
+                stats, n_samples, multipliers, prior, rng, ledger, tied_second
+            )
             bounds.append(bound / n_samples - n_features * math.log(scale))
 
         self._end_private_fit(ledger)
         self.noise_multiplier_ = z
+        self.noise_multipliers_ = dict(zip(("weights", "means", "second_moments"), multipliers, strict=True))
         self.data_norm_ = scale
         self.n_iter_ = self.max_iter
         self.lower_bounds_ = bounds
@@ -481,16 +614,19 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.converged_ = len(bounds) > 1 and abs(bounds[-1] - bounds[-2]) < self.tol
         self._set_parameters(weights, means, covariances, scale)
 
-    def _private_m_step(self, stats, n_samples, z, prior, rng, ledger):
+    def _private_m_step(self, stats, n_samples, multipliers, prior, rng, ledger, tied_second=None):
         """Release the moments of one M-step and map them to parameters.
 
         Every release adds noise of scale ``z * sensitivity`` to a *sum*
         (counts, ``S1``, ``S2``); dividing by the public denominators afterwards
         reproduces the paper's noise on the normalised moments.  Returns the
         parameters in the unit-ball scale and the noisy lower bound ``Q``
-        computed from the released moments only.
+        computed from the released moments only, and for the tied model the
+        released total second moment (``tied_second``: released in the first
+        iteration, passed back in later ones and reused).
         """
         counts, first, second = stats
+        z_counts, z_first, z_second = multipliers
         alpha, kappa0, c, s0 = prior
         k, d = first.shape
         is_map = self.estimator == "map"
@@ -502,14 +638,14 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
         # 1. Weights (Eq. 13): one release of the K counts.
         sens = weights_sensitivity(norm)
-        mech = vector_mech(sensitivity=sens, scale=z * sens, neighbouring=nb)
+        mech = vector_mech(sensitivity=sens, scale=z_counts * sens, neighbouring=nb)
         pi_mle = project_weights(mech.release(counts, rng, ledger) / n_samples)
         n_tilde = np.maximum(n_samples * pi_mle, MIN_COUNT)
         weights = map_weights(n_samples * pi_mle, n_samples, alpha) if is_map else pi_mle
 
         # 2. Means (Eq. 14-15, Appendix A): the sums S1_k, jointly or one by one.
         sens = mean_sensitivity(d, norm, joint=joint)
-        mech = vector_mech(sensitivity=sens, scale=z * sens, neighbouring=nb)
+        mech = vector_mech(sensitivity=sens, scale=z_first * sens, neighbouring=nb)
         if joint:
             noisy_first = mech.release(first, rng, ledger)
         else:
@@ -518,7 +654,24 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         means = project_rows_to_unit_ball(noisy_first / mean_den[:, np.newaxis])
 
         # 3. Second moments (Eq. 16-18, Appendix B, with two-sided noise).
-        noisy_second = self._release_second_moments(second, z, rng, ledger, second_family)
+        if self.covariance_type == "tied":
+            if tied_second is None:
+                tied_second = self._release_second_moments(second, z_second, rng, ledger, second_family)
+            noisy_second = tied_second
+            # MAP: N + nu0 + d + 1 + K = N + c + K - 1 (tied_covariance).
+            den = n_samples + c + k - 1 if is_map else float(n_samples)
+            covariances = clip_eigenvalues(
+                tied_covariance(
+                    noisy_second, means, n_tilde, kappa0 if is_map else 0.0, den, s0 if is_map else 0.0
+                )[np.newaxis],
+                self.reg_covar,
+                1.0,
+            )[0]
+            bound = expected_complete_log_likelihood(
+                weights, means, covariances, n_tilde, means * mean_den[:, np.newaxis], noisy_second, "tied"
+            )
+            return weights, means, covariances, bound, tied_second
+        noisy_second = self._release_second_moments(second, z_second, rng, ledger, second_family)
         cov_den = n_tilde + c if is_map else n_tilde
         per_unit = cov_den[:, np.newaxis, np.newaxis] if second.ndim == 3 else cov_den
         covariances = self._covariances_from_moments(
@@ -533,14 +686,24 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             noisy_second,
             self.covariance_type,
         )
-        return weights, means, covariances, bound
+        return weights, means, covariances, bound, None
 
     def _release_second_moments(self, second, z, rng, ledger, family):
-        """Noisy ``S2_k`` (full) or traces (spherical), jointly or one by one."""
+        """Noisy ``S2_k`` (full) or traces (spherical), jointly or one by one; tied: the total."""
+        norm = "l2" if family is GaussianEvent else "l1"
+        if self.covariance_type == "tied":
+            d = second.shape[0]
+            sens = second_moment_sensitivity(d, "full", norm, joint=False)
+            mech_cls = (
+                SymmetricMatrixGaussianMechanism
+                if family is GaussianEvent
+                else SymmetricMatrixLaplaceMechanism
+            )
+            mech = mech_cls(sensitivity=sens, scale=z * sens, neighbouring=self._neighbouring)
+            return mech.release(second, rng, ledger)
         k = second.shape[0]
         d = second.shape[1] if second.ndim == 3 else 1
         joint = self.component_releases == "joint"
-        norm = "l2" if family is GaussianEvent else "l1"
         sens = second_moment_sensitivity(d, self.covariance_type, norm, joint=joint, n_components=k)
         if self.covariance_type == "spherical":
             mech_cls = GaussianMechanism if family is GaussianEvent else LaplaceMechanism
@@ -583,6 +746,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.precisions_cholesky_ = compute_precision_cholesky(self.covariances_, self.covariance_type)
         if self.covariance_type == "full":
             self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
+        elif self.covariance_type == "tied":
+            self.precisions_ = self.precisions_cholesky_ @ self.precisions_cholesky_.T
         else:
             self.precisions_ = self.precisions_cholesky_**2
 
@@ -678,6 +843,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         for j, (mean, n_j) in enumerate(zip(self.means_, counts, strict=True)):
             if self.covariance_type == "full":
                 part = rng.multivariate_normal(mean, self.covariances_[j], size=n_j)
+            elif self.covariance_type == "tied":
+                part = rng.multivariate_normal(mean, self.covariances_, size=n_j)
             else:
                 part = mean + rng.normal(size=(n_j, d)) * np.sqrt(self.covariances_[j])
             parts.append(part)
@@ -686,7 +853,9 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
     def _n_parameters(self):
         k, d = self.means_.shape
-        cov_params = k * d * (d + 1) / 2.0 if self.covariance_type == "full" else k
+        cov_params = {"full": k * d * (d + 1) / 2.0, "tied": d * (d + 1) / 2.0, "spherical": k}[
+            self.covariance_type
+        ]
         return int(cov_params + k * d + k - 1)
 
     def bic(self, X):

@@ -86,6 +86,11 @@ def second_moment_sensitivity(n_features, covariance_type, norm="l2", joint=Fals
     ``sqrt(2)`` when ``K >= 2``: two components can move by 1 each); L1 still
     ``d + 1``.
 
+    ``tied`` (the total ``S2 = sum_i x_i x_i^T``, which does not depend on
+    the responsibilities): the case of one component with ``gamma = 1``,
+    ``sqrt(2)`` (L2; 1 for ``d = 1``) and ``d + 1`` (L1).  Pass
+    ``covariance_type="full"`` with ``joint=False`` for it.
+
     ``spherical`` (the trace ``sum_i gamma_ik ||x_i||^2``): one component
     changes by ``gamma_jk ||x_j||^2 - gamma'_jk ||x'_j||^2 in [-1, 1]``:
     sensitivity 1 (Park et al., Eq. 16 and Appendix B.1, Eq. 26, where it
@@ -101,6 +106,46 @@ def second_moment_sensitivity(n_features, covariance_type, norm="l2", joint=Fals
     if norm == "l1":
         return n_features + 1.0
     return math.sqrt(2.0)
+
+
+def noise_weights(shares, releases, exponents):
+    """Relative noise multipliers that spend ``shares`` of the budget on each statistic.
+
+    ``shares[s]`` is the fraction of the budget spent on statistic ``s``
+    (counts, first moments, second moments), spread evenly over its
+    ``releases[s]`` releases; ``exponents[s]`` is 2 for Gaussian noise and 1
+    for Laplace noise.  The cost of one release at noise multiplier ``z`` is
+    ``1 / (2 z^2)`` in zCDP (Gaussian) and ``1 / z`` in pure DP (Laplace),
+    so a release costs ``share / releases`` of the total when its multiplier
+    is proportional to ``(releases / share) ** (1 / exponent)``.  The shares
+    are normalised to sum to the number of releases, so that shares equal to
+    the release counts (every release costs the same) give weights of exactly
+    one whatever the exponents.  The common scale is left to the calibration.
+    Under zCDP and basic composition the shares are then exact; RDP and
+    advanced composition do not add costs linearly, and the shares fix the
+    *ratios* of the multipliers.
+    """
+    shares = np.asarray(shares, dtype=float)
+    shares = shares * (sum(releases) / shares.sum())
+    return tuple(float((n / s) ** (1.0 / p)) for s, n, p in zip(shares, releases, exponents, strict=True))
+
+
+def centre_optimal_count_share(n_features, exponent):
+    """Budget share of the counts relative to the first moments that minimises a mean's error.
+
+    A mean ``mu~_k = (S1_k + e_S) / (N_k + e_N)`` has error about
+    ``(e_S - mu_k e_N) / N_k`` with ``||mu_k|| <= 1`` (the same argument as
+    :func:`skdp.cluster._lloyd.count_noise_weight`).  Gaussian (L2
+    sensitivities ``sqrt(2)`` and 2): squared error ``(4 d z_S^2 + 2 |mu|^2
+    z_N^2) / N_k^2`` at cost ``1 / z_N^2 + 1 / z_S^2``; the Lagrange condition
+    ``(z_N / z_S)^4 = 2 d / |mu|^2 >= 2 d`` gives, at the worst case
+    ``|mu| = 1``, the share ratio ``(z_S / z_N)^2 = 1 / sqrt(2 d)``.  Laplace
+    (L1 sensitivities 2 and ``2 sqrt(d)``, cost ``1 / z_N + 1 / z_S``):
+    ``(z_N / z_S)^3 = d^2`` and the ratio ``z_S / z_N = d^(-2/3)``.
+    """
+    if exponent == 2:
+        return 1.0 / math.sqrt(2.0 * n_features)
+    return float(n_features) ** (-2.0 / 3.0)
 
 
 # --------------------------------------------------------------------------
@@ -122,10 +167,12 @@ def project_rows_to_unit_ball(V):
 # --------------------------------------------------------------------------
 # Gaussian densities and the E-step (vectorised as in scikit-learn)
 # --------------------------------------------------------------------------
-def full_covariances(covariances, covariance_type, n_features):
+def full_covariances(covariances, covariance_type, n_features, n_components=1):
     """Covariances as a stack of ``(n_components, d, d)`` matrices."""
     if covariance_type == "full":
         return covariances
+    if covariance_type == "tied":
+        return np.broadcast_to(covariances, (n_components, n_features, n_features))
     return covariances[:, np.newaxis, np.newaxis] * np.eye(n_features)
 
 
@@ -133,6 +180,8 @@ def compute_precision_cholesky(covariances, covariance_type):
     """Upper-triangular ``P_k`` with ``P_k P_k^T = Sigma_k^{-1}`` (spherical: ``1 / sigma_k``)."""
     if covariance_type == "spherical":
         return 1.0 / np.sqrt(covariances)
+    if covariance_type == "tied":
+        return compute_precision_cholesky(covariances[np.newaxis], "full")[0]
     n_components, n_features, _ = covariances.shape
     prec_chol = np.empty_like(covariances)
     eye = np.eye(n_features)
@@ -147,6 +196,8 @@ def log_det_cholesky(prec_chol, covariance_type, n_features):
     """``log det P_k`` (minus half the log-determinant of the covariance)."""
     if covariance_type == "spherical":
         return n_features * np.log(prec_chol)
+    if covariance_type == "tied":
+        return np.sum(np.log(np.diag(prec_chol)))
     return np.sum(np.log(np.diagonal(prec_chol, axis1=1, axis2=2)), axis=1)
 
 
@@ -166,7 +217,8 @@ def estimate_log_gaussian_prob(X, means, prec_chol, covariance_type):
     else:
         maha = np.empty((n_samples, n_components))
         for k in range(n_components):
-            y = X @ prec_chol[k] - means[k] @ prec_chol[k]
+            p = prec_chol if covariance_type == "tied" else prec_chol[k]
+            y = X @ p - means[k] @ p
             maha[:, k] = np.einsum("ij,ij->i", y, y)
     return -0.5 * (n_features * math.log(2 * math.pi) + maha) + log_det
 
@@ -194,17 +246,36 @@ def sufficient_statistics(X, resp, covariance_type):
     """``N_k = sum_i gamma_ik``, ``S1_k = sum_i gamma_ik x_i`` and the second moment.
 
     The second moment is ``S2_k = sum_i gamma_ik x_i x_i^T`` (full, shape
-    (K, d, d)) or its trace ``sum_i gamma_ik ||x_i||^2`` (spherical, shape (K,)).
+    (K, d, d)), its trace ``sum_i gamma_ik ||x_i||^2`` (spherical, shape (K,))
+    or the total ``sum_i x_i x_i^T`` (tied, shape (d, d); the sum over k of
+    the full ``S2_k``).
     """
     counts = resp.sum(axis=0)
     first = resp.T @ X
-    if covariance_type == "spherical":
+    if covariance_type == "tied":
+        second = X.T @ X
+    elif covariance_type == "spherical":
         second = resp.T @ np.einsum("ij,ij->i", X, X)
     else:
         second = np.empty((resp.shape[1], X.shape[1], X.shape[1]))
         for k in range(resp.shape[1]):
             second[k] = (X * resp[:, k, np.newaxis]).T @ X
     return counts, first, second
+
+
+def expected_statistics(X, data_norm, weights, means, prec_chol, covariance_type):
+    """E-step and :func:`sufficient_statistics` of a block of rows: ``(N_k, S1_k, S2)``.
+
+    ``data_norm=None`` means the rows are already in the unit ball;
+    otherwise they are clipped and scaled first (:func:`clip_to_unit_ball`).
+    The statistics are sums over rows, so the statistics of a dataset are
+    the sums of those of its chunks: this is the per-chunk map of an
+    out-of-core or Dask fit (:meth:`skdp._chunks.ChunkedData.map_reduce`).
+    """
+    if data_norm is not None:
+        X = clip_to_unit_ball(X, data_norm)
+    _, log_resp = e_step(X, weights, means, prec_chol, covariance_type)
+    return sufficient_statistics(X, np.exp(log_resp), covariance_type)
 
 
 # --------------------------------------------------------------------------
@@ -255,6 +326,27 @@ def map_covariance(second_moment, means, counts, kappa0, cov_denominator, prior_
     )
 
 
+def tied_covariance(second_moment, means, counts, kappa0, denominator, prior_scale):
+    """Shared covariance from the total ``S2 = sum_i x_i x_i^T`` and the means (tied model).
+
+    Maximising the joint posterior of one covariance ``Sigma ~ IW(S0, nu0)``
+    and K means ``mu_k | Sigma ~ N(0, Sigma / kappa0)`` (the paper's NIW
+    prior with a shared ``Sigma``) gives ``mu_k = S1_k / (N_k + kappa0)`` and
+
+        ``Sigma = (S0 + sum_k sum_i gamma_ik (x_i - mu_k)(x_i - mu_k)^T
+        + kappa0 sum_k mu_k mu_k^T) / (N + nu0 + d + 1 + K)``;
+
+    expanding the scatter with ``S1_k = (N_k + kappa0) mu_k`` leaves
+    ``(S0 + S2 - sum_k (N_k + kappa0) mu_k mu_k^T) / (N + nu0 + d + 1 + K)``,
+    linear in ``S2``.  ``kappa0 = 0``, ``S0 = 0`` and denominator ``N`` give
+    the MLE (scikit-learn's tied covariance).  For K = 1 this is
+    :func:`map_covariance` with ``c = nu0 + d + 2``.
+    """
+    weight = counts + kappa0
+    scatter = np.einsum("k,ki,kj->ij", weight, means, means)
+    return (prior_scale + second_moment - scatter) / denominator
+
+
 def clip_eigenvalues(covariances, floor, cap):
     """Symmetrise and clip the eigenvalues of each matrix to ``[floor, cap]``.
 
@@ -281,10 +373,14 @@ def expected_complete_log_likelihood(weights, means, covariances, counts, first,
     entropy of the responsibilities is non-negative, ``Q <= F <= log p(X)``
     (Park et al., Eq. 4): with exact moments it is a lower bound.
     """
-    d = means.shape[1]
-    covs = full_covariances(covariances, covariance_type, d)
+    k, d = means.shape
+    covs = full_covariances(covariances, covariance_type, d, k)
     if covariance_type == "spherical":
         second = second[:, np.newaxis, np.newaxis] * np.eye(d) / d
+    elif covariance_type == "tied":
+        # Only sum_k tr(P S2_k) = tr(P S2) enters Q: any split of the
+        # total with the right sum gives the same value.
+        second = np.concatenate([second[np.newaxis], np.zeros((k - 1, d, d))])
     with np.errstate(divide="ignore"):
         log_w = np.log(weights)
     _, logdet = np.linalg.slogdet(covs)

@@ -1,0 +1,242 @@
+"""Out-of-core and Dask fits: skdp._chunks and DPGaussianMixture on chunked input."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from skdp._chunks import ChunkedData, as_chunked, is_chunked_input
+from skdp.exceptions import PrivacyLeakWarning
+from skdp.mixture import DPGaussianMixture
+from skdp.mixture._moments import compute_precision_cholesky, expected_statistics
+from skdp.privacy.matrix import _SymmetricMatrixMixin
+from skdp.privacy.mechanisms import _AdditiveMechanism
+
+
+def _data(n_per=400, seed=0, d=3):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-1.5, 1.5, size=(3, d))
+    return np.vstack([rng.normal(c, 0.3, (n_per, d)) for c in centres])
+
+
+def _factory(X, size):
+    return lambda: (X[i : i + size] for i in range(0, len(X), size))
+
+
+def _params(d, k=3, cov_type="full", seed=1):
+    rng = np.random.default_rng(seed)
+    weights = np.full(k, 1.0 / k)
+    means = rng.uniform(-0.5, 0.5, size=(k, d))
+    covs = {
+        "full": np.tile(np.eye(d) * 0.05, (k, 1, 1)),
+        "tied": np.eye(d) * 0.05,
+        "spherical": np.full(k, 0.05),
+    }[cov_type]
+    return weights, means, compute_precision_cholesky(covs, cov_type), cov_type
+
+
+@pytest.fixture
+def memmap_path(tmp_path):
+    X = _data(500, seed=3)
+    path = tmp_path / "X.npy"
+    np.save(path, X)
+    return X, path
+
+
+# ---------------------------------------------------------------------------
+# The chunk module on its own
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("chunk_size", [1, 7, 128, 10_000])
+def test_map_reduce_equals_direct_sums(chunk_size):
+    X = _data(100, seed=1)
+    data = as_chunked(X, chunk_size=chunk_size)
+    total, count = data.map_reduce(lambda c: (c.sum(axis=0), float(len(c))))
+    np.testing.assert_allclose(total, X.sum(axis=0), rtol=1e-12)
+    assert count == len(X)
+    summary = data.scan()
+    assert summary.n_samples == len(X) and summary.n_features == X.shape[1]
+    assert summary.max_norm == pytest.approx(np.linalg.norm(X, axis=1).max(), rel=1e-12)
+
+
+@pytest.mark.parametrize("cov_type", ["full", "tied", "spherical"])
+def test_chunked_statistics_match_in_memory(cov_type):
+    X = _data(300, seed=2)
+    params = _params(X.shape[1], cov_type=cov_type)
+    whole = expected_statistics(X, 3.0, *params)
+    for chunked in (as_chunked(X, chunk_size=97), as_chunked(_factory(X, 50))):
+        parts = chunked.map_reduce(expected_statistics, 3.0, *params)
+        for a, b in zip(parts, whole, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    # Counts sum to N: every row's responsibilities were counted exactly once.
+    assert parts[0].sum() == pytest.approx(len(X))
+
+
+def test_memmap_is_remapped_chunk_by_chunk(memmap_path):
+    X, path = memmap_path
+    Xm = np.load(path, mmap_mode="r")
+    data = as_chunked(Xm, chunk_size=333)
+    chunks = list(data.iter_chunks())
+    # Fresh mappings of the file, not views of the caller's mapping.
+    assert len(chunks) == 5 and not any(np.shares_memory(c, Xm) for c in chunks)
+    np.testing.assert_array_equal(np.vstack(chunks), X)
+    # A sliced (non-owning) memmap view falls back to plain slicing.
+    view = Xm[100:700]
+    chunks = list(as_chunked(view, chunk_size=64).iter_chunks())
+    assert all(np.shares_memory(c, Xm) for c in chunks)
+    np.testing.assert_array_equal(np.vstack(chunks), X[100:700])
+
+
+def test_input_kinds_and_validation():
+    X = _data(20)
+    assert not is_chunked_input(X) and not is_chunked_input(X.tolist())
+    assert is_chunked_input(_factory(X, 5)) and is_chunked_input(as_chunked(X))
+    assert as_chunked(as_chunked(X)).kind == "numpy"
+    with pytest.raises(TypeError, match="one-shot iterator"):
+        as_chunked(iter([X]))
+    with pytest.raises(ValueError, match="chunk_size"):
+        as_chunked(X, chunk_size=0)
+    with pytest.raises(ValueError, match="2D"):
+        as_chunked(X[:, 0])
+    bad = X.copy()
+    bad[-1, 1] = np.nan  # in the last chunk only: every chunk is checked
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        as_chunked(bad, chunk_size=7).scan()
+    with pytest.raises(ValueError, match="features"):
+        as_chunked(lambda: iter([X[:5], X[5:, :2]])).scan()
+    with pytest.raises(ValueError, match="numbers"):
+        as_chunked(lambda: iter([np.array([["a", "b"]])])).scan()
+    with pytest.raises(ValueError, match="0 sample"):
+        as_chunked(lambda: iter([])).scan()
+
+
+# ---------------------------------------------------------------------------
+# DPGaussianMixture on chunked input
+# ---------------------------------------------------------------------------
+_FIT = dict(n_components=3, data_norm=3.0, epsilon=1.0, delta=1e-5, max_iter=4, random_state=0)
+
+
+def _assert_same_fit(a, b):
+    np.testing.assert_allclose(a.weights_, b.weights_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a.means_, b.means_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a.covariances_, b.covariances_, rtol=1e-9, atol=1e-12)
+    assert a.privacy_spent_ == b.privacy_spent_
+    assert a.lower_bound_ == pytest.approx(b.lower_bound_, rel=1e-9)
+
+
+@pytest.mark.parametrize("cov_type", ["full", "tied", "spherical"])
+def test_same_random_state_same_fit_on_every_input_kind(memmap_path, cov_type):
+    X, path = memmap_path
+    ref = DPGaussianMixture(covariance_type=cov_type, **_FIT).fit(X)
+    inputs = [
+        np.load(path, mmap_mode="r"),
+        as_chunked(np.load(path, mmap_mode="r"), chunk_size=101),
+        _factory(X, 256),
+    ]
+    for inp in inputs:
+        _assert_same_fit(DPGaussianMixture(covariance_type=cov_type, **_FIT).fit(inp), ref)
+
+
+class _ReleaseCounter:
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        counter = self
+        for cls in (_AdditiveMechanism, _SymmetricMatrixMixin):
+            orig = cls.release
+
+            def release(mech, value, rng, ledger, _orig=orig):
+                counter.calls += 1
+                return _orig(mech, value, rng, ledger)
+
+            monkeypatch.setattr(cls, "release", release)
+
+
+@pytest.mark.parametrize("cov_type, per_fit", [("full", lambda j: 3 * j), ("tied", lambda j: 2 * j + 1)])
+def test_noise_added_once_per_statistic_per_iteration_whatever_the_chunks(monkeypatch, cov_type, per_fit):
+    """1, 5 or 60 chunks: the same releases (and one reduction per iteration plus one scan)."""
+    X = _data(200, seed=4)
+    counter = _ReleaseCounter(monkeypatch)
+    passes = []
+    orig = ChunkedData.map_reduce
+
+    def counting(self, fn, *params):
+        passes.append(fn)
+        return orig(self, fn, *params)
+
+    monkeypatch.setattr(ChunkedData, "map_reduce", counting)
+    j = _FIT["max_iter"]
+    fits = []
+    for n_chunks in (1, 5, 60):
+        counter.calls, passes[:] = 0, []
+        est = DPGaussianMixture(covariance_type=cov_type, **_FIT)
+        fits.append(est.fit(as_chunked(X, chunk_size=-(-len(X) // n_chunks))))
+        assert counter.calls == per_fit(j)
+        assert len(passes) == j
+        assert sum(e.count for e in est._privacy_ledger.events) == per_fit(j)
+    for other in fits[1:]:
+        _assert_same_fit(other, fits[0])
+
+
+def test_chunked_data_norm_none_warns_and_uses_the_max_norm():
+    X = _data(100, seed=5)
+    with pytest.warns(PrivacyLeakWarning, match="data_norm"):
+        est = DPGaussianMixture(n_components=2, max_iter=2, random_state=0).fit(_factory(X, 30))
+    assert est.data_norm_ == pytest.approx(np.linalg.norm(X, axis=1).max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        ref = DPGaussianMixture(n_components=2, max_iter=2, random_state=0).fit(X)
+    _assert_same_fit(est, ref)
+
+
+def test_chunked_bad_input_fails_before_any_release(monkeypatch):
+    counter = _ReleaseCounter(monkeypatch)
+    X = _data(50, seed=6)
+    bad = X.copy()
+    bad[-3, 0] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        DPGaussianMixture(n_components=2, data_norm=3.0).fit(as_chunked(bad, chunk_size=16))
+    with pytest.raises(ValueError, match="n_samples >= n_components"):
+        DPGaussianMixture(n_components=5, data_norm=3.0).fit(_factory(X[:3], 2))
+    assert counter.calls == 0
+
+
+# ---------------------------------------------------------------------------
+# Dask
+# ---------------------------------------------------------------------------
+def test_dask_array_and_dataframe_match_in_memory():
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    import dask
+
+    X = _data(300, seed=7)
+    ref = DPGaussianMixture(covariance_type="tied", **_FIT).fit(X)
+    with dask.config.set(scheduler="synchronous"):
+        # Column chunks are merged; row chunks are reduced in a tree.
+        est = DPGaussianMixture(covariance_type="tied", **_FIT).fit(da.from_array(X, chunks=(70, 2)))
+        _assert_same_fit(est, ref)
+        df = dd.from_pandas(pd.DataFrame(X, columns=["a", "b", "c"]), npartitions=4)
+        est = DPGaussianMixture(covariance_type="tied", **_FIT).fit(df)
+        _assert_same_fit(est, ref)
+    assert list(est.feature_names_in_) == ["a", "b", "c"] and est.n_features_in_ == 3
+    bad = X.copy()
+    bad[5, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        DPGaussianMixture(**_FIT).fit(da.from_array(bad, chunks=(100, 3)))
+
+
+def test_fit_on_a_local_dask_cluster():
+    pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    import dask.array as da
+
+    X = _data(500, seed=8)
+    ref = DPGaussianMixture(**_FIT).fit(X)
+    with (
+        distributed.LocalCluster(
+            processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
+        est = DPGaussianMixture(**_FIT).fit(da.from_array(X, chunks=(250, 3)))
+    _assert_same_fit(est, ref)
+    assert est.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-4)
