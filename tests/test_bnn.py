@@ -11,22 +11,27 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skdp.bnn import DPSEPRegressor
+from skdp.bnn._dpsep import dpsep_events, dpsep_n_steps, resolve_batch_size
 from skdp.bnn._pbp import (
     forward_moments,
     gaussian_log_z,
     layer_shapes,
     log_z_gradients,
+    log_z_gradients_batch,
     relu_moments,
     split_layers,
     tilted_moments,
 )
 from skdp.bnn._sep import (
     clip_l2,
-    damped_update,
+    clip_rows,
     factor_sensitivity,
     from_natural,
+    release_scaling,
     sep_site,
+    sep_sites,
     site_from_tilted,
+    stationary_noise,
     to_natural,
 )
 from skdp.exceptions import PrivacyLeakWarning
@@ -109,6 +114,20 @@ def test_log_z_gradients_match_finite_differences():
     assert log_z(m, v) == pytest.approx(float(gaussian_log_z(y, fm, fv + beta / (alpha - 1))[0]))
 
 
+def test_batch_gradients_match_single_datapoint_gradients():
+    rng = np.random.default_rng(12)
+    shapes = layer_shapes(3, (4, 5))
+    n_weights = sum(a * b for a, b in shapes)
+    means = split_layers(rng.normal(size=n_weights), shapes)
+    variances = split_layers(rng.uniform(0.05, 0.5, size=n_weights), shapes)
+    X, y = rng.normal(size=(6, 3)), rng.normal(size=6)
+    batch = log_z_gradients_batch(X, y, means, variances, 5.0, 3.0)
+    for i in range(6):
+        single = log_z_gradients(X[i], y[i], means, variances, 5.0, 3.0)
+        for b, s in zip(batch, single, strict=True):
+            np.testing.assert_allclose(b[i], s, rtol=1e-12, atol=1e-14)
+
+
 def test_moment_matching_of_linear_gaussian_is_exact():
     # With known noise (alpha huge) and one weight, the tilted distribution is
     # Gaussian and PBP's update is the exact Bayes update.
@@ -167,6 +186,43 @@ def test_natural_parameter_round_trip_and_projection():
     assert b3 / (a3 - 1) == pytest.approx(0.5)
 
 
+def test_mean_floor_shrinks_noise_dominated_means_towards_the_prior():
+    # A weight whose precision exceeds mean_precision keeps m = theta_1 / lambda;
+    # one below it is shrunk towards the prior mean.
+    m, v = np.array([0.5, 0.5]), np.array([0.01, 0.5])
+    theta = to_natural(m, v, 4.0, 2.5)
+    prior = np.array([0.2, 0.2])
+    m2, v2, *_ = from_natural(theta, 1.0, 2.0, mean_precision=10.0, prior_mean=prior)
+    np.testing.assert_allclose(v2, v)
+    assert m2[0] == pytest.approx(0.5)
+    assert m2[1] == pytest.approx(0.2 + (0.5 / 0.5 - 2.0 * 0.2) / 10.0)
+    # Without a floor the map is the plain moment conversion.
+    np.testing.assert_allclose(from_natural(theta, 1.0, 2.0, prior_mean=prior)[0], m)
+
+
+def test_stationary_noise_matches_simulation():
+    rng = np.random.default_rng(7)
+    rate, scale, n = 0.05, 0.3, 20_000
+    u = np.zeros(n)
+    for _ in range(400):  # 400 * 0.05 = 20 time constants: stationary
+        u = (1 - rate) * u + rng.normal(0.0, scale, size=n)
+    expected = stationary_noise(scale, rate)
+    assert expected == pytest.approx(scale / math.sqrt(rate * (2 - rate)))
+    assert abs(u.std() / expected - 1) < 5 / math.sqrt(2 * n)
+
+
+def test_release_scaling_weights_only_the_rate():
+    scale = release_scaling(6, 10.0)
+    np.testing.assert_array_equal(scale, [1, 1, 1, 1, 1, 10])
+
+
+def test_clip_rows():
+    rows = np.array([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]])
+    np.testing.assert_allclose(clip_rows(rows, 1.0), [[0.6, 0.8], [0.3, 0.4], [0.0, 0.0]])
+    for row in rows:
+        np.testing.assert_allclose(clip_rows(row[None], 1.0)[0], clip_l2(row, 1.0))
+
+
 def test_clip_l2():
     x = np.array([3.0, 4.0])
     np.testing.assert_allclose(clip_l2(x, 1.0), [0.6, 0.8])
@@ -183,40 +239,46 @@ def test_site_rejects_non_positive_variances():
     assert np.all(site[-2:] == 0.0)
 
 
-def test_sep_fixed_point_is_the_site():
-    # Damping towards the same site converges to it: theta_f -> theta_fn.
-    theta, site = np.zeros(4), np.array([1.0, -2.0, 0.5, 0.0])
-    for _ in range(2000):
-        theta = damped_update(theta, site, 0.01)
-    np.testing.assert_allclose(theta, site, atol=1e-6)
-
-
 def test_factor_sensitivity_bounds_two_neighbouring_steps():
-    """Proposition 1 checked on the code path: one step from the same factor
-    with two different (extreme) datapoints moves the factor by at most 2 gamma C / N."""
+    """Proposition 1 checked on the code path: one step from the same factor with
+    two batches that differ in one (extreme) datapoint moves the released
+    factor by at most 2 gamma C / N, in the scaled release space."""
     rng = np.random.default_rng(4)
     shapes = layer_shapes(3, (5,))
     n_weights = sum(a * b for a, b in shapes)
     theta_0 = to_natural(np.zeros(n_weights), np.ones(n_weights), 6.0, 6.0)
-    n, clip, gamma = 50, 0.7, 2.0
-    theta_f = clip_l2(rng.normal(scale=0.01, size=theta_0.size), clip)
+    n, clip, gamma, batch = 50, 0.7, 2.0, 4
+    scale = release_scaling(theta_0.size, 10.0)
+    u = clip_l2(rng.normal(scale=0.01, size=theta_0.size), clip)
     floors = (1.0, 2.0, (1e-4, 1.0), 10.0)
     worst = 0.0
     for _ in range(50):
-        x1, x2 = rng.normal(scale=5, size=(2, 3))
-        y1, y2 = rng.normal(scale=5, size=2)
-        new = [
-            damped_update(
-                theta_f, clip_l2(sep_site(theta_f, theta_0, n, x, y, shapes, floors), clip), gamma / n
-            )
-            for x, y in ((x1, y1), (x2, y2))
-        ]
+        Xb, yb = rng.normal(scale=5, size=(batch, 3)), rng.normal(scale=5, size=batch)
+        X2, y2 = Xb.copy(), yb.copy()
+        X2[0], y2[0] = rng.normal(scale=5, size=3), rng.normal(scale=5)
+        new = []
+        for X_, y_ in ((Xb, yb), (X2, y2)):
+            sites = clip_rows(sep_sites(u / scale, theta_0, n, X_, y_, shapes, floors) * scale, clip)
+            new.append((1 - gamma * batch / n) * u + gamma / n * sites.sum(axis=0))
         worst = max(worst, np.linalg.norm(new[0] - new[1]))
     bound = factor_sensitivity(clip, gamma, n)
     assert bound == pytest.approx(2 * gamma * clip / n)
     assert worst <= bound * (1 + 1e-12)
     # Clipping binds for such extreme points, so the bound is nearly attained.
     assert worst > 0.5 * bound
+
+
+def test_single_site_is_the_batch_row():
+    rng = np.random.default_rng(8)
+    shapes = layer_shapes(2, (3,))
+    n_weights = sum(a * b for a, b in shapes)
+    theta_0 = to_natural(np.zeros(n_weights), np.ones(n_weights), 6.0, 6.0)
+    theta_f = rng.normal(scale=0.01, size=theta_0.size)
+    floors = (1.0, 2.0, (1e-4, 1.0), 10.0)
+    X, y = rng.normal(size=(4, 2)), rng.normal(size=4)
+    sites = sep_sites(theta_f, theta_0, 30, X, y, shapes, floors)
+    for i in range(4):
+        np.testing.assert_allclose(sites[i], sep_site(theta_f, theta_0, 30, X[i], y[i], shapes, floors))
 
 
 # --------------------------------------------------------------------------
@@ -252,11 +314,13 @@ def recorded_releases(monkeypatch):
     return records
 
 
-def test_dp_fit_records_one_subsampled_event_per_step(recorded_releases):
+@pytest.mark.parametrize("batch_size, n_batch", [(1, 1), ("auto", 8)])
+def test_dp_fit_records_one_subsampled_event_per_step(recorded_releases, batch_size, n_batch):
     X, y = _linear_data(n=60)
     model = DPSEPRegressor(
         hidden_layer_sizes=(),
-        n_epochs=1,
+        n_epochs=2,
+        batch_size=batch_size,
         damping=1.5,
         clip_norm=0.8,
         epsilon=1.0,
@@ -265,30 +329,34 @@ def test_dp_fit_records_one_subsampled_event_per_step(recorded_releases):
         target_bounds=(-3, 3),
         random_state=0,
     ).fit(X, y)
-    n, T = 60, 1
-    assert len(recorded_releases) == n * T == model.n_iter_
+    n, T = 60, 2
+    n_steps = math.ceil(n * T / n_batch)
+    assert model.batch_size_ == n_batch == resolve_batch_size(batch_size, n)
+    assert len(recorded_releases) == n_steps == model.n_iter_ == dpsep_n_steps(n, T, n_batch)
     (event,) = model._privacy_ledger.events
     assert isinstance(event, SubsampledGaussianEvent)
-    assert event.count == n * T
+    assert event.count == n_steps
     assert event.sampling == "without_replacement" and event.neighbouring == REPLACE_ONE
-    assert event.sampling_rate == pytest.approx(1 / n)
+    assert event.sampling_rate == pytest.approx(n_batch / n)
+    assert dpsep_events(n, T, n_batch, event.noise_multiplier) == [event]
     # Independent calibration of the same plan, written out here.
     sigma = calibrate_noise_multiplier(
         lambda z: [
             SubsampledGaussianEvent(
-                count=n * T,
+                count=n_steps,
                 neighbouring=REPLACE_ONE,
                 noise_multiplier=z,
-                sampling_rate=1 / n,
+                sampling_rate=n_batch / n,
                 sampling="without_replacement",
             )
         ],
         1.0,
         1e-5,
+        rtol=1e-4,
     )
     assert event.noise_multiplier == pytest.approx(sigma, rel=1e-3)
     assert model.noise_scale_ == pytest.approx(sigma * 2 * 1.5 * 0.8 / n, rel=1e-3)
-    # privacy_spent_ is the composition of n*T steps and meets the request.
+    # privacy_spent_ is the composition of the steps and meets the request.
     spent = compose([event], 1e-5, "rdp")
     assert model.privacy_spent_.epsilon == pytest.approx(spent.epsilon)
     assert 0.99 <= model.privacy_spent_.epsilon <= 1.0
@@ -333,7 +401,9 @@ def test_clipping_bounds_the_factor():
         hidden_layer_sizes=(4,), n_epochs=2, clip_norm=0.05, mechanism="clipped", random_state=0
     )
     clipped.fit(X, y)
-    assert np.linalg.norm(clipped.factor_natural_params_) <= 0.05 * (1 + 1e-12)
+    # The released (scaled) factors are clipped, and so is their average.
+    theta = clipped.factor_natural_params_
+    assert np.linalg.norm(theta * release_scaling(theta.size, 10.0)) <= 0.05 * (1 + 1e-12)
     plain = DPSEPRegressor(
         hidden_layer_sizes=(4,), n_epochs=2, clip_norm=0.05, mechanism="none", random_state=0
     )
@@ -352,6 +422,19 @@ def test_accountant_is_charged():
         random_state=0,
     ).fit(X, y)
     assert tuple(acc.spent) == pytest.approx(tuple(model.privacy_spent_))
+
+
+def test_refuses_secure_noise_before_any_release():
+    from skdp import config_context
+
+    X, y = _linear_data(n=30)
+    model = DPSEPRegressor(hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), target_bounds=(-3, 3))
+    with config_context(secure_noise=True):
+        with pytest.raises(ValueError, match="secure_noise"):
+            model.fit(X, y)
+        assert not hasattr(model, "privacy_spent_")
+        # Non-private mechanisms release nothing and still fit.
+        model.set_params(mechanism="clipped").fit(X, y)
 
 
 def test_privacy_leak_warning_without_bounds():
@@ -428,7 +511,9 @@ def test_network_learns_a_nonlinear_function():
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(600, 1))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=600)
-    model = DPSEPRegressor(hidden_layer_sizes=(20,), n_epochs=15, mechanism="none", random_state=0).fit(X, y)
+    model = DPSEPRegressor(
+        hidden_layer_sizes=(20,), n_epochs=15, batch_size=4, mechanism="none", random_state=0
+    ).fit(X, y)
     assert model.score(X, y) > 0.8
     mean, std = model.predict(X, return_std=True)
     assert mean.shape == std.shape == (600,)
@@ -458,6 +543,26 @@ def test_dp_linear_model_is_useful_on_enough_data():
         ).fit(X, y)
         scores.append(model.score(X, y))
     assert np.median(scores) > 0.9
+
+
+@pytest.mark.slow
+def test_dp_network_avoids_the_noise_driven_fixed_point():
+    """The paper's algorithm drove the weights of a private network to absurd
+    means (noise divided by a floored precision) and the noise variance to its
+    bound; the noise-aware projection keeps the fit near a linear model's."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(4000, 4))
+    y = X @ [1.0, -1.0, 0.5, 0.0] + 0.5 * np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=4000)
+    kw = dict(hidden_layer_sizes=(20,), n_epochs=5, feature_bounds=(-1, 1), target_bounds=(-4, 4))
+    scores = []
+    for seed in range(2):
+        model = DPSEPRegressor(random_state=seed, **kw).fit(X, y)
+        means = np.concatenate([m.ravel() for m in model.coefs_mean_])
+        assert np.max(np.abs(means)) < 10.0
+        noise_var = model.noise_rate_ / (model.noise_shape_ - 1)
+        assert 1e-4 < noise_var < 1.0
+        scores.append(model.score(X, y))
+    assert np.median(scores) > 0.7
 
 
 def test_sample_posterior_matches_posterior_moments():
@@ -516,6 +621,10 @@ def test_pipeline():
         ({"noise_prior": (1.0, -1.0)}, "noise_prior"),
         ({"delta": 0.0}, "delta"),
         ({"damping": 1000.0}, "damping"),
+        ({"damping": 5.0, "batch_size": 10}, "damping"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": 31}, "batch_size"),
+        ({"batch_size": "all"}, "batch_size"),
         ({"feature_bounds": (1.0, -1.0)}, "feature_bounds"),
         ({"target_bounds": (0.0, 1.0, 2.0)}, "target_bounds"),
         ({"mechanism": "laplace"}, "mechanism"),

@@ -110,8 +110,114 @@ def gaussian_log_z(y, mean, var):
     return -0.5 * (_LOG_2PI + np.log(var) + r * r / var)
 
 
+def log_z_gradients_batch(X, y, means, variances, alpha, beta):
+    """``log Z`` of a batch of datapoints and its per-datapoint gradients.
+
+    Every datapoint is matched against the same cavity (the weights and the
+    noise Gamma), so the forward and backward passes are vectorised over the
+    batch (PBP, Eq. 5-8).
+
+    Parameters
+    ----------
+    X : ndarray of shape (batch, n_features)
+    y : ndarray of shape (batch,)
+    means, variances : list of ndarray
+        Per-layer cavity weight means and variances (all variances > 0).
+    alpha, beta : float
+        Cavity Gamma over the noise precision (``alpha > 1``, ``beta > 0``).
+
+    Returns
+    -------
+    grad_m, grad_v : ndarray of shape (batch, n_weights)
+        ``d log Z / d m`` and ``d log Z / d v`` of every datapoint, flat.
+    alpha_new, beta_new : ndarray of shape (batch,)
+        Gamma matching the tilted noise precision (``nan`` when undefined).
+    log_z : ndarray of shape (batch,)
+        ``log Z = log N(y | m_L, v_L + beta / (alpha - 1))``.
+    """
+    zm = np.asarray(X, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = zm.shape[0]
+    n_layers = len(means)
+    cache = []
+    zv = None
+    for layer, (M, V) in enumerate(zip(means, variances, strict=True)):
+        n_in = M.shape[1]
+        scale = 1.0 / math.sqrt(n_in)
+        zm_a = np.empty((n, n_in))
+        zm_a[:, :-1] = zm
+        zm_a[:, -1] = 1.0
+        if zv is None:  # inputs are deterministic
+            zv_a = None
+            zsq = zm_a * zm_a
+            av = (zsq @ V.T) * (scale * scale)
+        else:
+            zv_a = np.zeros((n, n_in))
+            zv_a[:, :-1] = zv
+            zsq = zm_a * zm_a + zv_a
+            av = (zsq @ V.T + zv_a @ (M * M).T) * (scale * scale)
+        am = (zm_a @ M.T) * scale
+        relu = None
+        if layer < n_layers - 1:
+            av = np.maximum(av, _MIN_VARIANCE)
+            s = np.sqrt(av)
+            ratio = am / s
+            cdf = ndtr(ratio)
+            pdf = _INV_SQRT_2PI * np.exp(-0.5 * ratio * ratio)
+            zm = am * cdf + s * pdf
+            zv = np.maximum((am * am + av) * cdf + am * s * pdf - zm * zm, _MIN_VARIANCE)
+            relu = (cdf, pdf, s, zm)
+        cache.append((zm_a, zv_a, zsq, scale, relu))
+
+    m_out, v_out = am[:, 0], av[:, 0]
+    resid = y - m_out
+    s0 = v_out + beta / (alpha - 1.0)
+    log_z = -0.5 * (_LOG_2PI + np.log(s0) + resid * resid / s0)
+    g_am = (resid / s0)[:, None]
+    g_av = (0.5 * (resid * resid / (s0 * s0) - 1.0 / s0))[:, None]
+
+    grad_m = [None] * n_layers
+    grad_v = [None] * n_layers
+    for layer in range(n_layers - 1, -1, -1):
+        M, V = means[layer], variances[layer]
+        zm_a, zv_a, zsq, scale, _ = cache[layer]
+        scale2 = scale * scale
+        gm = (g_am * scale)[:, :, None] * zm_a[:, None, :]
+        if zv_a is not None:
+            gm += (2.0 * scale2) * M[None] * (g_av[:, :, None] * zv_a[:, None, :])
+        grad_m[layer] = gm.reshape(n, -1)
+        grad_v[layer] = ((g_av * scale2)[:, :, None] * zsq[:, None, :]).reshape(n, -1)
+        if layer == 0:
+            break
+        back_v = g_av @ V
+        g_zm = (scale * (g_am @ M) + (2.0 * scale2) * back_v * zm_a)[:, :-1]
+        g_zv = (scale2 * (back_v + g_av @ (M * M)))[:, :-1]
+        cdf, pdf, s, zm_out = cache[layer - 1][4]
+        # d mean/d m = Phi, d mean/d v = phi / (2 s); d E[z^2]/d m = 2 mean and
+        # d E[z^2]/d v = Phi, whence the variance derivatives below.
+        g_am = g_zm * cdf + g_zv * 2.0 * zm_out * (1.0 - cdf)
+        g_av = g_zm * pdf / (2.0 * s) + g_zv * (cdf - zm_out * pdf / s)
+
+    # Noise precision tau: E[tau] = alpha/beta Z(alpha+1)/Z(alpha) and
+    # E[tau^2] = alpha (alpha+1)/beta^2 Z(alpha+2)/Z(alpha) (PBP, Eq. 7-8).
+    s1 = v_out + beta / alpha
+    s2 = v_out + beta / (alpha + 1.0)
+    log_z1 = -0.5 * (_LOG_2PI + np.log(s1) + resid * resid / s1)
+    log_z2 = -0.5 * (_LOG_2PI + np.log(s2) + resid * resid / s2)
+    e1 = np.exp(log_z1 - log_z) * alpha / beta
+    e2 = np.exp(log_z2 - log_z) * alpha * (alpha + 1.0) / (beta * beta)
+    var_tau = e2 - e1 * e1
+    ok = (var_tau > 0) & np.isfinite(var_tau)
+    safe = np.where(ok, var_tau, 1.0)
+    alpha_new = np.where(ok, e1 * e1 / safe, np.nan)
+    beta_new = np.where(ok, e1 / safe, np.nan)
+    return np.hstack(grad_m), np.hstack(grad_v), alpha_new, beta_new, log_z
+
+
 def log_z_gradients(x, y, means, variances, alpha, beta):
     """``log Z`` of one datapoint and its gradients w.r.t. the weight moments.
+
+    The single-datapoint form of :func:`log_z_gradients_batch`.
 
     Parameters
     ----------
@@ -131,85 +237,24 @@ def log_z_gradients(x, y, means, variances, alpha, beta):
     log_z : float
         ``log Z = log N(y | m_L, v_L + beta / (alpha - 1))``.
     """
-    zm = np.asarray(x, dtype=float)
-    n_layers = len(means)
-    cache = []
-    zv = None
-    for layer, (M, V) in enumerate(zip(means, variances, strict=True)):
-        n_in = M.shape[1]
-        scale = 1.0 / math.sqrt(n_in)
-        zm_a = np.empty(n_in)
-        zm_a[:-1] = zm
-        zm_a[-1] = 1.0
-        if zv is None:  # inputs are deterministic
-            zv_a = None
-            zsq = zm_a * zm_a
-            av = (V @ zsq) * (scale * scale)
-        else:
-            zv_a = np.zeros(n_in)
-            zv_a[:-1] = zv
-            zsq = zm_a * zm_a + zv_a
-            av = (V @ zsq + (M * M) @ zv_a) * (scale * scale)
-        am = (M @ zm_a) * scale
-        relu = None
-        if layer < n_layers - 1:
-            av = np.maximum(av, _MIN_VARIANCE)
-            s = np.sqrt(av)
-            ratio = am / s
-            cdf = ndtr(ratio)
-            pdf = _INV_SQRT_2PI * np.exp(-0.5 * ratio * ratio)
-            zm = am * cdf + s * pdf
-            zv = np.maximum((am * am + av) * cdf + am * s * pdf - zm * zm, _MIN_VARIANCE)
-            relu = (cdf, pdf, s, zm)
-        cache.append((zm_a, zv_a, zsq, scale, relu))
+    gm, gv, a, b, lz = log_z_gradients_batch(
+        np.asarray(x, dtype=float)[None], np.array([float(y)]), means, variances, alpha, beta
+    )
+    return gm[0], gv[0], float(a[0]), float(b[0]), float(lz[0])
 
-    m_out, v_out = float(am[0]), float(av[0])
-    resid = y - m_out
-    s0 = v_out + beta / (alpha - 1.0)
-    log_z = -0.5 * (_LOG_2PI + math.log(s0) + resid * resid / s0)
-    g_am = np.array([resid / s0])
-    g_av = np.array([0.5 * (resid * resid / (s0 * s0) - 1.0 / s0)])
 
-    grad_m = [None] * n_layers
-    grad_v = [None] * n_layers
-    for layer in range(n_layers - 1, -1, -1):
-        M, V = means[layer], variances[layer]
-        zm_a, zv_a, zsq, scale, _ = cache[layer]
-        scale2 = scale * scale
-        gm = (g_am * scale)[:, None] * zm_a
-        if zv_a is not None:
-            gm += (2.0 * scale2) * M * (g_av[:, None] * zv_a)
-        grad_m[layer] = gm.ravel()
-        grad_v[layer] = ((g_av * scale2)[:, None] * zsq).ravel()
-        if layer == 0:
-            break
-        back_v = g_av @ V
-        g_zm = (scale * (g_am @ M) + (2.0 * scale2) * back_v * zm_a)[:-1]
-        g_zv = (scale2 * (back_v + g_av @ (M * M)))[:-1]
-        cdf, pdf, s, zm_out = cache[layer - 1][4]
-        # d mean/d m = Phi, d mean/d v = phi / (2 s); d E[z^2]/d m = 2 mean and
-        # d E[z^2]/d v = Phi, whence the variance derivatives below.
-        g_am = g_zm * cdf + g_zv * 2.0 * zm_out * (1.0 - cdf)
-        g_av = g_zm * pdf / (2.0 * s) + g_zv * (cdf - zm_out * pdf / s)
+def tilted_moments_batch(X, y, m, v, shapes, alpha, beta):
+    """PBP moment matching of a batch of datapoints against one cavity.
 
-    # Noise precision tau: E[tau] = alpha/beta Z(alpha+1)/Z(alpha) and
-    # E[tau^2] = alpha (alpha+1)/beta^2 Z(alpha+2)/Z(alpha) (PBP, Eq. 7-8).
-    s1 = v_out + beta / alpha
-    s2 = v_out + beta / (alpha + 1.0)
-    log_z1 = -0.5 * (_LOG_2PI + math.log(s1) + resid * resid / s1)
-    log_z2 = -0.5 * (_LOG_2PI + math.log(s2) + resid * resid / s2)
-    e1 = math.exp(log_z1 - log_z) * alpha / beta
-    e2 = math.exp(log_z2 - log_z) * alpha * (alpha + 1.0) / (beta * beta)
-    var_tau = e2 - e1 * e1
-    if var_tau > 0 and math.isfinite(var_tau):
-        alpha_new, beta_new = e1 * e1 / var_tau, e1 / var_tau
-    else:
-        alpha_new = beta_new = math.nan
-    if n_layers > 1:
-        grad_m, grad_v = np.concatenate(grad_m), np.concatenate(grad_v)
-    else:
-        grad_m, grad_v = grad_m[0], grad_v[0]
-    return grad_m, grad_v, alpha_new, beta_new, log_z
+    ``m, v`` are the flat cavity weight moments.  Returns the moments
+    ``(m_new, v_new)`` of shape (batch, n_weights) of every projected tilted
+    distribution (PBP Eq. 5-6; entries of ``v_new`` may be non-positive,
+    which the caller rejects as PBP does), the matched Gammas and ``log Z``.
+    """
+    gm, gv, alpha_new, beta_new, log_z = log_z_gradients_batch(
+        X, y, split_layers(m, shapes), split_layers(v, shapes), alpha, beta
+    )
+    return m + v * gm, v - v * v * (gm * gm - 2.0 * gv), alpha_new, beta_new, log_z
 
 
 def tilted_moments(x, y, m, v, shapes, alpha, beta):

@@ -15,8 +15,9 @@ In that space multiplying densities adds vectors and powers scale them:
 * cavity ``theta_cav = theta_0 + (N - 1) theta_f`` (Eq. 3);
 * site of datapoint n ``theta_fn = theta(proj[tilted]) - theta_cav``
   (Algorithm 3, line 6);
-* damped update ``theta_f <- (1 - gamma/N) theta_f + (gamma/N) theta_fn``
-  (SEP's ``f <- f^(1 - gamma/N) f_n^(gamma/N)``, Algorithm 2 line 5).
+* damped update ``theta_f <- (1 - gamma B/N) theta_f + (gamma/N) sum_n theta_fn``
+  over a batch of ``B`` datapoints (SEP's ``f <- f^(1 - gamma/N) f_n^(gamma/N)``,
+  Algorithm 2 line 5, for ``B = 1``).
 
 Sites may be improper (negative precision); only the cavity and the
 posterior must be proper, which :func:`from_natural` enforces by a projection
@@ -29,7 +30,7 @@ import math
 
 import numpy as np
 
-from ._pbp import tilted_moments
+from ._pbp import tilted_moments_batch
 
 
 def to_natural(m, v, alpha, beta):
@@ -39,25 +40,68 @@ def to_natural(m, v, alpha, beta):
     return np.concatenate([m / v, -0.5 / v, [alpha - 1.0, -beta]])
 
 
-def from_natural(theta, min_precision, min_alpha, noise_variance_bounds=(0.0, np.inf), max_abs_mean=np.inf):
+def from_natural(
+    theta,
+    min_precision,
+    min_alpha,
+    noise_variance_bounds=(0.0, np.inf),
+    max_abs_mean=np.inf,
+    mean_precision=0.0,
+    prior_mean=0.0,
+):
     """Moments ``(m, v, alpha, beta)`` of a natural-parameter vector, made proper.
 
-    Precisions below ``min_precision`` are raised to it (keeping ``m / v``),
-    means are clipped to ``[-max_abs_mean, max_abs_mean]``, ``alpha`` is
-    floored and ``beta`` clipped so that the expected noise variance
-    ``beta / (alpha - 1)`` lies in ``noise_variance_bounds``: a projection of
-    the (noisy) natural parameters onto proper, bounded distributions, so
-    post-processing.
+    Precisions ``lambda = -2 theta_2`` below ``min_precision`` are raised to
+    it (keeping ``m / v``); the means are
+
+        m = prior_mean + (theta_1 - lambda prior_mean) / max(lambda, mean_precision),
+
+    i.e. ``theta_1 / lambda`` whenever ``lambda >= mean_precision``, and
+    shrunk towards ``prior_mean`` when the precision is too small to be told
+    apart from the privacy noise (with noise of standard deviation ``s`` on
+    ``theta_1``, the shrunk mean moves by about ``s / mean_precision`` instead
+    of ``s / lambda``); then clipped to ``[-max_abs_mean, max_abs_mean]``.
+    ``alpha`` is floored and ``beta`` clipped so that the expected noise
+    variance ``beta / (alpha - 1)`` lies in ``noise_variance_bounds``.  A
+    fixed map of the (noisy) natural parameters onto proper, bounded
+    distributions, so post-processing.
     """
     theta = np.asarray(theta, dtype=float)
     n_weights = (theta.size - 2) // 2
     precision = np.maximum(-2.0 * theta[n_weights : 2 * n_weights], min_precision)
     v = 1.0 / precision
-    m = np.clip(theta[:n_weights] * v, -max_abs_mean, max_abs_mean)
+    # theta_1 / lambda, except that a precision below mean_precision (one the
+    # released noise could have produced) shrinks m towards the prior mean.
+    denominator = np.maximum(precision, mean_precision)
+    m = prior_mean + (theta[:n_weights] - precision * prior_mean) / denominator
+    m = np.clip(m, -max_abs_mean, max_abs_mean)
     alpha = max(float(theta[-2]) + 1.0, min_alpha)
     lo, hi = noise_variance_bounds
     beta = min(max(-float(theta[-1]), lo * (alpha - 1.0)), hi * (alpha - 1.0))
     return m, v, alpha, beta
+
+
+def release_scaling(n_params, rate_scale):
+    """Diagonal ``D`` of the space in which sites are clipped and factors released.
+
+    Ones, except ``rate_scale`` on the last coordinate (``-beta`` of the noise
+    Gamma).  DP-SEP clips ``D theta_fn`` and releases ``D theta_f``; ``D`` is
+    public and fixed, so the sensitivity argument (Proposition 1) holds in
+    that space and ``theta_f = D^-1 (released)`` is post-processing.
+    """
+    scale = np.ones(n_params)
+    scale[-1] = rate_scale
+    return scale
+
+
+def stationary_noise(noise_scale, rate):
+    """Standard deviation of the noise accumulated in the factor, per coordinate.
+
+    The factor is an exponential moving average ``u <- (1 - rate) u + ... + e``
+    with independent ``e ~ N(0, noise_scale^2)`` per step; its stationary
+    noise variance is ``noise_scale^2 / (rate (2 - rate))``.
+    """
+    return noise_scale / math.sqrt(rate * (2.0 - rate))
 
 
 def clip_l2(theta, clip_norm):
@@ -69,64 +113,97 @@ def clip_l2(theta, clip_norm):
 
 
 def site_from_tilted(theta_cavity, m_new, v_new, alpha_new, beta_new):
-    """Site ``proj[tilted] / cavity`` in natural parameters (Algorithm 3, line 6).
+    """Sites ``proj[tilted] / cavity`` in natural parameters (Algorithm 3, line 6).
+
+    ``m_new, v_new`` have shape (n_weights,) or (batch, n_weights) (one row
+    per datapoint, all against the same cavity) and ``alpha_new, beta_new``
+    are scalars or arrays of shape (batch,); the result has the matching
+    shape (n_params,) or (batch, n_params).
 
     The moment-matching step of PBP can return a non-positive variance (or an
     undefined Gamma); PBP then skips the update, and so do we, coordinate by
     coordinate: the site of a rejected weight (or of the Gamma) is zero, i.e.
-    ``f_n = 1`` there.  The site stays a function of one datapoint and the
+    ``f_n = 1`` there.  Each site stays a function of one datapoint and the
     public cavity, so the sensitivity argument is unchanged.
     """
-    n_weights = m_new.size
-    site = np.empty_like(theta_cavity)
-    ok = (v_new > 0) & np.isfinite(v_new) & np.isfinite(m_new)
-    inv_v = np.where(ok, 1.0 / np.where(ok, v_new, 1.0), 0.0)
-    site[:n_weights] = np.where(ok, m_new * inv_v - theta_cavity[:n_weights], 0.0)
-    site[n_weights : 2 * n_weights] = np.where(
-        ok, -0.5 * inv_v - theta_cavity[n_weights : 2 * n_weights], 0.0
-    )
-    if alpha_new > 0 and beta_new > 0 and math.isfinite(alpha_new) and math.isfinite(beta_new):
-        site[-2] = alpha_new - 1.0 - theta_cavity[-2]
-        site[-1] = -beta_new - theta_cavity[-1]
-    else:
-        site[-2:] = 0.0
-    return site
-
-
-def damped_update(theta_f, site, rate):
-    """SEP's ``f^(1 - rate) f_n^rate`` with ``rate = gamma / N``."""
-    return (1.0 - rate) * theta_f + rate * site
+    single = np.ndim(m_new) == 1
+    m_new, v_new = np.atleast_2d(m_new), np.atleast_2d(v_new)
+    alpha_new = np.atleast_1d(np.asarray(alpha_new, dtype=float))
+    beta_new = np.atleast_1d(np.asarray(beta_new, dtype=float))
+    n_weights = m_new.shape[1]
+    site = np.empty((m_new.shape[0], theta_cavity.size))
+    with np.errstate(all="ignore"):
+        ok = (v_new > 0) & np.isfinite(v_new) & np.isfinite(m_new)
+        inv_v = np.where(ok, 1.0 / np.where(ok, v_new, 1.0), 0.0)
+        site[:, :n_weights] = np.where(ok, m_new * inv_v - theta_cavity[:n_weights], 0.0)
+        site[:, n_weights : 2 * n_weights] = np.where(
+            ok, -0.5 * inv_v - theta_cavity[n_weights : 2 * n_weights], 0.0
+        )
+        good = (alpha_new > 0) & (beta_new > 0) & np.isfinite(alpha_new) & np.isfinite(beta_new)
+        site[:, -2] = np.where(good, alpha_new - 1.0 - theta_cavity[-2], 0.0)
+        site[:, -1] = np.where(good, -beta_new - theta_cavity[-1], 0.0)
+    return site[0] if single else site
 
 
 def factor_sensitivity(clip_norm, damping, n_samples):
     """L2 sensitivity of the new factor's natural parameters (Proposition 1).
 
-    Under replace-one neighbours the visited datapoint's clipped site changes
-    from ``theta_fn`` to ``theta_fn'``, both of norm at most ``C``, while the
-    previous (released) factor is the same:
+    The new factor is ``(1 - gamma B / N) theta_f + (gamma / N) sum_n theta_fn``
+    over the batch.  The previous factor was released (it is the same for
+    neighbouring datasets, given the past releases) and the batch's indices
+    are drawn independently of the data, so under replace-one neighbours
+    only the replaced record's clipped site changes, from ``theta_fn`` to
+    ``theta_fn'``, both of norm at most ``C``:
 
         ||theta_f_new - theta_f_new'|| = (gamma / N) ||theta_fn - theta_fn'||
-                                      <= 2 gamma C / N.
+                                      <= 2 gamma C / N,
+
+    whatever the batch size ``B`` (Proposition 1 is ``B = 1``).
     """
     return 2.0 * damping * clip_norm / n_samples
 
 
-def sep_site(theta_f, theta_0, n_samples, x, y, shapes, floors):
-    """Site of one datapoint ``(x, y)`` given the current factor (Algorithm 3, lines 4-6).
+def project_cavity(theta_f, theta_0, n_samples, floors):
+    """Cavity ``q_-1 = p0 f^(N-1)`` (Eq. 3), made proper by :func:`from_natural`.
 
-    Forms the cavity (Eq. 3), made proper by :func:`from_natural` with
-    ``floors = (min_precision, min_alpha, noise_variance_bounds, max_abs_mean)``, runs PBP's moment
-    matching on it and returns ``theta(proj[tilted]) - theta_cavity``
-    (unclipped).
+    Returns its moments ``(m, v, alpha, beta)`` and its natural parameters
+    after the projection (``m / v`` is kept, so only the precisions and the
+    Gamma may change).
     """
     cavity = theta_0 + (n_samples - 1) * theta_f
     m, v, alpha, beta = from_natural(cavity, *floors)
     n_weights = m.size
-    # The projected cavity in natural parameters: m / v is unchanged.
+    cavity[:n_weights] = m / v
     cavity[n_weights : 2 * n_weights] = -0.5 / v
     cavity[-2], cavity[-1] = alpha - 1.0, -beta
-    m_new, v_new, alpha_new, beta_new, _ = tilted_moments(x, y, m, v, shapes, alpha, beta)
-    site = site_from_tilted(cavity, m_new, v_new, alpha_new, beta_new)
+    return (m, v, alpha, beta), cavity
+
+
+def sep_sites(theta_f, theta_0, n_samples, X, y, shapes, floors):
+    """Sites of a batch of datapoints given the current factor (Algorithm 3, lines 4-6).
+
+    Forms the cavity (Eq. 3), made proper by :func:`from_natural` with
+    ``floors = (min_precision, min_alpha, noise_variance_bounds, max_abs_mean)``,
+    runs PBP's moment matching of every row of ``X`` against it and returns
+    ``theta(proj[tilted_n]) - theta_cavity``, one unclipped site per row.
+    """
+    (m, v, alpha, beta), cavity = project_cavity(theta_f, theta_0, n_samples, floors)
+    with np.errstate(all="ignore"):
+        m_new, v_new, alpha_new, beta_new, _ = tilted_moments_batch(X, y, m, v, shapes, alpha, beta)
+        site = site_from_tilted(cavity, m_new, v_new, alpha_new, beta_new)
     # An overflow on an extreme datapoint must not stop the (private) loop:
     # such coordinates get no update, like rejected ones.
     return np.where(np.isfinite(site), site, 0.0)
+
+
+def sep_site(theta_f, theta_0, n_samples, x, y, shapes, floors):
+    """Site of one datapoint ``(x, y)``: the single-row form of :func:`sep_sites`."""
+    return sep_sites(
+        theta_f, theta_0, n_samples, np.asarray(x, dtype=float)[None], np.array([y]), shapes, floors
+    )[0]
+
+
+def clip_rows(sites, clip_norm):
+    """Clip every row of ``sites`` to L2 norm at most ``clip_norm`` (Algorithm 3, line 6)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", sites, sites))
+    return sites * np.minimum(1.0, clip_norm / np.maximum(norms, 1e-300))[:, None]
