@@ -6,7 +6,9 @@ Importing this subpackage imports torch and skorch; ``import skdp`` does not.
   trained by DP-SGD (Acs et al. 2018, Alg. 3-4; Abadi et al. 2016).
 * :class:`DPSGDEngine`: the private step itself, reusable for any torch model
   and loss (generative models included), with a swappable per-example
-  gradient strategy (:class:`VmapPerExampleGradients`).
+  gradient strategy: :class:`GhostClipping` (per-example norms from
+  activations and output gradients, no per-example gradients; the default
+  of the nets) or :class:`VmapPerExampleGradients`.
 """
 
 from ._adaptive_clipping import DPNormClipping, norm_histogram
@@ -24,6 +26,7 @@ from ._engine import (
     poisson_batch_indices,
     steps_per_epoch,
 )
+from ._ghost import GhostClipping, GhostClippingFallbackWarning, find_unsupported_layer
 from ._net import DefaultMLP, DPNeuralNetClassifier, DPNeuralNetRegressor
 
 __all__ = [
@@ -35,12 +38,15 @@ __all__ = [
     "EpsilonSpent",
     "FixedClipping",
     "GaussianNoise",
+    "GhostClipping",
+    "GhostClippingFallbackWarning",
     "PoissonBatchIterator",
     "VmapPerExampleGradients",
     "calibrate_dpsgd_noise",
     "check_per_example_support",
     "combined_noise_multiplier",
     "dpsgd_step_event",
+    "find_unsupported_layer",
     "norm_histogram",
     "poisson_batch_indices",
     "steps_per_epoch",

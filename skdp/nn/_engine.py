@@ -30,9 +30,10 @@ Swappable pieces
     for the clipping bound (DPNorm needs the norms first), and returns the sum
     of the clipped gradients.  :class:`VmapPerExampleGradients` materialises
     per-example gradients with ``torch.func`` (``functional_call`` +
-    ``vmap(grad)``); a ghost-clipping strategy (norms from activations and
-    output gradients, then a reweighted backward pass) plugs into the same
-    slot without touching the loop.  The engine is not tied to
+    ``vmap(grad)``); :class:`~skdp.nn.GhostClipping` (``clipping_mode='ghost'``,
+    :mod:`skdp.nn._ghost`) gets the norms from activations and output
+    gradients and the clipped sum from one reweighted product per layer,
+    without per-example gradients, in the same slot.  The engine is not tied to
     classification: ``loss_fn(module, *batch)`` is any per-example loss (a
     VAE's negative ELBO works the same way).
 """
@@ -47,6 +48,7 @@ import torch
 from torch.func import functional_call, grad_and_value, vmap
 from torch.utils.data import default_collate
 
+from .._config import get_config
 from ..privacy import ADD_REMOVE, SubsampledGaussianEvent, calibrate_noise_multiplier
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "PoissonBatchIterator",
     "VmapPerExampleGradients",
     "calibrate_dpsgd_noise",
+    "check_noise_setting",
     "check_per_example_support",
     "combined_noise_multiplier",
     "dpsgd_step_event",
@@ -144,6 +147,24 @@ def calibrate_dpsgd_noise(epsilon, delta, sampling_rate, n_steps, clip_noise_rat
 # --------------------------------------------------------------------------
 # Torch-side Gaussian noise.
 # --------------------------------------------------------------------------
+
+
+def check_noise_setting():
+    """Refuse DP-SGD under ``skdp.set_config(secure_noise=True)`` (issue 10).
+
+    DP-SGD's noise is floating-point Gaussian noise drawn by torch, hundreds of
+    thousands of coordinates per step; the exact grid samplers of
+    :mod:`skdp.privacy.secure` are scalar Python code, far too slow for that.
+    Rather than silently ignore the setting, DP-SGD refuses to run under it.
+    """
+    if get_config()["secure_noise"]:
+        raise ValueError(
+            "secure_noise=True (skdp.set_config / config_context, or the estimator's secure_noise) "
+            "is on, but DP-SGD adds floating-point Gaussian noise drawn by torch, not noise sampled "
+            "exactly on a grid, so it refuses to run. To accept floating-point noise for this fit, "
+            "pass secure_noise=False to the estimator or wrap it in "
+            "skdp.config_context(secure_noise=False)."
+        )
 
 
 class GaussianNoise:
@@ -268,6 +289,16 @@ def _as_loss_and_aux(out):
     return loss.reshape(()), aux
 
 
+def _empty_clipped_sum(module, threshold_fn):
+    # An empty Poisson batch still gets its noise (the event is recorded).
+    trainable = {k: v.detach() for k, v in module.named_parameters() if v.requires_grad}
+    ref = next(iter(trainable.values()))
+    grads = {k: torch.zeros_like(v) for k, v in trainable.items()}
+    norms = torch.zeros(0, dtype=ref.dtype, device=ref.device)
+    threshold = threshold_fn(norms)
+    return ClippedSum(grads, norms, threshold, torch.zeros(0, device=ref.device), None)
+
+
 class VmapPerExampleGradients:
     """Per-example gradients materialised by ``torch.func`` (the reference strategy).
 
@@ -286,13 +317,8 @@ class VmapPerExampleGradients:
         frozen = {f"net.{k}": v.detach() for k, v in module.named_parameters() if not v.requires_grad}
         frozen.update({f"net.{k}": v for k, v in module.named_buffers()})
         n = _batch_len(batch)
-        ref = next(iter(trainable.values()))
         if n == 0:
-            # An empty Poisson batch still gets its noise (the event is recorded).
-            grads = {k[4:]: torch.zeros_like(v) for k, v in trainable.items()}
-            norms = torch.zeros(0, dtype=ref.dtype, device=ref.device)
-            threshold = threshold_fn(norms)
-            return ClippedSum(grads, norms, threshold, torch.zeros(0, device=ref.device), None)
+            return _empty_clipped_sum(module, threshold_fn)
 
         def one(params, example):
             example = _tree_map(lambda t: t.unsqueeze(0), example)
@@ -340,6 +366,31 @@ def check_per_example_support(module):
             )
 
 
+def _select_strategy(module, per_example, batch_loss_fn, clipping_mode):
+    from ._ghost import GhostClipping, find_unsupported_layer, warn_fallback
+
+    if clipping_mode not in (None, "ghost", "vmap"):
+        raise ValueError(f"clipping_mode must be 'ghost', 'vmap' or None, got {clipping_mode!r}.")
+    if per_example is not None:
+        if clipping_mode is not None:
+            raise ValueError("Give either per_example (a strategy object) or clipping_mode, not both.")
+        return per_example
+    if clipping_mode is None:
+        clipping_mode = "ghost" if batch_loss_fn is not None else "vmap"
+    if clipping_mode == "vmap":
+        return VmapPerExampleGradients()
+    if batch_loss_fn is None:
+        raise ValueError(
+            "clipping_mode='ghost' needs batch_loss_fn (per-example losses of a whole batch, shape (B,)); "
+            "give it or use clipping_mode='vmap'."
+        )
+    unsupported = find_unsupported_layer(module)
+    if unsupported is not None:
+        warn_fallback(*unsupported)
+        return VmapPerExampleGradients()
+    return GhostClipping(batch_loss_fn)
+
+
 # --------------------------------------------------------------------------
 # The engine.
 # --------------------------------------------------------------------------
@@ -385,9 +436,28 @@ class DPSGDEngine:
     max_steps : int
         Steps the privacy plan allows.
     per_example : object, default=None
-        Per-example strategy (default :class:`VmapPerExampleGradients`).
+        Per-example strategy (an object with ``clipped_sum``); overrides
+        ``clipping_mode``.
     generator : torch.Generator, default=None
-        Source of the noise (seed it for reproducible experiments).
+        Source of the noise (seed it for reproducible experiments).  The noise
+        is floating-point: under ``skdp.set_config(secure_noise=True)`` the
+        engine refuses to step (:func:`check_noise_setting`).
+    batch_loss_fn : callable, default=None
+        ``batch_loss_fn(module, *batch)`` returns the per-example losses of a
+        whole batch, shape ``(B,)`` (or ``(losses, aux)``), loss ``i`` equal
+        to ``loss_fn`` on example ``i`` alone (e.g. a criterion with
+        ``reduction='none'``, or a VAE's negative ELBO summed over features
+        only).  Needed by ghost clipping.
+    clipping_mode : {"ghost", "vmap"} or None, default=None
+        How per-example norms and the clipped sum are computed.  ``"ghost"``
+        (:class:`~skdp.nn.GhostClipping`: norms from activations and output
+        gradients, no per-example gradient tensor) when every parameterised
+        layer is supported, else :class:`VmapPerExampleGradients` with a
+        :class:`~skdp.nn.GhostClippingFallbackWarning` naming the layer
+        (once, here).  ``"vmap"``: always per-example gradients.  None:
+        ``"ghost"`` if ``batch_loss_fn`` is given, else ``"vmap"``.  Both
+        give the same clipped sum up to rounding, hence the same privacy.
+
     """
 
     def __init__(
@@ -402,8 +472,11 @@ class DPSGDEngine:
         max_steps,
         per_example=None,
         generator=None,
+        batch_loss_fn=None,
+        clipping_mode=None,
     ):
         check_per_example_support(module)
+        check_noise_setting()
         if not any(p.requires_grad for p in module.parameters()):
             raise ValueError("The module has no trainable parameter.")
         if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
@@ -417,9 +490,15 @@ class DPSGDEngine:
         self.expected_batch_size = float(expected_batch_size)
         self.clipping = clipping
         self.max_steps = int(max_steps)
-        self.per_example = per_example if per_example is not None else VmapPerExampleGradients()
+        self.batch_loss_fn = batch_loss_fn
+        self.per_example = _select_strategy(module, per_example, batch_loss_fn, clipping_mode)
         self.generator = generator
         self.steps_taken = 0
+
+    @property
+    def clipping_mode(self):
+        """The per-example strategy in use: ``"ghost"``, ``"vmap"`` or a custom strategy's name."""
+        return getattr(self.per_example, "name", type(self.per_example).__name__)
 
     def event(self, count=1):
         """Privacy event of ``count`` steps of this engine."""
@@ -433,6 +512,7 @@ class DPSGDEngine:
         ``batch`` is a tuple of tensors (and dicts of tensors) with the examples
         along the first axis, as passed to ``loss_fn``.
         """
+        check_noise_setting()
         if self.steps_taken >= self.max_steps:
             raise RuntimeError(
                 f"The privacy plan allows {self.max_steps} DP-SGD steps; refusing to take another one "

@@ -33,7 +33,14 @@ from ..base import DPEstimatorMixin, warn_privacy_leak
 from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacyAccountant, PrivacySpent, compose
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
-from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator, calibrate_dpsgd_noise, steps_per_epoch
+from ._engine import (
+    DPSGDEngine,
+    FixedClipping,
+    PoissonBatchIterator,
+    calibrate_dpsgd_noise,
+    check_noise_setting,
+    steps_per_epoch,
+)
 
 __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
 
@@ -45,6 +52,8 @@ _DP_PARAMS = (
     "noise_multiplier",
     "clipping_bins",
     "clipping_noise_ratio",
+    "clipping_mode",
+    "secure_noise",
     "accountant",
     "random_state",
 )
@@ -134,6 +143,10 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             raise ValueError(
                 f"clipping_noise_ratio must be a positive finite number, got {self.clipping_noise_ratio!r}."
             )
+        if self.clipping_mode not in ("ghost", "vmap"):
+            raise ValueError(f"clipping_mode must be 'ghost' or 'vmap', got {self.clipping_mode!r}.")
+        if self.secure_noise not in (None, False, True):
+            raise ValueError(f"secure_noise must be None, False or True, got {self.secure_noise!r}.")
         if self.accountant is not None and not isinstance(self.accountant, BudgetAccountant):
             raise TypeError(
                 f"accountant must be a BudgetAccountant or None, got {type(self.accountant).__name__}."
@@ -218,6 +231,12 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 f"fit parameters {sorted(fit_params)} are not supported by DP nets; pass extra inputs in a dict X."
             )
         self._check_dp_params()
+        with self._noise_context():
+            # Before the budget check and the data: DP-SGD has no secure sampler.
+            check_noise_setting()
+            return self._fit_private(X, y)
+
+    def _fit_private(self, X, y):
         if self.noise_multiplier is None:
             # The request is known before the data: check the budget first.
             ledger, rng = self._begin_private_fit(composition="rdp")
@@ -231,6 +250,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 # NeuralNet.fit without its call to the (refused) public partial_fit.
                 self.initialize()
                 NeuralNet.partial_fit(self, X, y, _routing_method="fit")
+            # Ghost clipping may have fallen back to vmap during training.
+            self.clipping_mode_ = self._dp_engine.clipping_mode
             self._finish_private_fit(ledger)
         finally:
             self._dp_fitting = False
@@ -307,6 +328,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             clipping=clipping,
             max_steps=n_steps,
             generator=generator,
+            batch_loss_fn=self._batch_per_example_loss,
+            clipping_mode=self.clipping_mode,
         )
         if self.noise_multiplier is not None and self.accountant is not None:
             planned = compose([engine.event(n_steps)], self.delta, "rdp")
@@ -316,11 +339,25 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         self.clip_noise_multiplier_ = clipping.clip_noise_multiplier
         self.sampling_rate_ = q
         self.n_steps_ = n_steps
+        self.clipping_mode_ = engine.clipping_mode
         return PoissonBatchIterator(dataset, q, per_epoch, self._dp_rng)
 
     def _per_example_loss(self, module, Xi, yi):
         y_pred = module(**Xi) if isinstance(Xi, dict) else module(Xi)
         return self.get_loss(y_pred, yi, X=Xi, training=True), y_pred
+
+    def _batch_per_example_loss(self, module, Xi, yi):
+        # One forward pass of the whole batch (ghost clipping hooks it); the
+        # criterion, vmapped over examples, gives each example's loss exactly
+        # as _per_example_loss computes it on that example alone.
+        y_pred = module(**Xi) if isinstance(Xi, dict) else module(Xi)
+
+        def one(yp, yt, x):
+            yp, yt, x = (_tree_unsqueeze(v) for v in (yp, yt, x))
+            return self.get_loss(yp, yt, X=x, training=True).reshape(())
+
+        losses = torch.func.vmap(one, randomness="different")(y_pred, yi, Xi)
+        return losses, y_pred
 
     def train_step(self, batch, **fit_params):
         """One DP-SGD step (Acs et al., Alg. 4) followed by the optimiser step."""
@@ -359,6 +396,16 @@ def _torch_seeded(rng):
         yield
 
 
+def _tree_unsqueeze(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.unsqueeze(0)
+    if isinstance(obj, dict):
+        return {k: _tree_unsqueeze(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_tree_unsqueeze(v) for v in obj)
+    return obj
+
+
 def _passes_through(X):
     """Inputs handed to skorch as they are (Datasets, tensors, dicts of inputs)."""
     # A scipy dok_matrix is a dict: it must meet check_array's sparse refusal.
@@ -377,7 +424,7 @@ def _tensor_leaves(obj):
 _COMMON_DOC = """
     The module is trained by DP-SGD (Acs et al. 2018, Alg. 4; Abadi et al.
     2016): Poisson batches with rate ``q = batch_size / N``, per-example
-    gradients (``torch.func``), clipping to ``max_grad_norm`` (or to a bound
+    gradient norms (ghost clipping, or ``torch.func`` per-example gradients), clipping to ``max_grad_norm`` (or to a bound
     chosen per batch by DPNorm, Alg. 3, with ``clipping='adaptive'``),
     Gaussian noise ``N(0, sigma^2 C^2)`` on the clipped sum, division by the
     expected batch size, then skorch's optimiser step.  Every other skorch
@@ -428,6 +475,23 @@ _COMMON_DOC = """
         DPNorm's histogram noise ``sigma_C`` as a multiple of sigma.  Large
         values make the histogram nearly free: the step is accounted with
         ``(sigma^-2 + sigma_C^-2)^(-1/2)``.
+    clipping_mode : {"ghost", "vmap"}, default="ghost"
+        How per-example gradient norms and the clipped sum are computed.
+        ``"ghost"``: from each layer's activations and output gradients
+        (ghost clipping, Li et al. 2021; Bu et al. 2022), without
+        per-example gradients, at near non-private speed and memory, for
+        modules whose parameterised layers are all Linear, Conv1d, Conv2d,
+        Embedding or LayerNorm; any other layer makes the fit fall back to
+        ``"vmap"`` with a ``GhostClippingFallbackWarning`` naming it.
+        ``"vmap"``: per-example gradients with ``torch.func``.  Both clip
+        exactly the same per-example gradients, so the privacy is the same.
+    secure_noise : bool or None, default=None
+        None follows ``skdp.get_config()['secure_noise']``.  DP-SGD's noise is
+        floating-point Gaussian noise drawn by torch (no exact grid sampler
+        is fast enough for a gradient per step), so under ``secure_noise=True``
+        ``fit`` raises a ``ValueError`` before touching the data or the
+        budget; ``False`` accepts floating-point noise for this estimator even
+        when the package-wide setting is on.
     accountant : BudgetAccountant or None, default=None
         User budget the fit is checked against (before training) and charged.
     random_state : int, Generator or None, default=None
@@ -452,6 +516,8 @@ _COMMON_DOC = """
         Poisson sampling rate ``q``.
     n_steps_ : int
         DP-SGD steps of the plan.
+    clipping_mode_ : str
+        The strategy used (``"ghost"``, or ``"vmap"`` after a fallback).
     history_ : skorch History
         skorch's history, with the columns ``epsilon`` (spent so far) per
         epoch and ``clip_norm`` per batch.
@@ -509,6 +575,8 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         noise_multiplier=None,
         clipping_bins=20,
         clipping_noise_ratio=5.0,
+        clipping_mode="ghost",
+        secure_noise=None,
         accountant=None,
         random_state=None,
         train_split=None,
@@ -523,6 +591,8 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
             noise_multiplier=noise_multiplier,
             clipping_bins=clipping_bins,
             clipping_noise_ratio=clipping_noise_ratio,
+            clipping_mode=clipping_mode,
+            secure_noise=secure_noise,
             accountant=accountant,
             random_state=random_state,
         )
@@ -616,6 +686,8 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         noise_multiplier=None,
         clipping_bins=20,
         clipping_noise_ratio=5.0,
+        clipping_mode="ghost",
+        secure_noise=None,
         accountant=None,
         random_state=None,
         train_split=None,
@@ -630,6 +702,8 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
             noise_multiplier=noise_multiplier,
             clipping_bins=clipping_bins,
             clipping_noise_ratio=clipping_noise_ratio,
+            clipping_mode=clipping_mode,
+            secure_noise=secure_noise,
             accountant=accountant,
             random_state=random_state,
         )

@@ -1,0 +1,453 @@
+"""Ghost clipping: per-example gradient norms without per-example gradients.
+
+DP-SGD needs, for every example ``i`` of a batch, the norm of its own
+gradient ``||grad l_i||`` and then the clipped sum
+``sum_i min(1, C / ||grad l_i||) grad l_i``.  Materialising the per-example
+gradients (``vmap(grad)``, Opacus' hooks) costs batch size times parameter
+count of memory.  For the layers below both quantities follow from what one
+ordinary backward pass already has: each layer's input activations ``a`` and
+the gradients ``g`` of the summed loss ``sum_i l_i`` with respect to its
+outputs (examples do not interact in the forward pass, so the rows of ``g``
+for example ``i`` are exactly ``d l_i / d output_i``).
+
+Linear layer, ``T`` positions per example (Goodfellow 2015; Li et al. 2021,
+Sec. 4, "ghost clipping"; Bu et al. 2022)
+    The example's weight gradient is ``G_i^T A_i`` with ``A_i`` (T x d) the
+    inputs and ``G_i`` (T x p) the output gradients, so
+
+    ``||G_i^T A_i||_F^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) = <A_i A_i^T, G_i G_i^T>``
+
+    (the Gram-matrix form; ``||g_i||^2 ||a_i||^2`` for ``T = 1``), and the bias
+    gradient is ``sum_t g_t``.  Cost ``O(T^2 (d + p))`` per example instead of
+    ``O(T d p)``; when ``T^2 > d p`` the per-example gradient is cheaper and is
+    formed instead (the "mixed" rule of Bu et al. 2022).
+Conv1d / Conv2d
+    ``unfold`` turns a convolution into a Linear layer over ``T = L`` output
+    positions with ``d = C_in k / groups`` (per group), so the same formula
+    holds per group (Bu et al. 2022).
+Embedding
+    The weight gradient of example ``i`` is ``sum_t e_{x_t} g_t^T``, so
+    ``||.||^2 = sum_{t,s} [x_t = x_s] (g_t . g_s)`` (the embedding case of
+    ghost clipping in Li et al. 2021); rows at ``padding_idx`` get no gradient.
+LayerNorm
+    The per-example gradients ``sum_t g_t * xhat_t`` (weight) and
+    ``sum_t g_t`` (bias) have the layer's small size and are formed directly.
+
+Clipped sum ("book-keeping", Bu et al. 2023)
+    With the per-example factors ``w_i = min(1, C / ||grad l_i||)`` the
+    clipped sum is ``sum_i w_i G_i^T A_i``: one matrix product per layer with
+    the output gradients scaled row-wise by ``w``, which replaces the second
+    backward pass of Li et al. (same result, one backward instead of two).
+
+The result is exactly the per-example clipping of Abadi et al. up to
+floating-point rounding, so the privacy analysis of the engine is unchanged.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "GhostClipping",
+    "GhostClippingFallbackWarning",
+    "find_unsupported_layer",
+    "linear_form_sq_norms",
+]
+
+
+class GhostClippingFallbackWarning(UserWarning):
+    """Ghost clipping cannot handle a layer; per-example gradients (vmap) are used instead."""
+
+
+_SUPPORTED = (
+    torch.nn.Linear,
+    torch.nn.Conv1d,
+    torch.nn.Conv2d,
+    torch.nn.Embedding,
+    torch.nn.LayerNorm,
+)
+
+
+def _unsupported_reason(layer):
+    # Exact types only: a subclass may use its parameters outside forward
+    # (MultiheadAttention's out_proj), which the hooks would not see.
+    if type(layer) not in _SUPPORTED:
+        return f"{type(layer).__name__} has trainable parameters and no ghost-norm rule"
+    if isinstance(layer, torch.nn.Embedding):
+        if layer.sparse:
+            return "Embedding(sparse=True)"
+        if layer.scale_grad_by_freq:
+            return "Embedding(scale_grad_by_freq=True) scales gradients by batch-wide counts"
+        if layer.max_norm is not None:
+            return "Embedding(max_norm=...) renormalises the weight inside forward"
+    return None
+
+
+def find_unsupported_layer(module):
+    """``(name, reason)`` of the first layer ghost clipping cannot handle, or None.
+
+    A layer is supported when it is exactly one of Linear, Conv1d, Conv2d,
+    Embedding (dense, no ``max_norm``/``scale_grad_by_freq``) or LayerNorm.
+    Layers without trainable parameters of their own (activations, dropout,
+    pooling, containers) need no rule.  A parameter shared by two layers
+    (tied weights) is not supported.
+    """
+    owner = {}
+    for name, layer in module.named_modules():
+        own = [p for p in layer.parameters(recurse=False) if p.requires_grad]
+        if not own:
+            continue
+        reason = _unsupported_reason(layer)
+        for p in own:
+            # A tied parameter's per-example gradient is the sum over its layers,
+            # whose norm is not the sum of the layers' squared norms.
+            if id(p) in owner:
+                reason = f"shares a parameter with layer {owner[id(p)]!r} (tied weights)"
+            owner.setdefault(id(p), name or "<root>")
+        if reason is not None:
+            return name or "<root>", reason
+    return None
+
+
+def warn_fallback(name, reason):
+    """The one-time notice of a fit that falls back to vmap per-example gradients."""
+    warnings.warn(
+        f"Ghost clipping does not support layer {name!r} ({reason}); falling back to vmap "
+        "per-example gradients (same privacy, more memory and time). Pass clipping_mode='vmap' "
+        "to silence this notice.",
+        GhostClippingFallbackWarning,
+        stacklevel=3,
+    )
+
+
+# --------------------------------------------------------------------------
+# Linear form: per-example weight gradient G_i^T A_i per group.
+# --------------------------------------------------------------------------
+
+
+def linear_form_sq_norms(A, G):
+    """Per-example ``||G_i^T A_i||_F^2`` summed over groups (the Gram form of ghost clipping).
+
+    Parameters
+    ----------
+    A : tensor of shape (B, T, h, d)
+        Inputs at ``T`` positions, ``h`` groups.
+    G : tensor of shape (B, T, h, p)
+        Output gradients.
+
+    Returns
+    -------
+    tensor of shape (B,)
+    """
+    B, T, h, d = A.shape
+    p = G.shape[-1]
+    if T == 1:
+        return (A.square().sum(-1) * G.square().sum(-1)).sum((1, 2))
+    if T * T <= d * p:
+        At, Gt = A.permute(0, 2, 1, 3), G.permute(0, 2, 1, 3)  # (B, h, T, .)
+        return (torch.matmul(At, At.transpose(-1, -2)) * torch.matmul(Gt, Gt.transpose(-1, -2))).sum(
+            (1, 2, 3)
+        )
+    # Mixed rule: the (B, h, p, d) per-example gradient is the smaller object.
+    per_example = torch.einsum("bthp,bthd->bhpd", G, A)
+    return per_example.square().sum((1, 2, 3))
+
+
+def _linear_form_clipped(A, G, w):
+    """``sum_i w_i G_i^T A_i`` per group, shape (h, p, d)."""
+    B, T, h, d = A.shape
+    p = G.shape[-1]
+    Gw = G * w.view(B, 1, 1, 1).to(G.dtype)
+    if h == 1:
+        return (Gw.reshape(B * T, p).T @ A.reshape(B * T, d)).unsqueeze(0)
+    return torch.einsum("bthp,bthd->hpd", Gw, A)
+
+
+# --------------------------------------------------------------------------
+# Per-layer rules: (input, output gradient) of every call -> norms, clipped sums.
+# --------------------------------------------------------------------------
+
+
+def _linear_parts(layer, x, g):
+    B = x.shape[0]
+    return x.reshape(B, -1, 1, x.shape[-1]), g.reshape(B, -1, 1, g.shape[-1])
+
+
+def _conv_parts(layer, x, g):
+    B = x.shape[0]
+    one_d = isinstance(layer, torch.nn.Conv1d)
+    mode = "constant" if layer.padding_mode == "zeros" else layer.padding_mode
+    x = F.pad(x, layer._reversed_padding_repeated_twice, mode=mode)
+    if one_d:
+        x = x.unsqueeze(2)
+        kernel, dilation, stride = (1, *layer.kernel_size), (1, *layer.dilation), (1, *layer.stride)
+    else:
+        kernel, dilation, stride = layer.kernel_size, layer.dilation, layer.stride
+    cols = F.unfold(x, kernel, dilation=dilation, padding=0, stride=stride)  # (B, C_in*k, L)
+    h = layer.groups
+    L = cols.shape[-1]
+    # unfold orders channels slowest, so consecutive channel blocks are the groups.
+    A = cols.view(B, h, -1, L).permute(0, 3, 1, 2)
+    G = g.reshape(B, h, -1, L).permute(0, 3, 1, 2)
+    return A, G
+
+
+def _cat1(parts):
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+
+
+class _LinearRule:
+    """Linear and Conv layers through the linear form."""
+
+    @staticmethod
+    def parts(layer, x, g):
+        if isinstance(layer, torch.nn.Linear):
+            return _linear_parts(layer, x, g)
+        return _conv_parts(layer, x, g)
+
+    @staticmethod
+    def bias_per_example(layer, g):
+        if isinstance(layer, torch.nn.Linear):
+            return g.reshape(g.shape[0], -1, g.shape[-1]).sum(1)
+        return g.reshape(g.shape[0], g.shape[1], -1).sum(-1)
+
+    @classmethod
+    def norms_and_state(cls, layer, calls):
+        # Several calls of one layer (weight sharing) are more positions of one example.
+        A, G = (_cat1(parts) for parts in zip(*(cls.parts(layer, x, g) for x, g in calls), strict=True))
+        sq = torch.zeros(A.shape[0], dtype=A.dtype, device=A.device)
+        bias = None
+        if layer.weight.requires_grad:
+            sq = sq + linear_form_sq_norms(A, G)
+        if layer.bias is not None and layer.bias.requires_grad:
+            bias = sum(cls.bias_per_example(layer, g) for _, g in calls)
+            sq = sq + bias.square().sum(1)
+        return sq, (A, G, bias)
+
+    @staticmethod
+    def clipped(layer, state, w):
+        A, G, bias = state
+        out = {}
+        if layer.weight.requires_grad:
+            out["weight"] = _linear_form_clipped(A, G, w).reshape(layer.weight.shape)
+        if bias is not None:
+            out["bias"] = w.to(bias.dtype) @ bias
+        return out
+
+
+class _EmbeddingRule:
+    @staticmethod
+    def norms_and_state(layer, calls):
+        B = calls[0][0].shape[0]
+        idx = _cat1([x.reshape(B, -1) for x, _ in calls])
+        G = _cat1([g.reshape(B, -1, g.shape[-1]) for _, g in calls])
+        if layer.padding_idx is not None:
+            G = G * (idx != layer.padding_idx).unsqueeze(-1).to(G.dtype)
+        if idx.shape[1] == 1:
+            sq = G.square().sum((1, 2))
+        else:
+            same = (idx.unsqueeze(2) == idx.unsqueeze(1)).to(G.dtype)
+            sq = (same * torch.matmul(G, G.transpose(1, 2))).sum((1, 2))
+        return sq, (idx, G)
+
+    @staticmethod
+    def clipped(layer, state, w):
+        idx, G = state
+        Gw = (G * w.view(-1, 1, 1).to(G.dtype)).reshape(-1, G.shape[-1])
+        grad = torch.zeros_like(layer.weight)
+        return {"weight": grad.index_add_(0, idx.reshape(-1), Gw)}
+
+
+class _LayerNormRule:
+    @staticmethod
+    def norms_and_state(layer, calls):
+        grads = {}
+        for x, g in calls:
+            B = x.shape[0]
+            xhat = F.layer_norm(x, layer.normalized_shape, None, None, layer.eps)
+            parts = {}
+            if layer.weight is not None and layer.weight.requires_grad:
+                parts["weight"] = (g * xhat).reshape(B, -1, *layer.normalized_shape).sum(1)
+            if layer.bias is not None and layer.bias.requires_grad:
+                parts["bias"] = g.reshape(B, -1, *layer.normalized_shape).sum(1)
+            for name, v in parts.items():
+                grads[name] = grads[name] + v if name in grads else v
+        B = calls[0][0].shape[0]
+        ref = calls[0][1]
+        sq = torch.zeros(B, dtype=ref.dtype, device=ref.device)
+        for v in grads.values():
+            sq = sq + v.reshape(B, -1).square().sum(1)
+        return sq, grads
+
+    @staticmethod
+    def clipped(layer, state, w):
+        return {name: torch.tensordot(w.to(v.dtype), v, dims=1) for name, v in state.items()}
+
+
+def _rule(layer):
+    if isinstance(layer, torch.nn.Embedding):
+        return _EmbeddingRule
+    if isinstance(layer, torch.nn.LayerNorm):
+        return _LayerNormRule
+    return _LinearRule
+
+
+# --------------------------------------------------------------------------
+# The strategy.
+# --------------------------------------------------------------------------
+
+
+def _split_loss(out, n):
+    losses, aux = out if isinstance(out, tuple) else (out, None)
+    if not isinstance(losses, torch.Tensor) or losses.shape != (n,):
+        shape = getattr(losses, "shape", type(losses).__name__)
+        raise ValueError(
+            f"batch_loss_fn must return per-example losses of shape ({n},) (or a tuple (losses, aux)), "
+            f"got {shape}."
+        )
+    return losses, aux
+
+
+class GhostClipping:
+    """Per-example clipping by ghost norms (Li et al. 2021; Bu et al. 2022).
+
+    A strategy for :class:`~skdp.nn.DPSGDEngine` (the ``clipped_sum`` slot):
+    one forward pass of the whole batch through ``batch_loss_fn`` with hooks
+    on the parameterised layers, one backward pass to the layers' outputs,
+    the per-example norms from activations and output gradients
+    (:func:`linear_form_sq_norms` and the rules in the module docstring),
+    then the clipped sum layer by layer.  Memory stays that of ordinary
+    training: no per-example gradient tensor is formed (except, by the mixed
+    rule, where it is smaller than the Gram matrices).
+
+    Every layer with trainable parameters must be supported
+    (:func:`find_unsupported_layer`) and use its parameters only through its
+    ``forward``; examples must not interact in the forward pass (no
+    BatchNorm, see :func:`~skdp.nn.check_per_example_support`).  The result
+    equals :class:`~skdp.nn.VmapPerExampleGradients` up to rounding.  A
+    layer whose input or output is modified in place after its forward
+    (``ReLU(inplace=True)``) is detected on the first step, which then, like
+    every later one, is computed by vmap (with the fallback notice).
+
+    Parameters
+    ----------
+    batch_loss_fn : callable
+        ``batch_loss_fn(module, *batch)`` returns the per-example losses of
+        the whole batch, shape ``(B,)``, or ``(losses, aux)``; loss ``i`` must
+        equal ``loss_fn`` on example ``i`` alone.
+
+    See Also
+    --------
+    skdp.nn.VmapPerExampleGradients : the reference strategy.
+    skdp.nn.DPSGDEngine : selects it with ``clipping_mode='ghost'``.
+
+    References
+    ----------
+    I. Goodfellow. Efficient per-example gradient computations. 2015.
+    X. Li, F. Tramer, P. Liang, T. Hashimoto. Large language models can be
+    strong differentially private learners. ICLR 2022 (Sec. 4).
+    Z. Bu, J. Mao, S. Xu. Scalable and efficient training of large
+    convolutional neural networks with differential privacy. NeurIPS 2022.
+    Z. Bu, Y.-X. Wang, S. Zha, G. Karypis. Differentially private
+    optimization on large model at small cost. ICML 2023 (book-keeping).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.nn import GhostClipping, VmapPerExampleGradients
+    >>> _ = torch.manual_seed(0)
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)).double()
+    >>> x, y = torch.randn(5, 3, dtype=torch.float64), torch.tensor([0, 1, 1, 0, 1])
+    >>> def loss(m, x, y):
+    ...     return torch.nn.functional.cross_entropy(m(x), y)
+    >>> def batch_loss(m, x, y):
+    ...     return torch.nn.functional.cross_entropy(m(x), y, reduction="none")
+    >>> ghost = GhostClipping(batch_loss).clipped_sum(net, loss, (x, y), lambda norms: 0.1)
+    >>> ref = VmapPerExampleGradients().clipped_sum(net, loss, (x, y), lambda norms: 0.1)
+    >>> all(torch.allclose(ghost.grads[k], ref.grads[k]) for k in ref.grads)
+    True
+    """
+
+    name = "ghost"
+
+    def __init__(self, batch_loss_fn):
+        self.batch_loss_fn = batch_loss_fn
+        self._fallback = None
+
+    def _fall_back(self, name, module, loss_fn, batch, threshold_fn):
+        from ._engine import VmapPerExampleGradients
+
+        warn_fallback(name, "its input or output is modified in place, e.g. by ReLU(inplace=True)")
+        self._fallback = VmapPerExampleGradients()
+        self.name = self._fallback.name
+        return self._fallback.clipped_sum(module, loss_fn, batch, threshold_fn)
+
+    def clipped_sum(self, module, loss_fn, batch, threshold_fn):
+        """Clipped gradient sum of ``batch`` (see :class:`~skdp.nn._engine.ClippedSum`)."""
+        from ._engine import ClippedSum, _batch_len, _empty_clipped_sum
+
+        if self._fallback is not None:
+            return self._fallback.clipped_sum(module, loss_fn, batch, threshold_fn)
+        unsupported = find_unsupported_layer(module)
+        if unsupported is not None:
+            # Norms of such a layer would be silently wrong, hence too small.
+            raise ValueError(f"GhostClipping cannot handle layer {unsupported[0]!r}: {unsupported[1]}.")
+        n = _batch_len(batch)
+        if n == 0:
+            return _empty_clipped_sum(module, threshold_fn)
+        layers = [
+            (name, layer)
+            for name, layer in module.named_modules()
+            if any(p.requires_grad for p in layer.parameters(recurse=False))
+        ]
+        calls = {name: [] for name, _ in layers}
+
+        def tap(name):
+            def hook(layer, inputs, output):
+                calls[name].append((inputs[0].detach(), inputs[0]._version, output, output._version))
+
+            return hook
+
+        handles = [layer.register_forward_hook(tap(name)) for name, layer in layers]
+        try:
+            with torch.enable_grad():
+                losses, aux = _split_loss(self.batch_loss_fn(module, *batch), n)
+        finally:
+            for h in handles:
+                h.remove()
+        outputs = [c[2] for name, _ in layers for c in calls[name]]
+        out_grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True) if outputs else ()
+        it = iter(out_grads)
+        sq = torch.zeros(n, dtype=losses.dtype, device=losses.device)
+        states = []
+        for name, layer in layers:
+            used = []
+            for x, x_version, out, out_version in calls[name]:
+                g = next(it)
+                if x._version != x_version or out._version != out_version:
+                    # The captured tensors no longer hold what the backward used.
+                    return self._fall_back(name, module, loss_fn, batch, threshold_fn)
+                if g is not None:
+                    used.append((x, g.detach()))
+            if not used:  # the layer did not influence the loss: zero gradient
+                states.append((name, layer, None))
+                continue
+            layer_sq, state = _rule(layer).norms_and_state(layer, used)
+            sq = sq + layer_sq.to(sq.dtype)
+            states.append((name, layer, state))
+        norms = sq.clamp(min=0).sqrt()
+        threshold = float(threshold_fn(norms.detach()))
+        factors = (threshold / norms.clamp(min=torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
+        grads = {}
+        for name, layer, state in states:
+            sums = _rule(layer).clipped(layer, state, factors) if state is not None else {}
+            for pname, p in layer.named_parameters(recurse=False):
+                if p.requires_grad:
+                    key = f"{name}.{pname}" if name else pname
+                    grads[key] = sums[pname].to(p.dtype) if pname in sums else torch.zeros_like(p)
+        if aux is not None:
+            aux = aux.detach() if isinstance(aux, torch.Tensor) else aux
+        return ClippedSum(grads, norms.detach(), threshold, losses.detach(), aux)

@@ -1,0 +1,408 @@
+"""Ghost clipping (issue 12): exact equivalence with per-example clipping, fallback, accounting."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("skorch")
+
+from skdp.nn import (  # noqa: E402
+    DPNeuralNetClassifier,
+    DPNeuralNetRegressor,
+    DPSGDEngine,
+    FixedClipping,
+    GhostClipping,
+    GhostClippingFallbackWarning,
+    VmapPerExampleGradients,
+    dpsgd_step_event,
+    find_unsupported_layer,
+)
+from skdp.nn._ghost import linear_form_sq_norms  # noqa: E402
+from skdp.privacy import ADD_REMOVE, PrivacyAccountant  # noqa: E402
+
+F64 = torch.float64
+
+
+# ------------------------------------------------------------ random models ---
+
+
+class SeqModel(torch.nn.Module):
+    """Embedding -> LayerNorm -> Linear on sequences -> Conv1d -> Linear."""
+
+    def __init__(self, hidden=6, seq_linear_out=5):
+        super().__init__()
+        self.emb = torch.nn.Embedding(11, hidden, padding_idx=0)
+        self.norm = torch.nn.LayerNorm(hidden)
+        self.lin = torch.nn.Linear(hidden, seq_linear_out)
+        self.conv = torch.nn.Conv1d(seq_linear_out, 4, 3, padding=2, dilation=2, padding_mode="reflect")
+        self.out = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.lin(self.norm(self.emb(x))))
+        return self.out(self.conv(h.transpose(1, 2)).mean(-1))
+
+
+class ImageModel(torch.nn.Module):
+    """Conv2d (stride, 'valid') -> grouped dilated Conv2d ('same') -> LayerNorm over (C, H, W) -> Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(2, 4, 3, stride=2)
+        self.c2 = torch.nn.Conv2d(4, 6, 3, padding="same", groups=2, dilation=2, padding_mode="circular")
+        self.norm = torch.nn.LayerNorm((6, 4, 4))
+        self.lin = torch.nn.Linear(96, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.c2(torch.relu(self.c1(x))))
+        return self.lin(self.norm(h).flatten(1))
+
+
+class SharedLinear(torch.nn.Module):
+    """One Linear applied twice (weight sharing: the uses add up per example)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 5)
+        self.out = torch.nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.lin(torch.tanh(self.lin(x)))))
+
+
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3))
+
+
+def _long_sequence():
+    # 40 positions, d * p = 2 * 3 < 40^2: the mixed rule forms per-example gradients.
+    return torch.nn.Sequential(
+        torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Flatten(), torch.nn.Linear(120, 3)
+    )
+
+
+def _frozen_bias():
+    m = _mlp()
+    m[0].bias.requires_grad_(False)
+    return m
+
+
+CASES = {
+    "linear": (_mlp, lambda g: torch.randn(9, 5, generator=g, dtype=F64)),
+    "sequence+embedding+layernorm+conv1d": (SeqModel, lambda g: torch.randint(0, 11, (9, 8), generator=g)),
+    "conv2d+layernorm": (ImageModel, lambda g: torch.randn(9, 2, 9, 9, generator=g, dtype=F64)),
+    "linear, long sequence (mixed rule)": (
+        _long_sequence,
+        lambda g: torch.randn(9, 40, 2, generator=g, dtype=F64),
+    ),
+    "shared weights": (SharedLinear, lambda g: torch.randn(9, 5, generator=g, dtype=F64)),
+    "frozen parameter": (_frozen_bias, lambda g: torch.randn(9, 5, generator=g, dtype=F64)),
+}
+
+
+def _loss(module, x, y):
+    out = module(x)
+    return torch.nn.functional.cross_entropy(out, y), out
+
+
+def _batch_loss(module, x, y):
+    out = module(x)
+    return torch.nn.functional.cross_entropy(out, y, reduction="none"), out
+
+
+def _make(case, seed):
+    torch.manual_seed(seed)
+    factory, make_x = CASES[case]
+    module = factory().to(F64)
+    g = torch.Generator().manual_seed(seed)
+    x, y = make_x(g), torch.randint(0, 3, (9,), generator=g)
+    return module, x, y
+
+
+def _rel_err(a, b):
+    return float((a - b).norm() / b.norm().clamp(min=1e-300))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ghost_clipped_sum_equals_vmap_reference(case, seed):
+    module, x, y = _make(case, seed)
+    assert find_unsupported_layer(module) is None
+    norms = VmapPerExampleGradients().clipped_sum(module, _loss, (x, y), lambda n: 1.0).norms
+    C = float(norms.median())  # clips about half of the examples, so the factors matter
+    ref = VmapPerExampleGradients().clipped_sum(module, _loss, (x, y), lambda n: C)
+    got = GhostClipping(_batch_loss).clipped_sum(module, _loss, (x, y), lambda n: C)
+    assert 0 < int((ref.norms > C).sum()) < len(y)
+    assert _rel_err(got.norms, ref.norms) < 1e-10
+    assert set(got.grads) == set(ref.grads) == {k for k, p in module.named_parameters() if p.requires_grad}
+    for name in ref.grads:
+        assert got.grads[name].shape == ref.grads[name].shape
+        assert _rel_err(got.grads[name], ref.grads[name]) < 1e-5, name
+    torch.testing.assert_close(got.losses, ref.losses)
+    torch.testing.assert_close(got.aux, ref.aux)
+
+
+def test_linear_form_norms_equal_explicit_per_example_gradients():
+    g = torch.Generator().manual_seed(0)
+    for T, d, p in [(1, 4, 3), (3, 4, 3), (9, 2, 3)]:  # T = 1, Gram form, mixed rule
+        A, G = (
+            torch.randn(5, T, 2, d, generator=g, dtype=F64),
+            torch.randn(5, T, 2, p, generator=g, dtype=F64),
+        )
+        explicit = torch.stack(
+            [sum((G[i, :, h].T @ A[i, :, h]).square().sum() for h in range(2)) for i in range(5)]
+        )
+        torch.testing.assert_close(linear_form_sq_norms(A, G), explicit, rtol=1e-12, atol=0)
+
+
+def test_padding_idx_gets_no_gradient():
+    module, x, y = _make("sequence+embedding+layernorm+conv1d", 0)
+    x[:, :3] = 0
+    got = GhostClipping(_batch_loss).clipped_sum(module, _loss, (x, y), lambda n: 1.0)
+    ref = VmapPerExampleGradients().clipped_sum(module, _loss, (x, y), lambda n: 1.0)
+    assert float(got.grads["emb.weight"][0].abs().max()) == 0.0
+    assert _rel_err(got.grads["emb.weight"], ref.grads["emb.weight"]) < 1e-10
+
+
+def test_each_clipped_example_respects_the_bound():
+    module, x, y = _make("conv2d+layernorm", 3)
+    for i in range(4):
+        one = GhostClipping(_batch_loss).clipped_sum(
+            module, _loss, (x[i : i + 1], y[i : i + 1]), lambda n: 0.05
+        )
+        total = math.sqrt(sum(float(v.square().sum()) for v in one.grads.values()))
+        assert one.norms[0] > 0.05 and total == pytest.approx(0.05, rel=1e-9)
+
+
+def test_batch_loss_of_wrong_shape_is_refused():
+    module, x, y = _make("linear", 0)
+    with pytest.raises(ValueError, match=r"per-example losses of shape \(9,\)"):
+        GhostClipping(_loss).clipped_sum(module, _loss, (x, y), lambda n: 1.0)
+
+
+# ------------------------------------------------------------ engine / modes ---
+
+
+def _engine(module, **kw):
+    params = dict(
+        noise_multiplier=1.3,
+        sampling_rate=0.5,
+        expected_batch_size=4.0,
+        clipping=FixedClipping(0.7),
+        max_steps=50,
+        generator=torch.Generator().manual_seed(0),
+        batch_loss_fn=_batch_loss,
+    )
+    params.update(kw)
+    return DPSGDEngine(module, _loss, **params)
+
+
+def test_engine_mode_selection():
+    assert _engine(_mlp()).clipping_mode == "ghost"
+    assert _engine(_mlp(), clipping_mode="vmap").clipping_mode == "vmap"
+    # Without a batch loss the engine keeps its former behaviour (vmap).
+    assert _engine(_mlp(), batch_loss_fn=None).clipping_mode == "vmap"
+    with pytest.raises(ValueError, match="needs batch_loss_fn"):
+        _engine(_mlp(), batch_loss_fn=None, clipping_mode="ghost")
+    with pytest.raises(ValueError, match="clipping_mode must be"):
+        _engine(_mlp(), clipping_mode="fast")
+    with pytest.raises(ValueError, match="not both"):
+        _engine(_mlp(), per_example=VmapPerExampleGradients(), clipping_mode="ghost")
+
+
+class WithGroupNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 4)
+        self.gn = torch.nn.GroupNorm(2, 4)
+        self.head = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.gn(self.lin(x))))
+
+
+def test_unsupported_layer_falls_back_to_vmap_once_with_its_name():
+    with pytest.warns(GhostClippingFallbackWarning, match=r"'gn' \(GroupNorm") as record:
+        engine = _engine(WithGroupNorm())
+    assert len(record) == 1 and engine.clipping_mode == "vmap"
+    assert find_unsupported_layer(torch.nn.MultiheadAttention(4, 2))[0] == "<root>"
+    assert (
+        "scale_grad_by_freq" in find_unsupported_layer(torch.nn.Embedding(3, 2, scale_grad_by_freq=True))[1]
+    )
+    # The steps themselves warn no more.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            engine.step(
+                (torch.randn(6, 5), torch.randint(0, 3, (6,))), PrivacyAccountant(neighbouring=ADD_REMOVE)
+            )
+
+
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(6, 4)
+        self.out = torch.nn.Linear(4, 6)
+        self.out.weight = self.emb.weight
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.emb(x)))
+
+
+def test_tied_weights_are_unsupported():
+    module = Tied()
+    name, reason = find_unsupported_layer(module)
+    assert name == "out" and "tied" in reason
+    with pytest.warns(GhostClippingFallbackWarning, match="tied"):
+        assert _engine(module).clipping_mode == "vmap"
+    # Used directly, the strategy refuses rather than return a wrong (too small) norm.
+    with pytest.raises(ValueError, match="tied"):
+        GhostClipping(_batch_loss).clipped_sum(
+            module, _loss, (torch.tensor([1, 2]), torch.tensor([0, 1])), float
+        )
+
+
+def test_in_place_activation_falls_back_once():
+    module = torch.nn.Sequential(
+        torch.nn.Linear(5, 7), torch.nn.ReLU(inplace=True), torch.nn.Linear(7, 3)
+    ).double()
+    x, y = torch.randn(9, 5, dtype=F64), torch.randint(0, 3, (9,))
+    ref = VmapPerExampleGradients().clipped_sum(module, _loss, (x, y), lambda n: 0.5)
+    strategy = GhostClipping(_batch_loss)
+    with pytest.warns(GhostClippingFallbackWarning, match="in place"):
+        got = strategy.clipped_sum(module, _loss, (x, y), lambda n: 0.5)
+    assert strategy.name == "vmap"
+    for name in ref.grads:
+        torch.testing.assert_close(got.grads[name], ref.grads[name])
+
+
+@pytest.mark.parametrize("mode", ["ghost", "vmap"])
+def test_engine_noise_is_sigma_times_clip_in_both_modes(mode):
+    """std of (L * grad - clipped sum) is sigma * C: fails if the noise is halved or skipped."""
+    module, x, y = _make("linear", 0)
+    C, sigma, L = 0.3, 1.7, 4.0
+    clipped = VmapPerExampleGradients().clipped_sum(module, _loss, (x, y), lambda n: C).grads
+    engine = _engine(module, clipping_mode=mode, clipping=FixedClipping(C), noise_multiplier=sigma)
+    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    residuals = []
+    for _ in range(50):
+        engine.step((x, y), ledger)
+        residuals += [(p.grad * L - clipped[k]).flatten() for k, p in module.named_parameters()]
+    r = torch.cat(residuals)
+    assert abs(float(r.std()) / (sigma * C) - 1) < 5 / math.sqrt(2 * r.numel())
+    assert ledger.events == [dpsgd_step_event(sigma, 0.5)] * 50
+
+
+def test_ghost_engine_empty_batch_gets_noise_and_an_event():
+    module = _mlp()
+    engine = _engine(module)
+    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    res = engine.step((torch.zeros(0, 5), torch.zeros(0, dtype=torch.long)), ledger)
+    assert res.batch_size == 0 and len(ledger) == 1
+    assert all(float(p.grad.abs().sum()) > 0 for p in module.parameters())
+
+
+# ------------------------------------------------------------------- nets ---
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 5)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+    return X, y
+
+
+def _net(cls=DPNeuralNetClassifier, **kw):
+    params = dict(lr=0.5, max_epochs=2, batch_size=30, verbose=0, random_state=0, epsilon=1.0)
+    if cls is DPNeuralNetClassifier:
+        params["classes"] = [0, 1]
+    params.update(kw)
+    return cls(**params)
+
+
+@pytest.mark.parametrize("clipping", ["fixed", "adaptive"])
+def test_nets_ghost_and_vmap_train_the_same_model_with_the_same_privacy(data, clipping):
+    X, y = data
+    kw = dict(clipping=clipping, max_grad_norm=0.5 if clipping == "fixed" else 3.0)
+    ghost = _net(**kw).fit(X, y)
+    vmap = _net(clipping_mode="vmap", **kw).fit(X, y)
+    assert ghost.clipping_mode_ == "ghost" and vmap.clipping_mode_ == "vmap"
+    assert ghost.privacy_spent_ == vmap.privacy_spent_
+    assert ghost._privacy_ledger.events == vmap._privacy_ledger.events
+    # Same seeds, same clipped sums up to rounding: the same noisy steps and parameters.
+    clip_g = [b["clip_norm"] for e in ghost.history for b in e["batches"]]
+    clip_v = [b["clip_norm"] for e in vmap.history for b in e["batches"]]
+    assert clip_g == clip_v
+    for (name, pg), (_, pv) in zip(
+        ghost.module_.named_parameters(), vmap.module_.named_parameters(), strict=True
+    ):
+        torch.testing.assert_close(pg, pv, rtol=1e-4, atol=1e-5, msg=name)
+    np.testing.assert_allclose(ghost.history[:, "train_loss"], vmap.history[:, "train_loss"], rtol=1e-4)
+
+
+def test_regressor_ghost_matches_vmap(data):
+    X, y = data
+    yr = X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0], dtype=np.float32)
+    kw = dict(module=torch.nn.Linear, module__in_features=5, module__out_features=1, lr=0.1)
+    ghost = _net(DPNeuralNetRegressor, **kw).fit(X, yr)
+    vmap = _net(DPNeuralNetRegressor, clipping_mode="vmap", **kw).fit(X, yr)
+    assert ghost.clipping_mode_ == "ghost"
+    np.testing.assert_allclose(ghost.predict(X), vmap.predict(X), rtol=1e-4, atol=1e-5)
+    assert ghost.privacy_spent_ == vmap.privacy_spent_
+
+
+def test_net_with_unsupported_layer_falls_back_with_one_notice(data):
+    X, y = data
+    with pytest.warns(GhostClippingFallbackWarning, match="'gn'") as record:
+        net = _net(module=WithGroupNorm, criterion=torch.nn.CrossEntropyLoss, classes=[0, 1, 2]).fit(X, y)
+    assert len([w for w in record if w.category is GhostClippingFallbackWarning]) == 1
+    assert net.clipping_mode_ == "vmap"
+    assert net.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-5)
+
+
+def test_net_bad_clipping_mode(data):
+    X, y = data
+    with pytest.raises(ValueError, match="clipping_mode must be 'ghost' or 'vmap'"):
+        _net(clipping_mode="ghostly").fit(X, y)
+
+
+# ---------------------------------------------------- secure noise (issue 10) ---
+
+
+def test_secure_noise_setting_is_refused_before_data_and_budget(data):
+    from skdp import config_context
+    from skdp.privacy import BudgetAccountant
+
+    X, y = data
+    X_bad = X.copy()
+    X_bad[0, 0] = np.nan  # the refusal comes before data validation
+    budget = BudgetAccountant(epsilon=10.0, delta=1e-3, neighbouring=ADD_REMOVE)
+    with config_context(secure_noise=True):
+        with pytest.raises(ValueError, match="secure_noise=True"):
+            _net(accountant=budget).fit(X_bad, y)
+        with pytest.raises(ValueError, match="secure_noise=True"):
+            _net(clipping_mode="vmap").fit(X, y)
+        # The estimator's own setting overrides the package-wide one.
+        net = _net(secure_noise=False, accountant=budget).fit(X, y)
+    assert net.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-5)
+    assert len(budget.history) == 1 and budget.spent.epsilon == pytest.approx(1.0, rel=1e-5)
+    with pytest.raises(ValueError, match="secure_noise=True"):
+        _net(secure_noise=True).fit(X, y)
+    with pytest.raises(ValueError, match="secure_noise must be"):
+        _net(secure_noise="yes").fit(X, y)
+
+
+def test_engine_refuses_to_step_under_secure_noise():
+    from skdp import config_context
+
+    module = _mlp()
+    with config_context(secure_noise=True), pytest.raises(ValueError, match="secure_noise=True"):
+        _engine(module)
+    engine = _engine(module)
+    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    with config_context(secure_noise=True), pytest.raises(ValueError, match="floating-point"):
+        engine.step((torch.randn(4, 5), torch.randint(0, 3, (4,))), ledger)
+    assert len(ledger) == 0 and all(p.grad is None for p in module.parameters())
