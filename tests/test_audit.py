@@ -1,11 +1,21 @@
-"""The auditing tool: consistent on real estimators, able to flag broken ones."""
+"""The auditing tool: consistent on real estimators, able to flag broken ones.
+
+Every case of the suite (``skdp.audit._cases.CASES``) runs here with its
+``test_runs`` fits per dataset: a real estimator's empirical lower bound must
+not exceed its ``privacy_spent_`` (the claim), and every BROKEN variant must
+be flagged.  ``python -m skdp.audit --all`` runs the same cases with more fits.
+"""
+
+import importlib.util
 
 import numpy as np
 import pytest
 
-from skdp.audit import AuditResult, audit, clopper_pearson, epsilon_lower_bound, replace_one_neighbour
+from skdp.audit import AuditResult, _cases, audit, clopper_pearson, epsilon_lower_bound, replace_one_neighbour
 from skdp.audit.__main__ import main
+from skdp.audit._cases import CASES, run_case
 from skdp.bayes import DPBetaBernoulli
+from skdp.cluster import DPKMeans
 
 
 def test_clopper_pearson_contains_the_truth():
@@ -42,9 +52,135 @@ def test_replace_one_neighbour_moves_one_row_to_the_boundary():
     assert np.array_equal(Xn[0], [1.0, 0.1])
 
 
+# Cheap enough for the default run (under ~10 s together); the others are slow.
+_FAST = {"DPBetaBernoulli(laplace, eps=1)", "DPBetaBernoulli(ops, eps=1, a0=0.2)"}
+
+
+def _marked(cases):
+    return [
+        pytest.param(case, id=case.name, marks=() if case.name in _FAST else pytest.mark.slow)
+        for case in cases
+    ]
+
+
+@pytest.mark.parametrize("case", _marked([c for c in CASES if not c.broken]))
+def test_real_estimator_lower_bound_never_exceeds_its_claim(case):
+    result = run_case(case, case.test_runs)
+    assert result.n_runs == case.test_runs
+    assert result.claimed_epsilon > 0
+    assert 0.0 <= result.epsilon_lower_bound <= result.claimed_epsilon, case.name
+    assert result.verdict == "consistent"
+
+
 @pytest.mark.slow
-def test_cli_flags_broken_variants_and_passes_real_ones(capsys):
-    assert main(["--runs", "5000"]) == 0
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES if c.broken])
+def test_broken_variant_is_flagged(case):
+    result = run_case(case, case.test_runs)
+    assert result.epsilon_lower_bound > result.claimed_epsilon, case.name
+    assert result.verdict == "VIOLATION"
+
+
+def test_suite_covers_the_estimators_and_has_broken_variants():
+    estimators = {case.estimator for case in CASES if not case.broken}
+    assert {
+        "DPBetaBernoulli",
+        "DPNaiveBayesHMM",
+        "DPKMeans",
+        "DPKernelKMeans",
+        "DPGaussianMixture",
+        "DPSEPRegressor",
+    } <= estimators
+    if importlib.util.find_spec("torch") is not None:
+        assert "DPNeuralNetClassifier" in estimators
+    assert sum(case.broken for case in CASES) >= 3
+    assert all(
+        type(case.make_estimator()).__name__ == case.estimator for case in CASES if "Neural" not in case.name
+    )
+    # Each broken variant still claims what the real estimator claims.
+    for case in CASES:
+        if case.broken:
+            with case.patch():
+                X, _ = case.make_data()[:2]
+                model = case.make_estimator().set_params(random_state=0).fit(X)
+            assert model.privacy_spent_.epsilon == pytest.approx(case.make_estimator().epsilon)
+
+
+def test_canaries_are_neighbours_at_the_bounds():
+    for case in CASES:
+        data = case.make_data()
+        X, X_neighbour = np.asarray(data[0]), np.asarray(data[1])
+        if X_neighbour.shape[0] != X.shape[0]:
+            # One record added, nothing else changed.
+            assert X_neighbour.shape[0] == X.shape[0] + 1, case.name
+            np.testing.assert_array_equal(X_neighbour[:-1], X)
+            np.testing.assert_array_equal(np.asarray(data[3])[:-1], data[2])
+            continue
+        assert X.shape == X_neighbour.shape, case.name
+        changed = np.flatnonzero(np.any(X != X_neighbour, axis=1))
+        if len(data) == 4:
+            changed = np.union1d(changed, np.flatnonzero(np.asarray(data[2]) != np.asarray(data[3])))
+        assert changed.size == 1, case.name  # replace-one: exactly one record differs
+    # The DP Lloyd canary moves one row from -C to +C in the only cluster: the sums' full sensitivity 2C.
+    X, Xn = _cases._one_cluster_canary()
+    assert np.abs(X).max() == 1.0 and np.abs(Xn).max() == 1.0
+    assert float(Xn.sum() - X.sum()) == 2.0
+
+
+def test_skipping_the_blas_thread_limit_changes_no_output():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.7, 0.7, size=(50, 2))
+    init = np.array([[0.3, 0.3], [-0.3, -0.3]])
+    est = DPKMeans(n_clusters=2, epsilon=1.0, data_norm=1.0, max_iter=2, init=init, random_state=3)
+    reference = est.fit(X).cluster_centers_.copy()
+    with _cases._no_blas_limits():
+        np.testing.assert_array_equal(est.fit(X).cluster_centers_, reference)
+
+
+def test_noisy_sum_statistic_and_broken_sum_sensitivity():
+    X, _ = _cases._one_cluster_canary()
+    est = _cases._dp_lloyd("laplace", 1.0).set_params(random_state=0)
+    model = est.fit(X)
+    # centre * noisy size is the released noisy sum: no re-seeding, no projection.
+    assert model.noisy_counts_[0] > 100 and abs(model.cluster_centers_[0, 0]) < 1
+    with _cases._broken_sum_sensitivity():
+        broken = est.fit(X)
+        assert _cases._cluster_base.sum_sensitivity(1.0, 1, 1) == 1.0  # 2C / 2
+    assert _cases._cluster_base.sum_sensitivity(1.0, 1, 1) == 2.0  # restored
+    assert broken.privacy_spent_.epsilon == pytest.approx(1.0)  # still claims the budget
+
+
+@pytest.mark.slow  # DP-SEP's first fit calibrates a without-replacement plan (seconds)
+def test_audit_passes_targets_to_supervised_estimators():
+    case = next(c for c in CASES if c.estimator == "DPSEPRegressor")
+    result = run_case(case, 3)
+    assert result.n_runs == 3 and result.claimed_epsilon == pytest.approx(1.0, rel=1e-3)
+
+
+def test_cli_all_prints_the_table_and_fails_on_a_wrong_verdict(capsys, monkeypatch):
+    cheap = [
+        c for c in CASES if c.name.startswith(("DPBetaBernoulli(laplace", "BROKEN DPBetaBernoulli: Laplace"))
+    ]
+    monkeypatch.setattr("skdp.audit.__main__.CASES", cheap)
+    # 30 fits cannot flag the halved noise: the verdict is wrong and the CLI says so.
+    assert main(["--all", "--runs", "30"]) == 1
     out = capsys.readouterr().out
-    assert out.count("VIOLATION    VIOLATION") == 2
-    assert "WRONG" not in out
+    for column in ("estimator", "claimed eps", "lower bound", "verdict", "expected"):
+        assert column in out
+    assert "DPBetaBernoulli" in out and "BROKEN DPBetaBernoulli: Laplace noise halved" in out
+    assert "<-- WRONG" in out and "2 cases (1 broken variants); 1 unexpected verdict(s)." in out
+
+
+@pytest.mark.slow
+def test_cli_flags_the_broken_variant(capsys):
+    assert main(["-k", "Laplace noise halved", "--runs", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("VIOLATION  VIOLATION") == 1 and "WRONG" not in out
+
+
+def test_cli_list_and_filter(capsys):
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == len(CASES)
+    assert sum(line.endswith("[broken variant]") for line in listed) == sum(c.broken for c in CASES)
+    assert main(["--list", "-k", "DPNaiveBayesHMM"]) == 0
+    assert all("DPNaiveBayesHMM" in line for line in capsys.readouterr().out.splitlines())

@@ -1,23 +1,40 @@
 """The audit suite: neighbouring datasets, statistics and broken variants.
 
 Each case fits an estimator on a small dataset and on a worst-case
-replace-one neighbour (an extreme record), and reduces the fitted model to
-the scalar an attacker would look at.  The broken variants are deliberately
-wrong mechanisms whose ledgers still claim the original epsilon: the audit
-must flag them, which shows that it can fail.
+neighbour under the relation its ``privacy_spent_`` refers to (replace-one,
+or add/remove for DP-SGD): one extreme record at the clip bound or the
+declared bounds, placed so that the released statistic moves by its full
+sensitivity.  The fitted model is reduced to the scalar an attacker would
+look at (a noisy count or sum, a posterior sample, a prediction at the
+canary).  The broken variants are deliberately wrong mechanisms whose
+ledgers still claim the original epsilon: the audit must flag them, which
+shows that it can fail.
+
+Cases not covered, and why: DPNaiveBayesHMM with several states (the
+released counts are per cell; the naive-Bayes case audits the same Laplace
+release with one cell), and any estimator whose fit takes more than ~50 ms on
+tiny data.  Audits of Gaussian mechanisms at (epsilon, 1e-5) have little
+power with a few thousand runs: a threshold test cannot see the 1e-5 tail,
+so their lower bounds sit well below the claim even when tight.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..bayes import DPBetaBernoulli, _beta_bernoulli
-from ..cluster import DPKMeans
+from ..bayes import DPBetaBernoulli, DPNaiveBayesHMM, _beta_bernoulli
+from ..bnn import DPSEPRegressor
+from ..cluster import DPKernelKMeans, DPKMeans
+from ..cluster import _base as _cluster_base
 from ..mixture import DPGaussianMixture
 from ..privacy import LaplaceMechanism
+from ._runner import audit
 
 
 @dataclass(frozen=True)
@@ -29,6 +46,12 @@ class AuditCase:
     broken: bool = False  # True: the audit is expected to flag it
     patch: Callable | None = None  # context manager factory installing a broken variant
     max_runs: int | None = None  # cap for estimators too slow to refit 10,000 times
+    test_runs: int = 300  # fits per dataset in tests/test_audit.py (broken cases: enough to flag)
+
+    @property
+    def estimator(self):
+        """Display name: the audited estimator's class, which every case name starts with."""
+        return self.name.removeprefix("BROKEN ").split("(")[0].split(":")[0].strip()
 
 
 def _binary_neighbours(n=20, k=7, d=1):
@@ -94,25 +117,148 @@ def _kmeans_neighbours():
 
 _KMEANS_INIT = np.array([[0.5, 0.5], [-0.5, -0.5]])
 
+
+@contextlib.contextmanager
+def _no_blas_limits():
+    # DP Lloyd limits BLAS to one thread with threadpoolctl, whose library
+    # scan costs ~35 ms per fit: 5x the whole fit on 20 rows.  The limit
+    # changes no output (tests/test_audit.py checks), so the cluster cases
+    # skip it to afford thousands of refits.
+    with _patched(_cluster_base, "threadpool_limits", lambda **kwargs: contextlib.nullcontext()):
+        yield
+
+
+def _one_cluster_canary(n=200):
+    """One feature, one cluster: ``n`` rows at 0 and the changed row at ``-C`` or ``+C``.
+
+    ``C = data_norm = 1``.  With a single cluster the sizes are the same on
+    both datasets and the sum moves by ``2 C``: the sums' full sensitivity,
+    in L1 and L2 alike (one feature).  Many rows at 0 keep the noisy size far
+    from 0, so the centre is never re-seeded or projected onto the ball and
+    ``centre * noisy size`` is exactly the released noisy sum.
+    """
+    X = np.zeros((n + 1, 1))
+    X[0] = -1.0
+    X_neighbour = X.copy()
+    X_neighbour[0] = 1.0
+    return X, X_neighbour
+
+
+def _dp_lloyd(mechanism, epsilon):
+    # Size noise 10x the sums' puts most of the budget on the sums (91% of a
+    # Laplace budget, 99% of a Gaussian one), which the statistic reads; the
+    # accounting covers both releases either way.
+    return DPKMeans(
+        n_clusters=1,
+        epsilon=epsilon,
+        delta=1e-5 if mechanism == "gaussian" else 0.0,
+        data_norm=1.0,
+        max_iter=1,
+        init=np.zeros((1, 1)),
+        mechanism=mechanism,
+        composition="rdp" if mechanism == "gaussian" else "basic",
+        count_noise_weight=10.0,
+    )
+
+
+def _noisy_sum(model):
+    return float(model.cluster_centers_[0, 0] * model.noisy_counts_[0])
+
+
+def _halved_sum_sensitivity(bound, norm, n_features):
+    # The classic slip: a replaced record "moves the sum by at most C".
+    return _ORIGINAL_SUM_SENSITIVITY(bound, norm, n_features) / 2
+
+
+_ORIGINAL_SUM_SENSITIVITY = _cluster_base.sum_sensitivity
+
+
+@contextlib.contextmanager
+def _broken_sum_sensitivity():
+    with _no_blas_limits(), _patched(_cluster_base, "sum_sensitivity", _halved_sum_sensitivity):
+        yield
+
+
+def _kernel_kmeans_neighbours():
+    # Two tight groups far apart for the RBF kernel (gamma=1), public centres
+    # on them; the canary moves a record of group 0 to the far point (0, 6),
+    # out of its cluster: size 0 drops by one, size 1 grows by one.
+    X = np.zeros((20, 2))
+    X[10:] = [3.0, 3.0]
+    X_neighbour = X.copy()
+    X_neighbour[0] = [3.0, 3.0]
+    return X, X_neighbour
+
+
+def _categorical_neighbours(n=20, k=7):
+    # One binary feature, ``k`` records in category 1; the neighbour moves a
+    # category-0 record to category 1 (L1 change 2 of the count vector, the
+    # released array's full sensitivity).
+    X = np.zeros((n, 1), dtype=int)
+    X[:k] = 1
+    X_neighbour = X.copy()
+    X_neighbour[k] = 1
+    return X, X_neighbour
+
+
+def _hmm(mechanism, **params):
+    # Naive Bayes (one state): the corpus-wide counts are the release; two
+    # Gibbs sweeps keep a fit at ~10 ms.  Categories are declared (public).
+    return DPNaiveBayesHMM(
+        n_components=1, mechanism=mechanism, epsilon=1.0, n_iter=2, burn_in=1, categories=[[0, 1]], **params
+    )
+
+
+def _sep_neighbours():
+    # Linear DP-SEP on declared bounds [-1, 1]: twenty records (x, -x; 0) on a
+    # grid; the neighbour replaces the first, (-1, 1; 0), by the opposite
+    # corner with the extreme target, (1, 1; 1).
+    x = np.linspace(-1.0, 1.0, 20)
+    X = np.column_stack([x, -x])
+    y = np.zeros(20)
+    X_neighbour, y_neighbour = X.copy(), y.copy()
+    X_neighbour[0], y_neighbour[0] = [1.0, 1.0], 1.0
+    return X, X_neighbour, y, y_neighbour
+
+
+def _sep():
+    return DPSEPRegressor(
+        hidden_layer_sizes=(),
+        n_epochs=1,
+        epsilon=1.0,
+        delta=1e-5,
+        feature_bounds=(-1.0, 1.0),
+        target_bounds=(-1.0, 1.0),
+    )
+
+
+def _predict_at_canary(model):
+    return float(model.predict(np.array([[1.0, 1.0]]))[0])
+
+
 CASES = [
     AuditCase(
         "DPBetaBernoulli(laplace, eps=1)",
         lambda: DPBetaBernoulli(epsilon=1.0),
         _binary_neighbours,
         _count_gap,
+        test_runs=500,
     ),
     AuditCase(
         "DPBetaBernoulli(ops, eps=1, a0=0.2)",
         lambda: DPBetaBernoulli(epsilon=1.0, mechanism="ops", truncation=0.2),
         lambda: _binary_neighbours(n=10, k=0),
         lambda m: float(m.posterior_sample_[0]),
+        test_runs=300,
     ),
     AuditCase(
         "DPKMeans(eps=1, delta=1e-5, 1 iteration)",
         lambda: DPKMeans(n_clusters=2, epsilon=1.0, delta=1e-5, data_norm=1.0, max_iter=1, init=_KMEANS_INIT),
         _kmeans_neighbours,
         lambda m: float(m.cluster_centers_[0, 0] + m.cluster_centers_[0, 1]),
+        patch=_no_blas_limits,
         max_runs=2000,
+        test_runs=200,
     ),
     AuditCase(
         "DPGaussianMixture(eps=1, delta=1e-5, 1 component, 1 iter)",
@@ -121,7 +267,8 @@ CASES = [
         ),
         lambda: _kmeans_neighbours(),
         lambda m: float(m.means_[0].sum()),
-        max_runs=3000,
+        max_runs=1000,
+        test_runs=100,
     ),
     AuditCase(
         "BROKEN DPBetaBernoulli: Laplace noise halved",
@@ -130,6 +277,7 @@ CASES = [
         _count_gap,
         broken=True,
         patch=lambda: _patched(_beta_bernoulli, "LaplaceMechanism", _HalvedNoiseLaplace),
+        test_runs=3000,
     ),
     AuditCase(
         "BROKEN DPBetaBernoulli: budget not split over 3 features",
@@ -138,5 +286,164 @@ CASES = [
         _count_gap,
         broken=True,
         patch=lambda: _patched(_beta_bernoulli, "LaplaceMechanism", _UnsplitBudgetLaplace),
+        test_runs=3000,
+    ),
+    AuditCase(
+        "DPNaiveBayesHMM(laplace, eps=1, naive Bayes)",
+        lambda: _hmm("laplace"),
+        _categorical_neighbours,
+        lambda m: float(m.noisy_counts_[0, 0, 1] - m.noisy_counts_[0, 0, 0]),
+        max_runs=5000,
+        test_runs=300,
+    ),
+    AuditCase(
+        "DPNaiveBayesHMM(ops, eps=1, a0=0.2, naive Bayes)",
+        lambda: _hmm("ops", truncation=0.2),
+        lambda: _categorical_neighbours(n=10, k=0),
+        lambda m: float(m.emissionprob_[0][0, 1]),
+        max_runs=3000,
+        test_runs=200,
+    ),
+    AuditCase(
+        "DPKMeans(gaussian, eps=2, delta=1e-5, 1 cluster, canary -C -> +C)",
+        lambda: _dp_lloyd("gaussian", 2.0),
+        _one_cluster_canary,
+        _noisy_sum,
+        patch=_no_blas_limits,
+        max_runs=5000,
+        test_runs=300,
+    ),
+    AuditCase(
+        "DPKMeans(laplace, eps=1, 1 cluster, canary -C -> +C)",
+        lambda: _dp_lloyd("laplace", 1.0),
+        _one_cluster_canary,
+        _noisy_sum,
+        patch=_no_blas_limits,
+        max_runs=5000,
+        test_runs=300,
+    ),
+    AuditCase(
+        "DPKernelKMeans(eps=1, delta=1e-5, RFF d=20, 1 iteration)",
+        lambda: DPKernelKMeans(
+            n_clusters=2,
+            epsilon=1.0,
+            delta=1e-5,
+            gamma=1.0,
+            n_components=20,
+            max_iter=1,
+            init=np.array([[0.0, 0.0], [3.0, 3.0]]),
+            count_noise_weight=1.0,
+        ),
+        _kernel_kmeans_neighbours,
+        lambda m: float(m.noisy_counts_[1] - m.noisy_counts_[0]),
+        patch=_no_blas_limits,
+        max_runs=3000,
+        test_runs=200,
+    ),
+    AuditCase(
+        "DPSEPRegressor(linear, 1 epoch, eps=1, delta=1e-5)",
+        _sep,
+        _sep_neighbours,
+        _predict_at_canary,
+        max_runs=500,
+        test_runs=100,
+    ),
+    AuditCase(
+        "BROKEN DPKMeans(laplace): sum sensitivity C, not 2C",
+        lambda: _dp_lloyd("laplace", 1.0),
+        _one_cluster_canary,
+        _noisy_sum,
+        broken=True,
+        patch=_broken_sum_sensitivity,
+        max_runs=5000,
+        test_runs=3000,
     ),
 ]
+
+
+def _torch_available():
+    return importlib.util.find_spec("torch") is not None and importlib.util.find_spec("skorch") is not None
+
+
+@functools.cache
+def _zero_linear_module():
+    import torch
+
+    class ZeroLinear(torch.nn.Module):
+        """Softmax regression on two features started at zero weights (public, data-independent)."""
+
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+            torch.nn.init.zeros_(self.linear.weight)
+            torch.nn.init.zeros_(self.linear.bias)
+
+        def forward(self, x):
+            return torch.softmax(self.linear(x), dim=-1)
+
+    return ZeroLinear
+
+
+def _dpsgd_net():
+    import torch
+
+    from ..nn import DPNeuralNetClassifier
+
+    torch.set_num_threads(1)
+    return DPNeuralNetClassifier(
+        _zero_linear_module(), epsilon=1.0, delta=1e-5, max_grad_norm=1.0, max_epochs=1, batch_size=10, lr=1.0,
+        verbose=0, classes=[0, 1],
+    )  # fmt: skip
+
+
+def _dpsgd_neighbours():
+    # Add/remove (DP-SGD's relation): twenty rows at x = 0 (no gradient on
+    # the weights), and the neighbour adds the canary x = (5, 5), label 1,
+    # whose gradient is clipped to the full bound C = max_grad_norm.
+    X = np.zeros((20, 2), dtype=np.float32)
+    y = np.tile([0, 1], 10).astype(np.int64)
+    X_neighbour = np.vstack([X, np.full((1, 2), 5.0, dtype=np.float32)])
+    y_neighbour = np.append(y, 1)
+    return X, X_neighbour, y, y_neighbour
+
+
+def _canary_logit_gap(model):
+    weight = model.module_.linear.weight.detach().cpu().numpy()
+    return float((weight[1] - weight[0]).sum())
+
+
+if _torch_available():
+    CASES.append(
+        AuditCase(
+            "DPNeuralNetClassifier(eps=1, delta=1e-5, add/remove canary)",
+            _dpsgd_net,
+            _dpsgd_neighbours,
+            _canary_logit_gap,
+            max_runs=500,
+            test_runs=100,
+        )
+    )
+
+
+def run_case(case, n_runs=None, random_state=0):
+    """Audit one case with ``n_runs`` fits per dataset (default: ``case.max_runs`` or 10,000).
+
+    Returns
+    -------
+    result : AuditResult
+    """
+    n_runs = n_runs or case.max_runs or 10_000
+    data = case.make_data()
+    X, X_neighbour = data[:2]
+    y, y_neighbour = data[2:] if len(data) == 4 else (None, None)
+    with case.patch() if case.patch else contextlib.nullcontext():
+        return audit(
+            case.make_estimator(),
+            X,
+            X_neighbour,
+            case.statistic,
+            n_runs=n_runs,
+            y=y,
+            y_neighbour=y_neighbour,
+            random_state=random_state,
+        )

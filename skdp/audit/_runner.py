@@ -39,7 +39,18 @@ class AuditResult:
         return "VIOLATION" if self.violated else "consistent"
 
 
-def audit(estimator, X, X_neighbour, statistic, n_runs=1000, fit_params=None, alpha=0.05, random_state=0):
+def audit(
+    estimator,
+    X,
+    X_neighbour,
+    statistic,
+    n_runs=1000,
+    fit_params=None,
+    alpha=0.05,
+    random_state=0,
+    y=None,
+    y_neighbour=None,
+):
     """Empirical lower bound on the epsilon of ``estimator`` (Jagielski et al. 2020).
 
     Fits ``clone(estimator)`` ``n_runs`` times on ``X`` and on its neighbour
@@ -66,6 +77,10 @@ def audit(estimator, X, X_neighbour, statistic, n_runs=1000, fit_params=None, al
     alpha : float, default=0.05
     random_state : int, default=0
         Seeds the runs (run ``i`` on ``X`` uses ``random_state + i``).
+    y, y_neighbour : array-like, default=None
+        Targets of ``X`` and ``X_neighbour`` for supervised estimators (the
+        changed record may differ in its target too); ``y_neighbour``
+        defaults to ``y``.
 
     Returns
     -------
@@ -74,10 +89,14 @@ def audit(estimator, X, X_neighbour, statistic, n_runs=1000, fit_params=None, al
     fit_params = fit_params or {}
     scores = [], []
     claimed = (0.0, 0.0)
+    if y_neighbour is None:
+        y_neighbour = y
+    targets = (y, y_neighbour)
     for which, data in enumerate((X, X_neighbour)):
+        args = (data,) if targets[which] is None else (data, targets[which])
         for i in range(n_runs):
             seed = random_state + which * n_runs + i
-            model = clone(estimator).set_params(random_state=seed).fit(data, **fit_params)
+            model = clone(estimator).set_params(random_state=seed).fit(*args, **fit_params)
             scores[which].append(float(statistic(model)))
             claimed = max(claimed, tuple(model.privacy_spent_))
     delta = claimed[1]
