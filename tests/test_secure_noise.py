@@ -1,14 +1,18 @@
 """Secure noise: exact discrete samplers, and Mironov's floating-point attack."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
+from _registry import CASES
 from scipy import stats
+from sklearn.base import clone
 
 from skdp import config_context, get_config
 from skdp.audit import epsilon_lower_bound
 from skdp.bayes import DPBetaBernoulli
+from skdp.cluster import DPKMeans
 from skdp.privacy import DiscreteGaussianEvent, GaussianMechanism, LaplaceMechanism, PrivacyAccountant
 from skdp.privacy.secure import bernoulli_exp, discrete_gaussian, discrete_laplace, grid_step
 
@@ -107,3 +111,60 @@ def test_config_rejects_unknown_settings():
     with pytest.raises(TypeError, match="Unknown"):
         with config_context(fast=True):
             pass
+
+
+# Event types whose noise is sampled in floating point: none may appear on a
+# ledger while secure noise is on.
+_FLOAT_NOISE_EVENTS = {"GaussianEvent", "SubsampledGaussianEvent"}
+# Estimators built on subsampled Gaussian mechanisms (DP-SEP, DP-SGD) have no
+# secure sampler: they must refuse, naming the setting, before any release.
+_REFUSES_SECURE = ("DPSEPRegressor", "DPNeuralNet", "DPGenerativeMixture")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_estimator_honours_secure_noise(name):
+    case = CASES[name]
+    X = case.make_X(np.random.default_rng(0), 60, 3)
+    model = clone(case.estimator)
+    with config_context(secure_noise=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name.startswith(_REFUSES_SECURE):
+            with pytest.raises(ValueError, match="secure_noise"):
+                model.fit(X, **case.fit_kwargs(X))
+            assert not hasattr(model, "privacy_spent_")
+            return
+        model.fit(X, **case.fit_kwargs(X))
+    released = {type(event).__name__ for event in model._privacy_ledger.events}
+    assert not released & _FLOAT_NOISE_EVENTS, released
+    assert model.privacy_spent_.epsilon <= model.epsilon * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("name", ["DPKMeans", "DPKernelKMeans"])
+def test_calibration_cache_follows_the_noise_setting(name):
+    # A plain fit followed by a secure fit of the same plan must recalibrate:
+    # discrete-Gaussian events cost more than the exact continuous Gaussian.
+    case = CASES[name]
+    X = case.make_X(np.random.default_rng(1), 60, 3)
+    plain = clone(case.estimator).fit(X)
+    with config_context(secure_noise=True):
+        secure = clone(case.estimator).fit(X)
+    assert secure.privacy_spent_.epsilon <= secure.epsilon * (1 + 1e-9)
+    secure_noise = np.array([e.noise_multiplier for e in secure._privacy_ledger.events])
+    plain_noise = np.array([e.noise_multiplier for e in plain._privacy_ledger.events])
+    assert np.all(secure_noise > plain_noise)
+
+
+def test_per_estimator_setting_overrides_the_package_setting():
+    X = np.random.default_rng(2).normal(size=(80, 2))
+    secure = DPKMeans(n_clusters=2, data_norm=3.0, secure_noise=True, random_state=0).fit(X)
+    assert {type(e) for e in secure._privacy_ledger.events} == {DiscreteGaussianEvent}
+    assert get_config()["secure_noise"] is False  # the fit's setting does not leak out
+    with config_context(secure_noise=True):
+        plain = DPKMeans(n_clusters=2, data_norm=3.0, secure_noise=False, random_state=0).fit(X)
+    assert {type(e).__name__ for e in plain._privacy_ledger.events} == {"GaussianEvent"}
+    for model in (secure, plain):
+        assert model.privacy_spent_.epsilon <= 1.0 + 1e-9
+    # Counts released on the discrete-Laplace grid only when asked for.
+    B = np.random.default_rng(3).binomial(1, 0.4, size=(300, 2))
+    counts = DPBetaBernoulli(secure_noise=True, random_state=0).fit(B).noisy_counts_
+    assert np.all(np.mod(counts[counts > 0] / grid_step(2.0), 1) == 0)

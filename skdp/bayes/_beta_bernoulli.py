@@ -6,12 +6,12 @@ import math
 from numbers import Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, _fit_context
+from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._random import check_generator
-from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin
+from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import ExponentialMechanism, LaplaceMechanism
 from ._conjugate import bernoulli_log_likelihood, category_counts, project_counts, sample_truncated_beta
 
@@ -75,6 +75,12 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the noise and all later sampling.
 
+    secure_noise : bool or None, default=None
+        Sample every Laplace and Gaussian release exactly on a grid (discrete
+        Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
+        in floating point, whose low-order bits leak the noiseless value
+        (Mironov 2012).  None follows ``skdp.get_config()["secure_noise"]``.
+
     Attributes
     ----------
     n_features_in_ : int
@@ -133,6 +139,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         truncation=0.05,
         accountant=None,
         random_state=None,
+        secure_noise=None,
     ):
         self.prior = prior
         self.epsilon = epsilon
@@ -141,6 +148,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         self.truncation = truncation
         self.accountant = accountant
         self.random_state = random_state
+        self.secure_noise = secure_noise
 
     def _check_prior(self):
         prior = np.asarray(self.prior, dtype=float)
@@ -165,7 +173,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
             raise ValueError("X must be binary: every entry 0 or 1 (or boolean).")
         return X
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @private_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Release the private posterior of ``p`` from binary data.
 

@@ -7,12 +7,12 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, DensityMixin, _fit_context
+from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._random import check_generator
-from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, warn_privacy_leak
+from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import (
     COMPOSITIONS,
@@ -153,6 +153,12 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     accountant : BudgetAccountant, default=None
     random_state : int, RandomState instance or None, default=None
 
+    secure_noise : bool or None, default=None
+        Sample every Laplace and Gaussian release exactly on a grid (discrete
+        Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
+        in floating point, whose low-order bits leak the noiseless value
+        (Mironov 2012).  None follows ``skdp.get_config()["secure_noise"]``.
+
     Attributes
     ----------
     n_features_in_ : int
@@ -248,6 +254,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         composition="basic",
         accountant=None,
         random_state=None,
+        secure_noise=None,
     ):
         self.n_components = n_components
         self.alpha = alpha
@@ -264,6 +271,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.composition = composition
         self.accountant = accountant
         self.random_state = random_state
+        self.secure_noise = secure_noise
 
     # ------------------------------------------------------------------ input
 
@@ -307,7 +315,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
     # -------------------------------------------------------------------- fit
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @private_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, *, sequence_ids=None, timesteps=None):
         """Run the private Gibbs sampler on records grouped into (sequence, timestep) cells.
 
