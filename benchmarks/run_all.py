@@ -1,42 +1,213 @@
 """Run every benchmark and write one Markdown report.
 
-Usage::
+Usage (from the repository root)::
 
-    python benchmarks/run_all.py --quick      # each benchmark's quick mode (minutes)
-    python benchmarks/run_all.py --full       # the full protocols of the issues (long)
+    python -m benchmarks --quick           # each benchmark's quick mode (minutes)
+    python -m benchmarks --full            # the full protocols of the issues (long)
+    python -m benchmarks --quick dpsgd hmm # only benchmarks whose name contains one of these
+    python benchmarks/run_all.py --quick   # the same, as a script
 
-Each benchmark script prints its own table (ours vs peer vs non-private,
-measured in the same run, with ratios) and saves its plots in
-``benchmarks/results/``; this runner collects the tables and the plots into
-``benchmarks/results/report.md``, so the project's claims are reproduced by one
-command.
+Every ``benchmarks/*.py`` script (except this runner and the ``_*.py``
+helpers) is discovered and run in its own process, so a benchmark added by a
+later issue is picked up without editing this file, and one that crashes or
+runs past ``--timeout`` is reported as failed without stopping the others.
+Each script prints its own tables (ours vs peer vs non-private, measured in the
+same run, with ratios) and saves its plots in ``benchmarks/results/``; the
+runner collects the tables and the plots written during the run into
+``benchmarks/results/report.md``, so the project's claims are reproduced by
+one command. A progress bar (tqdm if installed, else one line per script)
+shows which benchmark runs and for how long.
 """
+
+from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+RUNS = RESULTS / "runs"  # one JSON record per benchmark run, for --report-only
+_NOT_BENCHMARKS = {"run_all.py", "__main__.py", "__init__.py"}
+_PLOT_SUFFIXES = (".png", ".svg", ".jpg")
 
 
-def _benchmarks(only):
+def discover(only=()):
+    """Names of the benchmark scripts in ``benchmarks/``, sorted, filtered by ``only``."""
     names = sorted(
-        f[:-3] for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith(("_", "run_all"))
+        p.stem for p in HERE.glob("*.py") if p.name not in _NOT_BENCHMARKS and not p.name.startswith("_")
     )
     return [n for n in names if not only or any(o in n for o in only)]
 
 
-def _progress(items):
+def _accepts_quick(name):
+    # A script without a quick mode runs as is rather than failing on the flag.
+    return "--quick" in (HERE / f"{name}.py").read_text(encoding="utf-8", errors="replace")
+
+
+def _command(name, full):
+    args = [] if full or not _accepts_quick(name) else ["--quick"]
+    return [sys.executable, str(HERE / f"{name}.py"), *args]
+
+
+class _Progress:
+    """tqdm over the scripts when available, plain lines otherwise."""
+
+    def __init__(self, names):
+        self.total = len(names)
+        try:
+            from tqdm import tqdm
+        except ImportError:  # progress bars are a nicety, not a dependency
+            self.bar = None
+        else:
+            self.bar = tqdm(total=self.total, desc="benchmarks", unit="script", dynamic_ncols=True)
+        self.done = 0
+
+    def running(self, name, elapsed):
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{name} ({elapsed:.0f} s)")
+
+    def start(self, name):
+        if self.bar is None:
+            print(f"[{self.done + 1}/{self.total}] {name} ...", file=sys.stderr, flush=True)
+        else:
+            self.running(name, 0.0)
+
+    def finish(self, name, status, elapsed):
+        self.done += 1
+        if self.bar is None:
+            print(
+                f"[{self.done}/{self.total}] {name}: {status} ({elapsed:.0f} s)", file=sys.stderr, flush=True
+            )
+        else:
+            self.bar.write(f"{name}: {status} ({elapsed:.0f} s)")
+            self.bar.update(1)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_one(name, full, timeout, progress):
+    """Run one benchmark script; return a dict describing the run."""
+    cmd = _command(name, full)
+    env = dict(
+        os.environ,
+        MPLBACKEND="Agg",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    start_wall, start = time.time(), time.perf_counter()
+    progress.start(name)
+    out_path, err_path = RUNS / f".{name}.stdout", RUNS / f".{name}.stderr"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, env=env, text=True)
+        timed_out = False
+        while proc.poll() is None:
+            elapsed = time.perf_counter() - start
+            if timeout and elapsed > timeout:
+                proc.kill()
+                proc.wait()
+                timed_out = True
+                break
+            progress.running(name, elapsed)
+            time.sleep(1.0)
+    elapsed = time.perf_counter() - start
+    stdout, stderr = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+    out_path.unlink()
+    err_path.unlink()
+    if timed_out:
+        status = f"FAILED (timed out after {timeout:.0f} s)"
+    elif proc.returncode:
+        status = f"FAILED (exit {proc.returncode})"
+    else:
+        status = "ok"
+    progress.finish(name, status, elapsed)
+    return {
+        "name": name,
+        "command": " ".join(["python", f"benchmarks/{name}.py", *cmd[2:]]),
+        "status": status,
+        "seconds": elapsed,
+        "stdout": stdout,
+        "stderr": stderr,
+        "plots": attribute_plots(name, stdout, start_wall),
+    }
+
+
+def attribute_plots(name, stdout, since):
+    """Plots of benchmark ``name``: those its output names, else ``name*`` files written since ``since``.
+
+    Other processes may write into ``results/`` at the same time (another
+    benchmark run, a developer's script), so a file is not attributed to a
+    benchmark merely because it changed during its run.
+    """
+    present = sorted(p.name for p in RESULTS.iterdir() if p.suffix in _PLOT_SUFFIXES)
+    named = [p for p in present if p in stdout]
+    if named:
+        return named
+    return [p for p in present if p.startswith(name) and (RESULTS / p).stat().st_mtime >= since - 1]
+
+
+def _markdown_output(text):
+    """Stdout as Markdown: ``|``-tables verbatim, everything else in code blocks."""
+    lines, blocks = text.rstrip().splitlines(), []
+    for line in lines:
+        kind = "table" if line.lstrip().startswith("|") else "text"
+        if blocks and blocks[-1][0] == kind:
+            blocks[-1][1].append(line)
+        else:
+            blocks.append((kind, [line]))
+    parts = []
+    for kind, block in blocks:
+        if kind == "table":
+            parts += ["", *[b.strip() for b in block], ""]
+        elif any(b.strip() for b in block):
+            parts += ["```", *block, "```"]
+    return parts or ["(no output)"]
+
+
+def _load():
     try:
-        from tqdm import tqdm
-    except ImportError:  # progress bars are a nicety
-        return items
-    return tqdm(items, desc="benchmarks", unit="script")
+        return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except (AttributeError, OSError):
+        return "load average unknown"
+
+
+def write_report(runs, mode, started, load_before, path):
+    """Write the Markdown report of ``runs`` to ``path``."""
+    lines = [
+        "# skdp benchmark report",
+        "",
+        f"Generated {started.isoformat(timespec='seconds')} by `python -m benchmarks --{mode}` on "
+        f"{platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} cores; "
+        f"{load_before} before the run, {_load()} after it (timings are noisy under load).",
+        "",
+        "Each section is one script of `benchmarks/`: its command, the tables it printed (ours vs the "
+        "named peer vs the non-private baseline, measured in the same run) and the plots it saved.",
+        "",
+        "| benchmark | status | time (s) | plots |",
+        "|---|---|---:|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| [{r['name']}](#{r['name'].replace('_', '-')}) | {r['status']} | {r['seconds']:.0f} | {len(r['plots'])} |"
+        )
+    lines.append("")
+    for r in runs:
+        lines += [f"## {r['name']}", "", f"`{r['command']}`: {r['status']}, {r['seconds']:.0f} s", ""]
+        lines += _markdown_output(r["stdout"])
+        lines.append("")
+        if r["status"] != "ok":
+            lines += ["stderr (last 3000 characters):", "", "```", r["stderr"].rstrip()[-3000:], "```", ""]
+        lines += [f"![{p}]({Path(os.path.relpath(RESULTS / p, path.parent)).as_posix()})" for p in r["plots"]]
+        lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
 
 
 def main(argv=None):
@@ -44,46 +215,44 @@ def main(argv=None):
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="pass --quick to every benchmark (default)")
     mode.add_argument("--full", action="store_true", help="run the full protocols")
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="seconds before a script is killed (default: none)"
+    )
+    parser.add_argument("--list", action="store_true", help="list the benchmarks that would run, and exit")
+    parser.add_argument("--output", type=Path, default=RESULTS / "report.md", help="report path")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rebuild the report from the runs saved in results/runs/ without running anything",
+    )
     parser.add_argument("only", nargs="*", help="run only benchmarks whose name contains one of these")
     args = parser.parse_args(argv)
-    os.makedirs(RESULTS, exist_ok=True)
-    sections, failures = [], []
-    for name in _progress(_benchmarks(args.only)):
-        before = set(os.listdir(RESULTS))
-        cmd = [sys.executable, os.path.join(HERE, f"{name}.py")] + ([] if args.full else ["--quick"])
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        elapsed = time.perf_counter() - start
-        new_plots = sorted(f for f in set(os.listdir(RESULTS)) - before if f.endswith(".png"))
-        plots = new_plots or sorted(
-            f for f in os.listdir(RESULTS) if f.startswith(name) and f.endswith(".png")
-        )
-        status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
-        if proc.returncode:
-            failures.append(name)
-        body = [
-            f"## {name}",
-            "",
-            f"`{' '.join(['python', f'benchmarks/{name}.py'] + cmd[2:])}` — {status}, {elapsed:.0f} s",
-            "",
-        ]
-        body += ["```", proc.stdout.rstrip() or "(no output)", "```", ""]
-        if proc.returncode:
-            body += ["```", proc.stderr.rstrip()[-3000:], "```", ""]
-        body += [f"![{p}]({p})" for p in plots] + [""]
-        sections.append("\n".join(body))
-    header = [
-        "# skdp benchmark report",
-        "",
-        f"Generated {datetime.datetime.now().isoformat(timespec='seconds')} on {platform.platform()}, "
-        f"Python {platform.python_version()}, {os.cpu_count()} cores, mode: {'full' if args.full else 'quick'}.",
-        "",
-    ]
-    path = os.path.join(RESULTS, "report.md")
-    with open(path, "w") as fh:
-        fh.write("\n".join(header + sections))
-    print(f"report written to {path}" + (f"; failed: {', '.join(failures)}" if failures else ""))
-    return 1 if failures else 0
+    names = discover(args.only)
+    if args.list:
+        print("\n".join(" ".join(_command(n, args.full)[1:]) for n in names))
+        return 0
+    if not names:
+        print(f"no benchmark matches {args.only}", file=sys.stderr)
+        return 1
+    RUNS.mkdir(parents=True, exist_ok=True)
+    started, load_before = datetime.datetime.now(), _load()
+    if args.report_only:
+        load_before = "rebuilt from the runs saved in results/runs/ (each section gives its own time)"
+        runs = [json.loads((RUNS / f"{n}.json").read_text()) for n in names if (RUNS / f"{n}.json").exists()]
+    else:
+        progress = _Progress(names)
+        try:
+            runs = []
+            for name in names:
+                runs.append(run_one(name, args.full, args.timeout, progress))
+                # Saved as it finishes, so an interrupted run keeps its results.
+                (RUNS / f"{name}.json").write_text(json.dumps(runs[-1], indent=1))
+        finally:
+            progress.close()
+    write_report(runs, "full" if args.full else "quick", started, load_before, args.output)
+    failed = [r["name"] for r in runs if r["status"] != "ok"]
+    print(f"report written to {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
