@@ -68,7 +68,23 @@ def _neural_cases():
     except ImportError:
         return {}
     common = dict(noise_multiplier=1.0, epsilon=None, max_epochs=1, batch_size=16, verbose=0, random_state=0)
+    from skdp.generative import DPGenerativeMixture
+
     return {
+        "DPGenerativeMixture": Case(
+            DPGenerativeMixture(
+                n_clusters=2,
+                hidden_units=8,
+                n_components=20,
+                kmeans_iter=2,
+                n_epochs=1,
+                batch_size=16,
+                random_state=0,
+            ),
+            _binary,
+            output="score_samples",
+            continuous=False,
+        ),
         "DPNeuralNetClassifier": Case(
             DPNeuralNetClassifier(classes=[0, 1], **common),
             _normal,

@@ -80,6 +80,7 @@ EXPECTED_FAILED_CHECKS = {
     "DPNeuralNetRegressor": _DP_NET,
     "DPKMeans": {"check_clustering": _DP_CLUSTERING},
     "DPKernelKMeans": {"check_clustering": _DP_CLUSTERING},
+    "DPGenerativeMixture": {"check_clustering": _DP_CLUSTERING},
     "DPBetaBernoulli": _BETA_BERNOULLI_CONTINUOUS,
     "BinarisingBetaBernoulli": {"check_fit1d": _ONE_D_IS_ONE_FEATURE},
 }
@@ -94,7 +95,16 @@ def _neural_estimators():
     common = dict(
         noise_multiplier=1.0, epsilon=None, max_epochs=2, batch_size=16, lr=0.1, verbose=0, random_state=0
     )
-    return [DPNeuralNetClassifier(**common), DPNeuralNetRegressor(**common)]
+    from skdp.generative import DPGenerativeMixture
+
+    small = dict(hidden_units=8, n_epochs=2, batch_size=16, random_state=0)
+    return [
+        DPNeuralNetClassifier(**common),
+        DPNeuralNetRegressor(**common),
+        DPNeuralNetClassifier(clipping_mode="vmap", **common),
+        DPGenerativeMixture(n_clusters=2, n_components=20, kmeans_iter=2, **small),
+        DPGenerativeMixture(n_clusters=1, generator="rbm", n_chains=10, **small),
+    ]
 
 
 def _estimators():
@@ -117,7 +127,19 @@ def _estimators():
         DPGaussianMixture(
             n_components=2, component_releases="separate", delta=0.0, data_norm=10.0, random_state=0
         ),
+        DPGaussianMixture(n_components=2, covariance_type="tied", data_norm=10.0, random_state=0),
+        DPGaussianMixture(
+            n_components=2,
+            covariance_type="tied",
+            estimator="mle",
+            delta=0.0,
+            budget_split=(1, 2, 1),
+            data_norm=10.0,
+            random_state=0,
+        ),
         DPKMeans(random_state=0),
+        DPKMeans(data_norm=10.0, max_iter="auto", random_state=0),
+        DPKernelKMeans(n_components=20, max_iter="auto", random_state=0),
         DPKMeans(data_norm=3.0, mechanism="laplace", delta=0.0, random_state=0),
         DPKernelKMeans(random_state=0),
         DPKernelKMeans(clip="auto", random_state=0),
