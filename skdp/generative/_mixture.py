@@ -284,6 +284,9 @@ class DPGenerativeMixture(
         DP-SGD steps ``T_S`` taken.
     cluster_steps_ : ndarray of shape (n_clusters,)
         Steps taken on each cluster's model.
+    clipping_mode_ : {"ghost", "vmap"}
+        How per-example gradients were clipped: ghost norms for the VAE
+        (Linear layers only), vmap per-example gradients for the RBM.
     noise_multiplier_ : float
         Calibrated gradient noise multiplier ``sigma_S``.
     clip_noise_multiplier_ : float or None
@@ -445,16 +448,18 @@ class DPGenerativeMixture(
         import torch
 
         if self.generator == "vae":
-            from ._vae import VAE, vae_loss
+            from ._vae import VAE, vae_batch_loss, vae_loss
 
             module = VAE(n_features, self.hidden_units, self.latent_dim, self.likelihood)
-            return module.to(self.device), vae_loss
+            return module.to(self.device), vae_loss, vae_batch_loss
         from ._rbm import RBM, rbm_loss
 
         module = RBM(n_features, self.hidden_units, self.n_chains, torch_generator)
         with torch.no_grad():
             module = module.to(self.device)
-        return module, rbm_loss
+        # The RBM's weights are raw Parameters, not ghost-supported layers:
+        # its per-example CD gradients go through the engine's vmap path.
+        return module, rbm_loss, None
 
     # -- fit ---------------------------------------------------------------------
 
@@ -511,7 +516,7 @@ class DPGenerativeMixture(
             Xt = torch.as_tensor(X, dtype=torch.float32, device=self.device)
             modules, engines, optimizers = [], [], []
             for s in range(k):
-                module, loss = self._build(m, gen)
+                module, loss, batch_loss = self._build(m, gen)
                 clipping = (
                     DPNormClipping(self.clip_max, self.clip_bins, clip_z)
                     if ratio is not None
@@ -521,6 +526,7 @@ class DPGenerativeMixture(
                     DPSGDEngine(
                         module,
                         loss,
+                        batch_loss_fn=batch_loss,
                         noise_multiplier=z,
                         sampling_rate=float(rates[s]),
                         expected_batch_size=float(rates[s] * max(sizes[s], 1.0)),
@@ -558,6 +564,7 @@ class DPGenerativeMixture(
         self.cluster_steps_ = picks
         self.noise_multiplier_ = float(z)
         self.clip_noise_multiplier_ = clip_z
+        self.clipping_mode_ = engines[0].clipping_mode
         # Assignment of the private training rows: outside the guarantee.
         self.labels_ = labels
         return self

@@ -87,3 +87,12 @@ def vae_sample(module, n_samples, generator):
         return torch.bernoulli(mean, generator=generator)
     noisy = mean + GAUSSIAN_STD * torch.randn(mean.shape, generator=generator)
     return noisy.clamp(0.0, 1.0)
+
+
+def vae_batch_loss(module, x):
+    """Per-record negative ELBO of a whole batch, shape ``(B,)``.
+
+    Lets the DP-SGD engine clip by ghost norms (one backward pass, no
+    per-example gradient tensor): the VAE is made of Linear layers only.
+    """
+    return -elbo(module, x)
