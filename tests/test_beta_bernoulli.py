@@ -271,3 +271,37 @@ def test_feature_mismatch_at_score():
     model = DPBetaBernoulli(random_state=0).fit(_data(d=3))
     with pytest.raises(ValueError, match="3 features"):
         model.score(_data(d=2))
+
+
+def _same_fit(a, b):
+    np.testing.assert_array_equal(a.noisy_counts_, b.noisy_counts_)
+    assert a.privacy_spent_ == b.privacy_spent_
+    assert [type(e) for e in a._privacy_ledger.events] == [type(e) for e in b._privacy_ledger.events]
+
+
+def test_out_of_core_fit_equals_in_memory_fit(tmp_path):
+    X = np.random.default_rng(0).binomial(1, 0.3, size=(1000, 3)).astype(float)
+    path = tmp_path / "x.npy"
+    np.save(path, X)
+    ref = DPBetaBernoulli(random_state=0).fit(X)
+    memmap = DPBetaBernoulli(random_state=0).fit(np.load(path, mmap_mode="r"))
+    chunks = DPBetaBernoulli(random_state=0).fit(lambda: (X[i : i + 128] for i in range(0, 1000, 128)))
+    for model in (memmap, chunks):
+        _same_fit(model, ref)  # noise added once to the global counts, whatever the chunking
+        assert model.n_features_in_ == 3
+
+
+def test_out_of_core_fit_refuses_non_binary_chunks():
+    X = np.zeros((10, 2))
+    X[7, 1] = 0.5
+    with pytest.raises(ValueError, match="binary"):
+        DPBetaBernoulli(random_state=0).fit(lambda: iter([X[:5], X[5:]]))
+
+
+def test_dask_fit_equals_in_memory_fit():
+    da = pytest.importorskip("dask.array")
+    X = np.random.default_rng(1).binomial(1, 0.6, size=(500, 4)).astype(float)
+    _same_fit(
+        DPBetaBernoulli(random_state=3).fit(da.from_array(X, chunks=(64, 4))),
+        DPBetaBernoulli(random_state=3).fit(X),
+    )

@@ -25,6 +25,22 @@ class BinarisingBetaBernoulli(DPBetaBernoulli):
         X = validate_data(self, X, reset=reset, ensure_2d=False, dtype=np.float64)
         return super()._validate_X((X > 0).astype(np.float64), reset)
 
+    def _chunked_counts(self, data):
+        # Memmaps take the out-of-core path: threshold each chunk there too.
+        return super()._chunked_counts(_BinarisedChunks(data))
+
+
+class _BinarisedChunks:
+    def __init__(self, data):
+        self.data, self.feature_names = data, data.feature_names
+
+    def map_reduce(self, fn):
+        return self.data.map_reduce(_binarised, fn)
+
+
+def _binarised(chunk, fn):
+    return fn((chunk > 0).astype(np.float64))
+
 
 # Checks that feed continuous data to an estimator whose model is defined on
 # binary data only: DPBetaBernoulli rejects them with a ValueError, as the

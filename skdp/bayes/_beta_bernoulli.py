@@ -10,6 +10,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._chunks import as_chunked, is_chunked_input
 from .._random import check_generator
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import ExponentialMechanism, LaplaceMechanism
@@ -29,6 +30,14 @@ def ops_log_likelihood_sensitivity(truncation, n_features):
     ``p in [a0, 1 - a0]``; the features of a record add up.
     """
     return n_features * (math.log1p(-truncation) - math.log(truncation))
+
+
+def binary_chunk_counts(chunk):
+    """``(n_minus, n_plus)`` per feature of one chunk of binary rows (a map step)."""
+    if not np.isin(chunk, (0.0, 1.0)).all():
+        raise ValueError("X must be binary: every entry 0 or 1 (or boolean).")
+    n_plus = chunk.sum(axis=0)
+    return np.stack([chunk.shape[0] - n_plus, n_plus], axis=1)
 
 
 class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
@@ -180,7 +189,9 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features) or (n_samples,)
-            Binary data; a 1-D array is one feature.
+            Binary data; a 1-D array is one feature.  A 2-D ``numpy.memmap``,
+            Dask array or DataFrame, or a callable returning chunks is read
+            chunk by chunk (out of core; see :mod:`skdp._chunks`).
         y : None
             Ignored.
 
@@ -190,9 +201,12 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         """
         prior = self._check_prior()
         ledger, rng = self._begin_private_fit(composition="basic")
-        X = self._validate_X(X, reset=True)
-        counts = category_counts(X.astype(np.int64), 2)  # columns: (n_minus, n_plus)
-        d = X.shape[1]
+        if is_chunked_input(X):
+            counts = self._chunked_counts(as_chunked(X))
+        else:
+            X = self._validate_X(X, reset=True)
+            counts = category_counts(X.astype(np.int64), 2)  # columns: (n_minus, n_plus)
+        d = counts.shape[0]
         for attr in ("noisy_counts_", "posterior_alpha_", "posterior_beta_", "temperature_"):
             self.__dict__.pop(attr, None)
         self._ops_posterior = None
@@ -220,6 +234,20 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         self._end_private_fit(ledger)
         self._rng = rng
         return self
+
+    def _chunked_counts(self, data):
+        """Exact per-feature counts of a memmap, Dask collection or chunk factory.
+
+        One reduction over the chunks (:mod:`skdp._chunks`); the noise is then
+        added once to the global counts, exactly as in the in-memory fit.
+        """
+        counts = data.map_reduce(binary_chunk_counts)
+        self.n_features_in_ = counts.shape[0]
+        if data.feature_names is not None:
+            self.feature_names_in_ = data.feature_names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        return counts
 
     def _draw_ops(self, temperature, rng, size=None):
         a, b, _ = self._ops_posterior
