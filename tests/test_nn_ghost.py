@@ -406,3 +406,102 @@ def test_engine_refuses_to_step_under_secure_noise():
     with config_context(secure_noise=True), pytest.raises(ValueError, match="floating-point"):
         engine.step((torch.randn(4, 5), torch.randint(0, 3, (4,))), ledger)
     assert len(ledger) == 0 and all(p.grad is None for p in module.parameters())
+
+
+# ------------------------------------------------- layers that are not batch-first ---
+
+
+class PositionalEmbedding(torch.nn.Module):
+    """Token embedding plus a positional Embedding(arange(T)) shared by the whole batch."""
+
+    def __init__(self, T=4):
+        super().__init__()
+        self.tok = torch.nn.Embedding(7, 3)
+        self.pos = torch.nn.Embedding(T, 3)
+        self.out = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.tok(x) + self.pos(torch.arange(x.shape[1]))
+        return self.out(h.mean(1))
+
+
+class SequenceFirst(torch.nn.Module):
+    """A Linear fed (T, B, d): its leading dimension is T, not the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 3)
+        self.out = torch.nn.Linear(3, 3)
+
+    def forward(self, x):  # x: (B, T, 2)
+        return self.out(torch.tanh(self.lin(x.transpose(0, 1))).mean(0))
+
+
+class BatchShared(torch.nn.Module):
+    """A Linear applied to a constant (1, d) tensor whose output is broadcast over the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias_net = torch.nn.Linear(2, 3)
+        self.out = torch.nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.out(x) + self.bias_net(torch.ones(1, 2, dtype=x.dtype))
+
+
+NOT_BATCH_FIRST = {
+    # T == B == 4: the leading dimensions coincide with the batch on the real step.
+    "positional embedding, T == B": (
+        PositionalEmbedding,
+        lambda g: torch.randint(0, 7, (4, 4), generator=g),
+        "pos",
+    ),
+    "positional embedding, T != B": (
+        PositionalEmbedding,
+        lambda g: torch.randint(0, 7, (6, 4), generator=g),
+        "pos",
+    ),
+    "sequence-first Linear, T == B": (
+        SequenceFirst,
+        lambda g: torch.randn(5, 5, 2, generator=g, dtype=F64),
+        "lin",
+    ),
+    "batch-shared Linear": (BatchShared, lambda g: torch.randn(6, 5, generator=g, dtype=F64), "bias_net"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_BATCH_FIRST))
+def test_layer_that_is_not_batch_first_falls_back_to_exact_clipping(case):
+    """Ghost norms of such a layer would be wrong (too small: a broken sensitivity); vmap is exact."""
+    factory, make_x, layer = NOT_BATCH_FIRST[case]
+    torch.manual_seed(0)
+    module = factory().to(F64)
+    g = torch.Generator().manual_seed(0)
+    x = make_x(g)
+    y = torch.randint(0, 3, (x.shape[0],), generator=g)
+    ref = VmapPerExampleGradients().clipped_sum(module, _loss, (x, y), lambda n: 0.05)
+    strategy = GhostClipping(_batch_loss)
+    with pytest.warns(GhostClippingFallbackWarning, match=f"'{layer}'.*batch-first"):
+        got = strategy.clipped_sum(module, _loss, (x, y), lambda n: 0.05)
+    assert strategy.name == "vmap"
+    torch.testing.assert_close(got.norms, ref.norms)
+    for name in ref.grads:
+        torch.testing.assert_close(got.grads[name], ref.grads[name])
+    # The notice is given once: later steps go straight to vmap.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GhostClippingFallbackWarning)
+        strategy.clipped_sum(module, _loss, (x, y), lambda n: 0.05)
+
+
+def test_layout_probe_leaves_torch_random_state_alone():
+    """The one-off probe forward must not shift the draws of training (dropout here)."""
+    module = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Dropout(0.5), torch.nn.Linear(7, 3)).double()
+    x, y = torch.randn(9, 5, dtype=F64), torch.randint(0, 3, (9,))
+    torch.manual_seed(3)
+    GhostClipping(_batch_loss).clipped_sum(module, _loss, (x, y), lambda n: 0.5)
+    after_probe = torch.rand(3)
+    probed = GhostClipping(_batch_loss)
+    probed._probed = True  # as if probed before: same step without the probe
+    torch.manual_seed(3)
+    probed.clipped_sum(module, _loss, (x, y), lambda n: 0.5)
+    torch.testing.assert_close(torch.rand(3), after_probe)

@@ -300,6 +300,17 @@ def _rule(layer):
 # --------------------------------------------------------------------------
 
 
+def _leading_dim_problem(in_shape, out_shape, n):
+    """Why a layer call is not batch-first for a batch of ``n``, or None."""
+    if len(in_shape) == 0 or in_shape[0] != n or len(out_shape) == 0 or out_shape[0] != n:
+        lead = in_shape[0] if len(in_shape) else "none"
+        return (
+            f"its input (leading dimension {lead}) or output is not batch-first for a batch of {n} "
+            "(a sequence-first or batch-shared tensor)"
+        )
+    return None
+
+
 def _split_loss(out, n):
     losses, aux = out if isinstance(out, tuple) else (out, None)
     if not isinstance(losses, torch.Tensor) or losses.shape != (n,):
@@ -330,7 +341,11 @@ class GhostClipping:
     equals :class:`~skdp.nn.VmapPerExampleGradients` up to rounding.  A
     layer whose input or output is modified in place after its forward
     (``ReLU(inplace=True)``) is detected on the first step, which then, like
-    every later one, is computed by vmap (with the fallback notice).
+    every later one, is computed by vmap (with the fallback notice).  So is
+    a layer whose calls are not batch-first (a sequence-first tensor, a
+    positional ``Embedding(arange(T))`` shared by the batch): leading
+    dimensions are checked on every step and, once, on a forward pass of a
+    sub-batch of another size (:meth:`_probe_layout`).
 
     Parameters
     ----------
@@ -376,14 +391,58 @@ class GhostClipping:
     def __init__(self, batch_loss_fn):
         self.batch_loss_fn = batch_loss_fn
         self._fallback = None
+        self._probed = False
 
-    def _fall_back(self, name, module, loss_fn, batch, threshold_fn):
+    def _fall_back(self, name, reason, module, loss_fn, batch, threshold_fn):
         from ._engine import VmapPerExampleGradients
 
-        warn_fallback(name, "its input or output is modified in place, e.g. by ReLU(inplace=True)")
+        warn_fallback(name, reason)
         self._fallback = VmapPerExampleGradients()
         self.name = self._fallback.name
         return self._fallback.clipped_sum(module, loss_fn, batch, threshold_fn)
+
+    def _probe_layout(self, module, layers, batch, n):
+        """``(name, reason)`` of a layer whose calls are not batch-first, or None.
+
+        The rules read example ``i`` from row ``i`` of a layer's input and
+        output.  A layer fed a sequence-first tensor, a tensor shared by the
+        batch (a positional ``Embedding(arange(T))``) or a flattened batch
+        breaks that, and its norms would be wrong, possibly too small, which
+        breaks the sensitivity.  Checking that leading dimensions equal the
+        batch size catches these unless a constant leading dimension happens
+        to equal ``n``; a forward pass of a sub-batch of another size (1, or
+        2 when ``n = 1``) cannot coincide with the same constant, so the two
+        checks together are exact for shapes.  The probe runs once, without
+        gradients, and restores torch's random state (dropout, a VAE's
+        reparameterisation), so training draws what it would have drawn.
+        """
+        from ._engine import _tree_map
+
+        idx = torch.zeros(2, dtype=torch.long) if n == 1 else torch.zeros(1, dtype=torch.long)
+        m = len(idx)
+        sub = _tree_map(lambda t: t[idx.to(t.device)] if t.dim() > 0 else t, tuple(batch))
+        seen = {name: [] for name, _ in layers}
+
+        def tap(name):
+            def hook(layer, inputs, output):
+                seen[name].append((inputs[0].shape, output.shape))
+
+            return hook
+
+        handles = [layer.register_forward_hook(tap(name)) for name, layer in layers]
+        cuda = sorted({p.device.index or 0 for p in module.parameters() if p.device.type == "cuda"})
+        try:
+            with torch.random.fork_rng(devices=cuda), torch.no_grad():
+                self.batch_loss_fn(module, *sub)
+        finally:
+            for h in handles:
+                h.remove()
+        for name, _ in layers:
+            for in_shape, out_shape in seen[name]:
+                problem = _leading_dim_problem(in_shape, out_shape, m)
+                if problem is not None:
+                    return name, problem
+        return None
 
     def clipped_sum(self, module, loss_fn, batch, threshold_fn):
         """Clipped gradient sum of ``batch`` (see :class:`~skdp.nn._engine.ClippedSum`)."""
@@ -411,6 +470,11 @@ class GhostClipping:
 
             return hook
 
+        if not self._probed:
+            problem = self._probe_layout(module, layers, batch, n)
+            self._probed = True
+            if problem is not None:
+                return self._fall_back(*problem, module, loss_fn, batch, threshold_fn)
         handles = [layer.register_forward_hook(tap(name)) for name, layer in layers]
         try:
             with torch.enable_grad():
@@ -418,6 +482,11 @@ class GhostClipping:
         finally:
             for h in handles:
                 h.remove()
+        for name, _ in layers:
+            for x, _, out, _ in calls[name]:
+                problem = _leading_dim_problem(x.shape, out.shape, n)
+                if problem is not None:
+                    return self._fall_back(name, problem, module, loss_fn, batch, threshold_fn)
         outputs = [c[2] for name, _ in layers for c in calls[name]]
         out_grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True) if outputs else ()
         it = iter(out_grads)
@@ -429,7 +498,14 @@ class GhostClipping:
                 g = next(it)
                 if x._version != x_version or out._version != out_version:
                     # The captured tensors no longer hold what the backward used.
-                    return self._fall_back(name, module, loss_fn, batch, threshold_fn)
+                    return self._fall_back(
+                        name,
+                        "its input or output is modified in place, e.g. by ReLU(inplace=True)",
+                        module,
+                        loss_fn,
+                        batch,
+                        threshold_fn,
+                    )
                 if g is not None:
                     used.append((x, g.detach()))
             if not used:  # the layer did not influence the loss: zero gradient
