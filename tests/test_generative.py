@@ -389,3 +389,22 @@ def test_vae_mixture_trains_in_ghost_mode_and_rbm_in_vmap_mode():
     vae = DPGenerativeMixture(n_clusters=1, **small).fit(X)
     rbm = DPGenerativeMixture(n_clusters=1, generator="rbm", n_chains=10, **small).fit(X)
     assert (vae.clipping_mode_, rbm.clipping_mode_) == ("ghost", "vmap")
+
+
+def test_engine_noise_other_than_the_plan_is_refused(monkeypatch):
+    """The step check compares with the plan, not with the engine: a 5x quieter DPNorm histogram is caught."""
+    import skdp.nn
+
+    original = skdp.nn.DPNormClipping
+
+    def quiet(clip_max, bins, noise_multiplier):
+        return original(clip_max, bins, noise_multiplier / 5)
+
+    monkeypatch.setattr(skdp.nn, "DPNormClipping", quiet)
+    with pytest.raises(RuntimeError, match="does not match the privacy plan"):
+        small(n_clusters=1).fit(binary_data())
+
+
+def test_bad_device_is_a_value_error():
+    with pytest.raises(ValueError, match="device='gpu0'"):
+        small(n_clusters=1, device="gpu0").fit(binary_data())

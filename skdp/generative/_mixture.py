@@ -106,8 +106,11 @@ class _StepLedger:
     The engine records a plain subsampled-Gaussian event per step; in Alg. 1
     the step is part of a cluster-sampled scheme whose cost is
     :class:`ClusterSampledGaussianEvent`.  This adapter checks the engine's
-    event is the one the plan assumes (same multipliers and rate) and counts
-    the steps; :meth:`flush` records the plan's event for the steps taken.
+    event against ``expected``, which the caller derives from the *plan's*
+    parameters (gradient multiplier, DPNorm multiplier, the cluster's rate),
+    never from the engine itself, so an engine built with other multipliers
+    than the plan calibrated is refused; it counts the steps, and
+    :meth:`flush` records the plan's event for the steps taken.
     """
 
     def __init__(self):
@@ -183,7 +186,12 @@ class DPGenerativeMixture(
 
         The assignment of records to clusters is post-processing of the
         released centres; the selection probabilities and rates use the
-        released noisy sizes.  The gradient noise multiplier is calibrated so
+        released noisy sizes.  With ``n_clusters=1`` there is no clustering
+        and the rate and the number of steps use the true ``N``, treated as
+        public as in every DP-SGD implementation (Abadi et al. 2016; Opacus):
+        strictly, under add/remove neighbours ``N`` is not public, and a user
+        for whom it is secret should pass a public lower bound on ``N`` to
+        size ``batch_size`` and ``n_epochs`` instead.  The gradient noise multiplier is calibrated so
         that the whole composition equals ``(epsilon, delta)``.  A replace-one
         guarantee follows by group privacy: ``(2 eps, 2 e^eps delta)``.
 
@@ -480,11 +488,15 @@ class DPGenerativeMixture(
         """
         import torch
 
-        from ..nn import DPNormClipping, DPSGDEngine, FixedClipping, poisson_batch_indices
+        from ..nn import DPNormClipping, DPSGDEngine, FixedClipping, dpsgd_step_event, poisson_batch_indices
         from ..nn._engine import check_noise_setting
 
         # DP-SGD refuses secure_noise=True: refuse before the clustering touches the data.
         check_noise_setting()
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device={self.device!r} is not a torch device: {exc}") from None
         ledger, rng = self._begin_private_fit(composition="rdp")
         X = self._validate_X(X, reset=True)
         n, m = X.shape
@@ -542,7 +554,7 @@ class DPGenerativeMixture(
                     s = int(rng.choice(k, p=probs))  # Alg. 1 line 4
                     picks[s] += 1
                     idx = members[s][poisson_batch_indices(len(members[s]), rates[s], rng)]
-                    step_ledger.expected = engines[s].event()
+                    step_ledger.expected = dpsgd_step_event(z, float(rates[s]), clip_z)
                     engines[s].step((Xt[torch.as_tensor(idx, device=self.device)],), step_ledger)
                     optimizers[s].step()
                     if self.generator == "rbm":
