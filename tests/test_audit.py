@@ -11,7 +11,15 @@ import importlib.util
 import numpy as np
 import pytest
 
-from skdp.audit import AuditResult, _cases, audit, clopper_pearson, epsilon_lower_bound, replace_one_neighbour
+from skdp.audit import (
+    AuditResult,
+    _cases,
+    audit,
+    clopper_pearson,
+    epsilon_lower_bound,
+    mu_lower_bound,
+    replace_one_neighbour,
+)
 from skdp.audit.__main__ import main
 from skdp.audit._cases import CASES, run_case
 from skdp.bayes import DPBetaBernoulli
@@ -69,6 +77,8 @@ def test_real_estimator_lower_bound_never_exceeds_its_claim(case):
     assert result.n_runs == case.test_runs
     assert result.claimed_epsilon > 0
     assert 0.0 <= result.epsilon_lower_bound <= result.claimed_epsilon, case.name
+    if result.claimed_mu is not None:
+        assert 0.0 <= result.mu_lower_bound <= result.claimed_mu, case.name
     assert result.verdict == "consistent"
 
 
@@ -76,8 +86,43 @@ def test_real_estimator_lower_bound_never_exceeds_its_claim(case):
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES if c.broken])
 def test_broken_variant_is_flagged(case):
     result = run_case(case, case.test_runs)
-    assert result.epsilon_lower_bound > result.claimed_epsilon, case.name
+    if result.claimed_mu is None:
+        assert result.epsilon_lower_bound > result.claimed_epsilon, case.name
+    else:
+        # A Gaussian ledger's claim is refuted through its Gaussian DP.
+        assert result.mu_lower_bound > result.claimed_mu, case.name
     assert result.verdict == "VIOLATION"
+
+
+def test_mu_lower_bound_on_known_gaussians():
+    """Shifted unit Gaussians are exactly mu-GDP: the bound approaches mu from below, never above."""
+    rng = np.random.default_rng(0)
+    for mu in (0.5, 1.0):
+        bounds = [mu_lower_bound(rng.normal(size=3000), rng.normal(mu, 1, size=3000)) for _ in range(5)]
+        assert all(0.6 * mu < b <= mu for b in bounds), (mu, bounds)
+    # Identical distributions: nothing to find.
+    assert mu_lower_bound(rng.normal(size=3000), rng.normal(size=3000)) < 0.15
+
+
+def test_gaussian_ledger_claims_its_gdp_and_others_do_not():
+    X, _ = _cases._one_cluster_canary()
+    model = _cases._dp_lloyd("gaussian", 2.0).set_params(random_state=0).fit(X)
+    events = model._privacy_ledger.events
+    expected = np.sqrt(sum(e.count / e.noise_multiplier**2 for e in events))
+    assert model._privacy_ledger.gaussian_dp_mu() == pytest.approx(expected)
+    assert _cases._dp_lloyd("laplace", 1.0).fit(X)._privacy_ledger.gaussian_dp_mu() is None
+
+
+@pytest.mark.slow
+def test_gaussian_audit_has_power_on_the_real_estimator():
+    """The real DPKMeans(gaussian) case: the mu bound reaches 60% of the claim in 2,000 runs.
+
+    So noise 40% below the recorded one (true mu 1/0.6 of the claim) would be
+    refuted by the same run: the audit of the real estimator can fail.
+    """
+    case = next(c for c in CASES if c.name.startswith("DPKMeans(gaussian"))
+    result = run_case(case, case.test_runs)
+    assert 0.6 * result.claimed_mu < result.mu_lower_bound <= result.claimed_mu
 
 
 def test_suite_covers_the_estimators_and_has_broken_variants():
@@ -164,7 +209,7 @@ def test_cli_all_prints_the_table_and_fails_on_a_wrong_verdict(capsys, monkeypat
     # 30 fits cannot flag the halved noise: the verdict is wrong and the CLI says so.
     assert main(["--all", "--runs", "30"]) == 1
     out = capsys.readouterr().out
-    for column in ("estimator", "claimed eps", "lower bound", "verdict", "expected"):
+    for column in ("estimator", "claimed eps", "lower bound", "claimed mu", "mu lower", "verdict", "expected"):
         assert column in out
     assert "DPBetaBernoulli" in out and "BROKEN DPBetaBernoulli: Laplace noise halved" in out
     assert "<-- WRONG" in out and "2 cases (1 broken variants); 1 unexpected verdict(s)." in out

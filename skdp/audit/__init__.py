@@ -8,7 +8,14 @@ audits every estimator that is cheap enough to refit, and deliberately
 broken variants that the audit must flag.
 """
 
-from ._bounds import clopper_pearson, epsilon_lower_bound
+from ._bounds import clopper_pearson, epsilon_lower_bound, mu_lower_bound
 from ._runner import AuditResult, audit, replace_one_neighbour
 
-__all__ = ["AuditResult", "audit", "clopper_pearson", "epsilon_lower_bound", "replace_one_neighbour"]
+__all__ = [
+    "AuditResult",
+    "audit",
+    "clopper_pearson",
+    "epsilon_lower_bound",
+    "mu_lower_bound",
+    "replace_one_neighbour",
+]

@@ -1,8 +1,10 @@
 """``python -m skdp.audit [--all] [--runs N] [-k TEXT] [--list]``: audit the estimators' privacy claims.
 
 Prints one row per case: the estimator, its claimed epsilon (and delta), the
-empirical lower bound on epsilon (95% confidence, Clopper-Pearson), the
-number of fits per dataset and the verdict.  ``--all`` runs every case
+empirical lower bound on epsilon (95% confidence, Clopper-Pearson), for fits
+made only of Gaussian releases the Gaussian-DP ``mu`` their ledger implies
+and its empirical lower bound, the number of fits per dataset and the
+verdict.  ``--all`` runs every case
 (real estimators and the deliberately BROKEN variants), which is also what
 happens without ``-k``.  Broken variants must come out as VIOLATION; a real
 estimator must not.  Exits 1 if any verdict is not the expected one.
@@ -42,7 +44,7 @@ def main(argv=None):
         return 0
     header = (
         f"{'estimator':<22} {'case':<66} {'claimed eps':>11} {'delta':>7} {'lower bound':>11} "
-        f"{'runs':>6}  {'verdict':<10} {'expected':<10}"
+        f"{'claimed mu':>10} {'mu lower':>8} {'runs':>6}  {'verdict':<10} {'expected':<10}"
     )
     print(header)
     print("-" * len(header))
@@ -54,9 +56,15 @@ def main(argv=None):
         expected = "VIOLATION" if case.broken else "consistent"
         ok = result.verdict == expected
         wrong += not ok
+        mu, mu_lower = (
+            ("-", "-")
+            if result.claimed_mu is None
+            else (f"{result.claimed_mu:.3f}", f"{result.mu_lower_bound:.3f}")
+        )
         print(
             f"{case.estimator:<22} {case.name:<66} {result.claimed_epsilon:>11.3f} {result.claimed_delta:>7.0e} "
-            f"{result.epsilon_lower_bound:>11.3f} {n_runs:>6}  {result.verdict:<10} {expected:<10}"
+            f"{result.epsilon_lower_bound:>11.3f} {mu:>10} {mu_lower:>8} {n_runs:>6}  {result.verdict:<10} "
+            f"{expected:<10}"
             f"{'' if ok else '  <-- WRONG'}  ({time.perf_counter() - start:.0f} s)",
             flush=True,
         )

@@ -15,7 +15,11 @@ released counts are per cell; the naive-Bayes case audits the same Laplace
 release with one cell), and any estimator whose fit takes more than ~50 ms on
 tiny data.  Audits of Gaussian mechanisms at (epsilon, 1e-5) have little
 power with a few thousand runs: a threshold test cannot see the 1e-5 tail,
-so their lower bounds sit well below the claim even when tight.
+so their epsilon lower bounds sit well below the claim even when tight.
+When every release of a fit is a plain Gaussian mechanism the audit also
+tests the Gaussian DP (``mu``) its ledger implies, which it can measure in
+the bulk of the distributions: the BROKEN Gaussian variants are refuted that
+way in about a thousand runs.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from ..bnn import DPSEPRegressor
 from ..cluster import DPKernelKMeans, DPKMeans
 from ..cluster import _base as _cluster_base
 from ..mixture import DPGaussianMixture
-from ..privacy import LaplaceMechanism
+from ..privacy import GaussianMechanism, LaplaceMechanism
 from ._runner import audit
 
 
@@ -71,6 +75,12 @@ class _HalvedNoiseLaplace(LaplaceMechanism):
     # Records the claimed event, draws half the noise.
     def _noise(self, rng, shape):
         return rng.laplace(0.0, self.scale / 2, size=shape)
+
+
+class _HalvedNoiseGaussian(GaussianMechanism):
+    # Records the claimed event, draws half the noise.
+    def _noise(self, rng, shape):
+        return rng.normal(0.0, self.scale / 2, size=shape)
 
 
 class _UnsplitBudgetLaplace(LaplaceMechanism):
@@ -176,6 +186,13 @@ _ORIGINAL_SUM_SENSITIVITY = _cluster_base.sum_sensitivity
 @contextlib.contextmanager
 def _broken_sum_sensitivity():
     with _no_blas_limits(), _patched(_cluster_base, "sum_sensitivity", _halved_sum_sensitivity):
+        yield
+
+
+@contextlib.contextmanager
+def _halved_gaussian_noise():
+    mechanisms = {**_cluster_base._MECHANISMS, "gaussian": (_HalvedNoiseGaussian, 2)}
+    with _no_blas_limits(), _patched(_cluster_base, "_MECHANISMS", mechanisms):
         yield
 
 
@@ -311,7 +328,7 @@ CASES = [
         _noisy_sum,
         patch=_no_blas_limits,
         max_runs=5000,
-        test_runs=300,
+        test_runs=2000,
     ),
     AuditCase(
         "DPKMeans(laplace, eps=1, 1 cluster, canary -C -> +C)",
@@ -347,6 +364,26 @@ CASES = [
         _predict_at_canary,
         max_runs=500,
         test_runs=100,
+    ),
+    AuditCase(
+        "BROKEN DPKMeans(gaussian): Gaussian noise halved",
+        lambda: _dp_lloyd("gaussian", 2.0),
+        _one_cluster_canary,
+        _noisy_sum,
+        broken=True,
+        patch=_halved_gaussian_noise,
+        max_runs=5000,
+        test_runs=1500,
+    ),
+    AuditCase(
+        "BROKEN DPKMeans(gaussian): sum sensitivity C, not 2C",
+        lambda: _dp_lloyd("gaussian", 2.0),
+        _one_cluster_canary,
+        _noisy_sum,
+        broken=True,
+        patch=_broken_sum_sensitivity,
+        max_runs=5000,
+        test_runs=1500,
     ),
     AuditCase(
         "BROKEN DPKMeans(laplace): sum sensitivity C, not 2C",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import clone
 
-from ._bounds import epsilon_lower_bound
+from ._bounds import epsilon_lower_bound, mu_lower_bound
 
 
 @dataclass(frozen=True)
@@ -22,17 +22,29 @@ class AuditResult:
         Empirical lower bound, holding with probability ``1 - alpha``.
     n_runs : int
         Fits per dataset.
+    claimed_mu : float or None
+        When every release of the fit is a plain Gaussian mechanism, the
+        ``mu`` of the Gaussian DP its ledger implies
+        (:meth:`~skdp.privacy.PrivacyAccountant.gaussian_dp_mu`): the exact
+        tradeoff curve behind ``privacy_spent_``.  None otherwise.
+    mu_lower_bound : float or None
+        Empirical lower bound on ``mu`` (:func:`mu_lower_bound`), when
+        ``claimed_mu`` is known.
     """
 
     claimed_epsilon: float
     claimed_delta: float
     epsilon_lower_bound: float
     n_runs: int
+    claimed_mu: float | None = None
+    mu_lower_bound: float | None = None
 
     @property
     def violated(self):
-        """True when the audit refutes the claim."""
-        return self.epsilon_lower_bound > self.claimed_epsilon
+        """True when the audit refutes the claim (its epsilon, or the GDP of its Gaussian ledger)."""
+        if self.epsilon_lower_bound > self.claimed_epsilon:
+            return True
+        return self.claimed_mu is not None and self.mu_lower_bound > self.claimed_mu
 
     @property
     def verdict(self):
@@ -59,6 +71,14 @@ def audit(
     threshold test (:func:`epsilon_lower_bound`).  The bound holds with
     probability at least ``1 - alpha``; a bound above the estimator's
     ``privacy_spent_`` refutes the claim.
+
+    When every release of the fit is a plain Gaussian mechanism, its ledger
+    claims more than ``(epsilon, delta)``: the exact tradeoff curve of
+    ``mu``-GDP (:meth:`~skdp.privacy.PrivacyAccountant.gaussian_dp_mu`).  The
+    same tests then also bound ``mu`` from below (:func:`mu_lower_bound`),
+    which has power where a threshold test at ``delta = 1e-5`` has none: a
+    Gaussian release with half its recorded noise is refuted in a few
+    thousand runs.  ``alpha`` is then split evenly between the two bounds.
 
     Parameters
     ----------
@@ -89,6 +109,7 @@ def audit(
     fit_params = fit_params or {}
     scores = [], []
     claimed = (0.0, 0.0)
+    mus = []
     if y_neighbour is None:
         y_neighbour = y
     targets = (y, y_neighbour)
@@ -99,8 +120,18 @@ def audit(
             model = clone(estimator).set_params(random_state=seed).fit(*args, **fit_params)
             scores[which].append(float(statistic(model)))
             claimed = max(claimed, tuple(model.privacy_spent_))
+            ledger = getattr(model, "_privacy_ledger", None)
+            mus.append(None if ledger is None else ledger.gaussian_dp_mu())
     delta = claimed[1]
-    lower = epsilon_lower_bound(np.array(scores[0]), np.array(scores[1]), delta=delta, alpha=alpha)
+    a, b = np.array(scores[0]), np.array(scores[1])
+    if mus and all(mu is not None for mu in mus):
+        claimed_mu = max(mus)
+        lower = epsilon_lower_bound(a, b, delta=delta, alpha=alpha / 2)
+        mu_lower = mu_lower_bound(a, b, alpha=alpha / 2)
+        return AuditResult(
+            float(claimed[0]), float(delta), float(lower), int(n_runs), float(claimed_mu), float(mu_lower)
+        )
+    lower = epsilon_lower_bound(a, b, delta=delta, alpha=alpha)
     return AuditResult(float(claimed[0]), float(delta), float(lower), int(n_runs))
 
 

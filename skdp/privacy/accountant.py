@@ -31,6 +31,7 @@ import numpy as np
 from .conversions import (
     DEFAULT_ORDERS,
     advanced_composition_epsilon,
+    gaussian_dp_mu,
     gaussian_epsilon,
     rdp_to_epsilon,
     zcdp_to_epsilon,
@@ -168,6 +169,21 @@ class PrivacyAccountant:
     def privacy_spent(self, delta):
         """(epsilon, delta) of everything recorded so far."""
         return compose(self.events, delta, self.composition)
+
+    def gaussian_dp_mu(self):
+        """mu-GDP of the history when every event is a plain Gaussian mechanism, else None.
+
+        Plain Gaussian releases compose exactly into ``sqrt(sum count / z^2)``-GDP
+        (:func:`~skdp.privacy.conversions.gaussian_dp_mu`), a claim about the
+        whole tradeoff curve between neighbours that :mod:`skdp.audit` can test
+        with far fewer runs than the ``(epsilon, delta)`` it implies.  Laplace,
+        subsampled and discrete (secure) Gaussian releases are not exactly GDP:
+        None.
+        """
+        events = [e for e in self.events if e.count > 0]
+        if not events or any(type(e) is not GaussianEvent for e in events):
+            return None
+        return gaussian_dp_mu([e.noise_multiplier for e in events], [e.count for e in events])
 
     def __len__(self):
         return sum(e.count for e in self.events)

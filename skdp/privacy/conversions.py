@@ -130,3 +130,34 @@ def gaussian_epsilon(noise_multiplier, delta):
     while gaussian_delta(noise_multiplier, hi) > delta:
         hi *= 2.0
     return float(optimize.brentq(lambda e: gaussian_delta(noise_multiplier, e) - delta, 0.0, hi, xtol=1e-12))
+
+
+def gaussian_dp_mu(noise_multipliers, counts=None):
+    """mu of the Gaussian differential privacy (GDP) of composed Gaussian mechanisms.
+
+    A Gaussian mechanism adding ``N(0, (z Delta)^2)`` noise to a query of L2
+    sensitivity ``Delta`` is exactly ``(1/z)``-GDP (Dong, Roth & Su 2022,
+    Thm. 2.7): no test between neighbours has power above
+    ``Phi(Phi^-1(alpha) + 1/z)`` at level ``alpha``.  The adaptive
+    composition of ``mu_i``-GDP mechanisms is ``sqrt(sum mu_i^2)``-GDP
+    (ibid., Cor. 3.3).  This is the exact tradeoff curve of the composition,
+    hence what an auditor can test in the bulk of the distributions, where a
+    threshold test at ``delta = 1e-5`` sees nothing.
+
+    Parameters
+    ----------
+    noise_multipliers : sequence of float
+        Noise std over L2 sensitivity of each mechanism.
+    counts : sequence of int, default=None
+        How many times each mechanism was used (1 each by default).
+
+    Returns
+    -------
+    mu : float
+    """
+    z = np.asarray(noise_multipliers, dtype=float)
+    c = np.ones_like(z) if counts is None else np.asarray(counts, dtype=float)
+    if np.any(z <= 0) or np.any(c < 0):
+        raise ValueError("noise multipliers must be positive and counts non-negative.")
+    return float(math.sqrt(np.sum(c / z**2)))
+
