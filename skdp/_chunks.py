@@ -33,13 +33,25 @@ Accepted inputs (:func:`as_chunked`):
   ``np.load(path, mmap_mode="r")``): row slices of ``chunk_size`` rows.  A
   memmap that owns its mapping is re-mapped chunk by chunk, so that pages
   read in one chunk leave the process's resident memory with it;
-* a Dask array (rows may be chunked freely; columns are merged into one
-  chunk) or a Dask DataFrame (converted with ``to_dask_array()``): one
+* a Dask array (rows may be chunked freely, even in blocks of unknown
+  length; columns are merged into one chunk) or a Dask DataFrame (converted
+  with ``to_dask_array()``, whose partition lengths are unknown): one
   ``dask.compute`` per :meth:`~ChunkedData.map_reduce`, on the active
-  scheduler (a ``distributed.Client`` if one is active);
+  scheduler (a ``distributed.Client`` if one is active).  :meth:`~ChunkedData.scan`
+  also records the number of rows of every block (``block_rows``);
 * a callable returning a fresh iterable of 2-D NumPy chunks (a re-iterable
-  factory, e.g. reading files one by one): called once per pass.  A one-shot
-  iterator is refused, since iterative estimators need several passes.
+  factory, e.g. reading files one by one): called once per pass.  Every pass
+  after the :meth:`~ChunkedData.scan` must yield as many rows as the scan
+  counted: a callable that hands back the same (exhausted) generator is
+  caught with a ``ValueError``;
+* a one-shot iterator of chunks (a generator object) only with
+  ``single_pass=True``, for estimators that read the data once (one
+  :meth:`~ChunkedData.map_reduce` and no scan).  Otherwise it is refused with
+  a ``TypeError`` naming ``X``, since iterative estimators need several
+  passes.
+
+``ensure_2d=False`` (for estimators where a 1-D ``X`` is one feature) accepts
+1-D sources and chunks as one column, as the in-memory path does.
 
 Validation cannot see all the data at once: every chunk is checked (2-D,
 numeric, the same number of columns, no NaN or infinity) when it is used,
@@ -71,10 +83,12 @@ def is_chunked_input(X):
     """Whether ``X`` should be fitted chunk by chunk rather than loaded in memory.
 
     True for a :class:`ChunkedData`, a :class:`numpy.memmap`, a Dask array or
-    DataFrame, and a callable (a factory of chunks).  Plain arrays, lists and
-    pandas objects are left to the in-memory path.
+    DataFrame, a callable (a factory of chunks) and a one-shot iterator (which
+    :func:`as_chunked` refuses with a clear ``TypeError`` unless the estimator
+    reads the data in a single pass).  Plain arrays, lists and pandas objects
+    are left to the in-memory path.
     """
-    return isinstance(X, (ChunkedData, np.memmap)) or is_dask_collection(X) or callable(X)
+    return isinstance(X, (ChunkedData, np.memmap, Iterator)) or is_dask_collection(X) or callable(X)
 
 
 class ChunkSummary(NamedTuple):
@@ -89,12 +103,17 @@ class ChunkSummary(NamedTuple):
     max_norm: float
 
 
-def check_chunk(chunk, n_features=None, name="X"):
-    """A chunk as a finite float64 2-D array, or a ``ValueError`` naming ``name``."""
+def check_chunk(chunk, n_features=None, name="X", ensure_2d=True):
+    """A chunk as a finite float64 2-D array, or a ``ValueError`` naming ``name``.
+
+    With ``ensure_2d=False`` a 1-D chunk is one column.
+    """
     try:
         arr = np.asarray(chunk, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must contain only numbers; a chunk could not be converted: {exc}") from exc
+    if arr.ndim == 1 and not ensure_2d:
+        arr = arr.reshape(-1, 1)
     if arr.ndim != 2:
         raise ValueError(
             f"Expected a 2D array for {name}, got a chunk of shape {arr.shape}. "
@@ -144,6 +163,26 @@ def _default_chunk_size(n_features):
     return max(1, DEFAULT_CHUNK_BYTES // (8 * max(int(n_features), 1)))
 
 
+def _no_samples():
+    return ValueError("Found array with 0 sample(s) (shape=(0, ...)) while a minimum of 1 is required.")
+
+
+class _OneShot:
+    """A one-shot iterator of chunks seen as a factory that may be called once."""
+
+    def __init__(self, iterator):
+        self.iterator = iterator
+
+    def __call__(self):
+        if self.iterator is None:
+            raise TypeError(
+                "X is a one-shot iterator and has already been read; pass a callable that returns "
+                "a fresh iterable of chunks to read the data again."
+            )
+        iterator, self.iterator = self.iterator, None
+        return iterator
+
+
 class ChunkedData:
     """A 2-D dataset seen as row chunks: NumPy (memmap), Dask, or a factory of chunks.
 
@@ -158,6 +197,10 @@ class ChunkedData:
     chunk_size : int or None, default=None
         Rows per chunk for NumPy sources (about 16 MB of float64 by
         default).  Ignored for Dask (its own chunks) and factories.
+    ensure_2d : bool, default=True
+        If False, a 1-D source (or 1-D chunk) is one column.
+    single_pass : bool, default=False
+        Accept a one-shot iterator of chunks (it can be read once only).
 
     Attributes
     ----------
@@ -167,6 +210,11 @@ class ChunkedData:
         first chunk has been read.
     feature_names : ndarray of str or None
         Column names of a Dask DataFrame with all-string columns.
+    n_samples : int or None
+        Number of rows counted by the last :meth:`scan` (None before).
+    block_rows : tuple of int or None
+        Dask sources: rows of every block, in order, counted by the last
+        :meth:`scan` (known even where the Dask chunk sizes are not).
 
     Examples
     --------
@@ -180,9 +228,12 @@ class ChunkedData:
     6
     """
 
-    def __init__(self, source, chunk_size=None):
+    def __init__(self, source, chunk_size=None, *, ensure_2d=True, single_pass=False):
         self.feature_names = None
         self.chunk_size = chunk_size
+        self.ensure_2d = ensure_2d
+        self.n_samples = None
+        self.block_rows = None
         if chunk_size is not None and not (
             isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool) and chunk_size >= 1
         ):
@@ -197,6 +248,11 @@ class ChunkedData:
             self.source = source
             self.n_features = None
         elif isinstance(source, Iterator):
+            if single_pass:
+                self.kind = "factory"
+                self.source = _OneShot(source)
+                self.n_features = None
+                return
             raise TypeError(
                 "X is a one-shot iterator; an iterative fit needs several passes over the data. "
                 "Pass a callable that returns a fresh iterable of chunks instead, "
@@ -204,6 +260,11 @@ class ChunkedData:
             )
         else:
             arr = source if isinstance(source, np.ndarray) else np.asarray(source)
+            if arr.ndim == 1 and not ensure_2d:
+                self.kind = "numpy"
+                self.source = arr  # read as one column (see _numpy_chunks)
+                self.n_features = 1
+                return
             if arr.ndim != 2:
                 raise ValueError(
                     f"Expected a 2D array for X, got shape {arr.shape}. "
@@ -215,11 +276,15 @@ class ChunkedData:
 
     def _dask_rows(self, source):
         """A Dask array with one chunk across the columns (rows may be chunked freely)."""
-        if hasattr(source, "to_dask_array"):  # Dask DataFrame
-            columns = np.asarray(source.columns)
+        if hasattr(source, "to_dask_array"):  # Dask DataFrame (or Series)
+            columns = np.asarray(getattr(source, "columns", []))
             if len(columns) and all(isinstance(c, str) for c in columns):
                 self.feature_names = columns.astype(object)
+            # The partition lengths stay unknown (NaN chunks): computing them
+            # here would cost a pass; scan() counts the rows of every block.
             source = source.to_dask_array()
+        if source.ndim == 1 and not self.ensure_2d:
+            source = source[:, None]
         if source.ndim != 2:
             raise ValueError(f"Expected a 2D array for X, got a Dask array of shape {source.shape}.")
         if len(source.chunks[1]) > 1:
@@ -231,7 +296,7 @@ class ChunkedData:
     # ------------------------------------------------------------------
     def _numpy_chunks(self):
         arr = self.source
-        n, d = arr.shape
+        n, d = arr.shape[0], self.n_features  # a 1-D source (ensure_2d=False) is one column
         step = self.chunk_size or _default_chunk_size(d)
         remap = (
             isinstance(arr, np.memmap)
@@ -250,7 +315,8 @@ class ChunkedData:
                     arr.filename, dtype=arr.dtype, mode="r", offset=offset, shape=(stop - start, d)
                 )
             else:
-                yield arr[start:stop]
+                chunk = arr[start:stop]
+                yield chunk.reshape(-1, 1) if chunk.ndim == 1 else chunk
 
     def _factory_chunks(self):
         chunks = self.source()
@@ -259,17 +325,32 @@ class ChunkedData:
         yield from chunks
 
     def iter_chunks(self):
-        """Validated float64 chunks, one at a time (NumPy and factory sources)."""
+        """Validated float64 chunks, one at a time (NumPy and factory sources).
+
+        After a :meth:`scan`, a pass that yields another number of rows than
+        the scan counted (a factory handing back an exhausted generator, or
+        data changed between passes) raises a ``ValueError`` at its end.
+        """
         if self.kind == "dask":
             raise TypeError("Dask sources are reduced on the cluster: use map_reduce.")
         chunks = self._numpy_chunks() if self.kind == "numpy" else self._factory_chunks()
         n_features = self.n_features
+        n_rows = 0
         for chunk in chunks:
-            arr = check_chunk(chunk, n_features)
+            arr = check_chunk(chunk, n_features, ensure_2d=self.ensure_2d)
             if n_features is None:
                 n_features = self.n_features = arr.shape[1]
             if arr.shape[0]:
+                n_rows += arr.shape[0]
                 yield arr
+        if self.n_samples is not None and n_rows != self.n_samples:
+            raise ValueError(
+                f"The chunks of X gave {n_rows} rows in this pass but {self.n_samples} in the first "
+                "one. A callable X must return a fresh iterable of the same chunks on every call "
+                "(the fit reads the data several times; a generator object is exhausted after one "
+                "pass): e.g. `lambda: (np.load(f) for f in files)`, not a function returning one "
+                "shared generator."
+            )
 
     # ------------------------------------------------------------------
     # Map-reduce
@@ -280,27 +361,48 @@ class ChunkedData:
         One pass over the data: for Dask, one ``dask.compute`` of a tree
         reduction (the per-chunk results are combined on the workers and
         only the total reaches the driver).  ``fn`` must be picklable
-        (module level) for a multi-process scheduler.
+        (module level) for a multi-process scheduler.  Data without any row
+        raises the ``ValueError`` of an empty array.
         """
-        return self._reduce(fn, _add, params)
+        total = self._reduce(fn, _add, params)
+        if total is None:
+            raise _no_samples()
+        return total
 
     def scan(self):
-        """One validating pass: :class:`ChunkSummary` (rows, columns, largest row norm)."""
-        total = self._reduce(_chunk_summary, _combine_summaries, ())
+        """One validating pass: :class:`ChunkSummary` (rows, columns, largest row norm).
+
+        Sets :attr:`n_samples` (later passes must yield as many rows) and,
+        for Dask, :attr:`block_rows` (the rows of every block: the per-block
+        summaries, two numbers each, are gathered rather than tree-reduced).
+        """
+        self.n_samples = self.block_rows = None
+        if self.kind == "dask":
+            import dask
+
+            (per_block,) = dask.compute(self._dask_parts(_chunk_summary, ()))
+            self.block_rows = tuple(int(p[0]) for p in per_block)
+            total = np.array([sum(self.block_rows), max((float(p[1]) for p in per_block), default=0.0)])
+        else:
+            total = self._reduce(_chunk_summary, _combine_summaries, ())
         if total is None or total[0] == 0:
-            raise ValueError(
-                "Found array with 0 sample(s) (shape=(0, ...)) while a minimum of 1 is required."
-            )
-        return ChunkSummary(int(total[0]), int(self.n_features), float(total[1]))
+            raise _no_samples()
+        self.n_samples = int(total[0])
+        return ChunkSummary(self.n_samples, int(self.n_features), float(total[1]))
+
+    def _dask_parts(self, fn, params):
+        """One delayed ``fn(block, *params)`` per row block, in row order."""
+        import dask
+
+        blocks = self.source.to_delayed().ravel().tolist()
+        task = dask.delayed(functools.partial(_apply, fn), pure=True)
+        return [task(block, self.n_features, *params) for block in blocks]
 
     def _reduce(self, fn, combine, params):
         if self.kind == "dask":
             import dask
 
-            n_features = self.n_features
-            blocks = self.source.to_delayed().ravel().tolist()
-            task = dask.delayed(functools.partial(_apply, fn), pure=True)
-            parts = [task(block, n_features, *params) for block in blocks]
+            parts = self._dask_parts(fn, params)
             if not parts:
                 return None
             (total,) = dask.compute(_tree_reduce(parts, combine))
@@ -312,16 +414,21 @@ class ChunkedData:
         return total
 
 
-def as_chunked(X, chunk_size=None):
+def as_chunked(X, chunk_size=None, *, ensure_2d=True, single_pass=False):
     """Wrap ``X`` as a :class:`ChunkedData` (returned unchanged if it already is one).
 
     Parameters
     ----------
-    X : ndarray, memmap, Dask array, Dask DataFrame, callable or ChunkedData
+    X : ndarray, memmap, Dask array, Dask DataFrame, callable, iterator or ChunkedData
         The data; a callable must return a fresh iterable of 2-D chunks on
-        every call.
+        every call.  A one-shot iterator of chunks needs ``single_pass=True``.
     chunk_size : int or None, default=None
         Rows per chunk for NumPy sources.
+    ensure_2d : bool, default=True
+        If False, 1-D sources and chunks are read as one column.
+    single_pass : bool, default=False
+        Accept a one-shot iterator (for estimators that read the data once,
+        with one :meth:`ChunkedData.map_reduce` and no scan).
 
     Returns
     -------
@@ -329,4 +436,4 @@ def as_chunked(X, chunk_size=None):
     """
     if isinstance(X, ChunkedData):
         return X
-    return ChunkedData(X, chunk_size=chunk_size)
+    return ChunkedData(X, chunk_size=chunk_size, ensure_2d=ensure_2d, single_pass=single_pass)

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from skdp._chunks import as_chunked
+from skdp._chunks import ChunkedData, as_chunked
 from skdp.cluster import DPKernelKMeans, DPKMeans
 from skdp.cluster import _lloyd as lloyd
 from skdp.exceptions import PrivacyLeakWarning
+from skdp.privacy.mechanisms import _AdditiveMechanism
 
 
 def data(n=600):
@@ -101,3 +102,117 @@ def test_chunked_data_norm_none_warns_and_bad_chunks_rejected():
         DPKMeans(3, data_norm=5.0, random_state=0).fit(as_chunked(bad, chunk_size=64))
     with pytest.raises(ValueError, match="n_clusters"):
         DPKMeans(3, data_norm=5.0, random_state=0).fit(as_chunked(X[:2], chunk_size=1))
+
+
+# ---------------------------------------------------------------------------
+# Dask collections whose row chunk sizes are unknown (a Dask DataFrame)
+# ---------------------------------------------------------------------------
+RANDOM_INIT = [
+    DPKMeans(3, epsilon=2.0, data_norm=6.0, max_iter=4, random_state=0),
+    DPKernelKMeans(3, epsilon=2.0, gamma=0.5, n_components=30, clip="auto", max_iter=3, random_state=0),
+]
+
+
+@pytest.mark.parametrize("est", RANDOM_INIT, ids=lambda e: type(e).__name__)
+def test_dask_dataframe_and_unknown_chunks_match_in_memory(est):
+    """The random partition is drawn per block from the scan's row counts: no NaN chunk sizes needed."""
+    da = pytest.importorskip("dask.array")
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    import dask
+
+    X = data()
+    ref = type(est)(**est.get_params()).fit(X)
+    df = dd.from_pandas(pd.DataFrame(X, columns=["u", "v"]), npartitions=3)
+    unknown = da.from_array(X, chunks=(250, 2)).to_dask_dataframe().to_dask_array()
+    assert np.isnan(unknown.chunks[0][0])
+    with dask.config.set(scheduler="synchronous"):
+        from_df = type(est)(**est.get_params()).fit(df)
+        from_unknown = type(est)(**est.get_params()).fit(unknown)
+    assert_same_fit(ref, from_df)
+    assert_same_fit(ref, from_unknown)
+    assert list(from_df.feature_names_in_) == ["u", "v"] and from_df.n_features_in_ == 2
+    assert not hasattr(from_unknown, "feature_names_in_")
+
+
+def test_dask_fit_on_a_local_cluster_with_a_dataframe():
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    distributed = pytest.importorskip("distributed")
+
+    X = data(300)
+    est = RANDOM_INIT[0]
+    ref = type(est)(**est.get_params()).fit(X)
+    with (
+        distributed.LocalCluster(
+            processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
+        out = type(est)(**est.get_params()).fit(dd.from_pandas(pd.DataFrame(X), npartitions=2))
+    assert_same_fit(ref, out)
+
+
+# ---------------------------------------------------------------------------
+# Iterators and factories that cannot be read several times
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("est", RANDOM_INIT, ids=lambda e: type(e).__name__)
+def test_one_shot_iterator_is_refused_with_a_clear_error(est):
+    X = data(300)
+    with pytest.raises(TypeError, match="X is a one-shot iterator.*callable that returns a fresh iterable"):
+        type(est)(**est.get_params()).fit(X[i : i + 100] for i in range(0, 300, 100))
+
+
+@pytest.mark.parametrize("est", RANDOM_INIT, ids=lambda e: type(e).__name__)
+def test_factory_returning_the_same_generator_is_caught(est, monkeypatch):
+    calls = []
+    monkeypatch.setattr(_AdditiveMechanism, "release", lambda *a: calls.append(a))
+    X = data(300)
+    shared = (X[i : i + 100] for i in range(0, 300, 100))
+    with pytest.raises(ValueError, match="0 rows in this pass but 300.*fresh iterable"):
+        type(est)(**est.get_params()).fit(lambda: shared)
+    assert not calls  # caught at the first pass after the scan, before any release
+
+    sizes = iter([300, 200])  # data changed between passes
+
+    def changing():
+        return iter([X[: next(sizes)]])
+
+    with pytest.raises(ValueError, match="200 rows in this pass but 300"):
+        type(est)(**est.get_params()).fit(changing)
+
+
+# ---------------------------------------------------------------------------
+# Noise once per statistic per iteration, whatever the number of chunks
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.max_iter}")
+def test_noise_added_once_per_statistic_per_iteration_whatever_the_chunks(est, monkeypatch):
+    """1, 5 or 60 chunks: the same mechanism releases, and the same passes over the data."""
+    X = data()
+    releases = []
+    orig_release = _AdditiveMechanism.release
+
+    def release(mech, value, rng, ledger):
+        releases.append(type(mech).__name__)
+        return orig_release(mech, value, rng, ledger)
+
+    monkeypatch.setattr(_AdditiveMechanism, "release", release)
+    passes = []
+    orig_iter = ChunkedData.iter_chunks
+
+    def iter_chunks(self):
+        passes.append(None)
+        return orig_iter(self)
+
+    monkeypatch.setattr(ChunkedData, "iter_chunks", iter_chunks)
+    ref = type(est)(**est.get_params()).fit(X)
+    expected = 2 * ref.n_iter_ + ref._n_norm_selections()
+    assert len(releases) == expected == sum(e.count for e in ref._privacy_ledger.events)
+    assert not passes
+    for n_chunks in (1, 5, 60):
+        releases[:], passes[:] = [], []
+        out = type(est)(**est.get_params()).fit(as_chunked(X, chunk_size=-(-len(X) // n_chunks)))
+        assert len(releases) == expected
+        # scan + DPNorm histogram + one pass per Lloyd iteration + two for labels_ and inertia_
+        assert len(passes) == 1 + ref._n_norm_selections() + ref.n_iter_ + 2
+        assert_same_fit(ref, out)

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from skdp._chunks import ChunkedData, as_chunked, is_chunked_input
+from skdp.bayes import DPBetaBernoulli
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.mixture import DPGaussianMixture
 from skdp.mixture._moments import compute_precision_cholesky, expected_statistics
 from skdp.privacy.matrix import _SymmetricMatrixMixin
 from skdp.privacy.mechanisms import _AdditiveMechanism
+from skdp.privacy.selection import ExponentialMechanism
 
 
 def _data(n_per=400, seed=0, d=3):
@@ -93,10 +95,24 @@ def test_input_kinds_and_validation():
     assert as_chunked(as_chunked(X)).kind == "numpy"
     with pytest.raises(TypeError, match="one-shot iterator"):
         as_chunked(iter([X]))
+    # A generator reaches the chunked path (and its clear error), not np.asarray.
+    assert is_chunked_input(iter([X])) and is_chunked_input(c for c in [X])
+    once = as_chunked(iter([X[:7], X[7:]]), single_pass=True)
+    np.testing.assert_allclose(once.map_reduce(lambda c: c.sum(axis=0)), X.sum(axis=0))
+    with pytest.raises(TypeError, match="already been read"):
+        once.map_reduce(lambda c: c.sum(axis=0))
     with pytest.raises(ValueError, match="chunk_size"):
         as_chunked(X, chunk_size=0)
     with pytest.raises(ValueError, match="2D"):
         as_chunked(X[:, 0])
+    with pytest.raises(ValueError, match="2D"):
+        as_chunked(lambda: iter([X[:, 0]])).scan()
+    for one_column in (
+        as_chunked(X[:, 0], chunk_size=6, ensure_2d=False),
+        as_chunked(lambda: iter([X[:, 0]]), ensure_2d=False),
+    ):
+        assert one_column.scan().n_features == 1
+        np.testing.assert_allclose(one_column.map_reduce(lambda c: c.sum(axis=0)), [X[:, 0].sum()])
     bad = X.copy()
     bad[-1, 1] = np.nan  # in the last chunk only: every chunk is checked
     with pytest.raises(ValueError, match="NaN or infinity"):
@@ -107,6 +123,14 @@ def test_input_kinds_and_validation():
         as_chunked(lambda: iter([np.array([["a", "b"]])])).scan()
     with pytest.raises(ValueError, match="0 sample"):
         as_chunked(lambda: iter([])).scan()
+    with pytest.raises(ValueError, match="0 sample"):
+        as_chunked(lambda: iter([])).map_reduce(np.sum)
+    # After a scan, every pass must see the same rows: a shared generator is caught.
+    shared = iter([X[:7], X[7:]])
+    data = as_chunked(lambda: shared)
+    assert data.scan().n_samples == len(X)
+    with pytest.raises(ValueError, match=f"0 rows in this pass but {len(X)}.*fresh iterable"):
+        data.map_reduce(np.sum)
 
 
 # ---------------------------------------------------------------------------
@@ -199,6 +223,99 @@ def test_chunked_bad_input_fails_before_any_release(monkeypatch):
     assert counter.calls == 0
 
 
+def test_generators_are_refused_or_caught_with_clear_errors():
+    X = _data(50, seed=9)
+    with pytest.raises(TypeError, match="X is a one-shot iterator.*callable that returns a fresh iterable"):
+        DPGaussianMixture(**_FIT).fit(X[i : i + 30] for i in range(0, len(X), 30))
+    shared = (X[i : i + 30] for i in range(0, len(X), 30))
+    with pytest.raises(ValueError, match="fresh iterable"):
+        DPGaussianMixture(**_FIT).fit(lambda: shared)
+
+
+# ---------------------------------------------------------------------------
+# DPBetaBernoulli: one pass, so a one-shot iterator is accepted
+# ---------------------------------------------------------------------------
+def _binary(n=600, d=3, seed=0):
+    return np.random.default_rng(seed).binomial(1, 0.3, size=(n, d)).astype(float)
+
+
+def _same_counts(a, b):
+    np.testing.assert_array_equal(a.noisy_counts_, b.noisy_counts_)
+    np.testing.assert_array_equal(a.posterior_sample_, b.posterior_sample_)
+    assert a.privacy_spent_ == b.privacy_spent_
+    assert [(type(e), e.count) for e in a._privacy_ledger.events] == [
+        (type(e), e.count) for e in b._privacy_ledger.events
+    ]
+
+
+def test_beta_bernoulli_accepts_a_one_shot_iterator():
+    X = _binary()
+    ref = DPBetaBernoulli(random_state=0).fit(X)
+    est = DPBetaBernoulli(random_state=0).fit(X[i : i + 100] for i in range(0, len(X), 100))
+    _same_counts(est, ref)
+    assert est.n_features_in_ == 3 and est.privacy_spent_.epsilon == 1.0
+
+
+def test_beta_bernoulli_no_chunk_is_the_empty_array_error():
+    with pytest.raises(ValueError, match="0 sample"):
+        DPBetaBernoulli(random_state=0).fit(np.empty((0, 3)))
+    for empty in (lambda: iter([]), iter([]), lambda: iter([np.empty((0, 3))])):
+        with pytest.raises(ValueError, match="0 sample"):
+            DPBetaBernoulli(random_state=0).fit(empty)
+
+
+def test_beta_bernoulli_one_dimensional_chunked_input_is_one_feature(tmp_path):
+    x = _binary(d=1)[:, 0]
+    ref = DPBetaBernoulli(random_state=0).fit(x)
+    path = tmp_path / "x.npy"
+    np.save(path, x)
+    inputs = [
+        np.load(path, mmap_mode="r"),
+        as_chunked(np.load(path, mmap_mode="r"), chunk_size=64, ensure_2d=False),
+        lambda: (x[i : i + 100] for i in range(0, len(x), 100)),
+    ]
+    da = pytest.importorskip("dask.array")
+    inputs.append(da.from_array(x, chunks=150))
+    for inp in inputs:
+        est = DPBetaBernoulli(random_state=0).fit(inp)
+        _same_counts(est, ref)
+        assert est.n_features_in_ == 1
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "ops"])
+def test_beta_bernoulli_noise_added_once_whatever_the_chunks(monkeypatch, mechanism):
+    """1, 5 or 60 chunks: one release per feature (Laplace) or one sample (OPS), one pass."""
+    X = _binary(d=4)
+    counter = _ReleaseCounter(monkeypatch)
+    orig_sample = ExponentialMechanism.sample
+
+    def sample(mech, sampler, rng, ledger):
+        counter.calls += 1
+        return orig_sample(mech, sampler, rng, ledger)
+
+    monkeypatch.setattr(ExponentialMechanism, "sample", sample)
+    passes = []
+    orig_iter = ChunkedData.iter_chunks
+
+    def iter_chunks(self):
+        passes.append(None)
+        return orig_iter(self)
+
+    monkeypatch.setattr(ChunkedData, "iter_chunks", iter_chunks)
+    expected = X.shape[1] if mechanism == "laplace" else 1
+    ref = DPBetaBernoulli(mechanism=mechanism, random_state=0).fit(X)
+    assert counter.calls == expected
+    for n_chunks in (1, 5, 60):
+        counter.calls, passes[:] = 0, []
+        est = DPBetaBernoulli(mechanism=mechanism, random_state=0)
+        est.fit(as_chunked(X, chunk_size=-(-len(X) // n_chunks)))
+        assert counter.calls == expected and len(passes) == 1
+        assert sum(e.count for e in est._privacy_ledger.events) == expected
+        if mechanism == "laplace":
+            _same_counts(est, ref)
+        np.testing.assert_array_equal(est.posterior_sample_, ref.posterior_sample_)
+
+
 # ---------------------------------------------------------------------------
 # Dask
 # ---------------------------------------------------------------------------
@@ -214,9 +331,13 @@ def test_dask_array_and_dataframe_match_in_memory():
         # Column chunks are merged; row chunks are reduced in a tree.
         est = DPGaussianMixture(covariance_type="tied", **_FIT).fit(da.from_array(X, chunks=(70, 2)))
         _assert_same_fit(est, ref)
+        unknown = da.from_array(X, chunks=(70, 3)).to_dask_dataframe().to_dask_array()  # NaN row chunks
+        _assert_same_fit(DPGaussianMixture(covariance_type="tied", **_FIT).fit(unknown), ref)
         df = dd.from_pandas(pd.DataFrame(X, columns=["a", "b", "c"]), npartitions=4)
         est = DPGaussianMixture(covariance_type="tied", **_FIT).fit(df)
         _assert_same_fit(est, ref)
+        data = as_chunked(df)
+        assert data.scan().n_samples == len(X) and sum(data.block_rows) == len(X)
     assert list(est.feature_names_in_) == ["a", "b", "c"] and est.n_features_in_ == 3
     bad = X.copy()
     bad[5, 1] = np.nan

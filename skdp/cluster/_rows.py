@@ -10,8 +10,13 @@ The random-partition step labels every row with public randomness only.  In
 memory the labels are one draw of ``n`` integers; chunk by chunk they are the
 same draws taken in row order (a NumPy ``Generator`` gives the same stream
 either way), so both paths release the same statistics.  For Dask, the labels
-are drawn on the driver (``n`` small integers) and shipped with the row
-blocks.
+are drawn on the driver in the same way, block by block in row order, and
+shipped with their blocks (``n`` integers of the smallest unsigned type that
+holds ``n_clusters - 1``, one byte each for up to 256 clusters).  The number
+of rows of every block comes from the validating scan
+(:attr:`skdp._chunks.ChunkedData.block_rows`), so blocks of unknown length (a
+Dask DataFrame, or an array with NaN chunk sizes) need no extra pass, and the
+Dask fit equals the in-memory fit for any chunking.
 """
 
 from __future__ import annotations
@@ -48,7 +53,12 @@ def chunk_statistics(chunk, feature_map, bound, centres):
 def chunk_labelled_statistics(chunk, labels, feature_map, bound, n_clusters):
     """Sizes and sums of a chunk under given (public, random) labels."""
     chunk = check_chunk(chunk)
-    return lloyd.cluster_statistics(chunk_features(chunk, feature_map, bound), np.asarray(labels), n_clusters)
+    labels = np.asarray(labels, dtype=np.intp)
+    if labels.shape != (chunk.shape[0],):
+        raise ValueError(
+            f"X changed between passes: a block has {chunk.shape[0]} rows, the scan counted {labels.size}."
+        )
+    return lloyd.cluster_statistics(chunk_features(chunk, feature_map, bound), labels, n_clusters)
 
 
 def chunk_norm_histogram(chunk, feature_map, c_max, n_bins):
@@ -126,16 +136,23 @@ class ChunkedRows:
                 total = part if total is None else _add(total, part)
             return total
         import dask
-        import dask.array as da
 
-        source = self.data.source
-        labels = da.from_array(rng.integers(n_clusters, size=self.n_samples), chunks=(source.chunks[0],))
+        block_rows = self.data.block_rows
+        if block_rows is None:  # not scanned yet (rows of unknown-length blocks)
+            self.data.scan()
+            block_rows = self.data.block_rows
+        label_dtype = np.min_scalar_type(max(n_clusters - 1, 0))
         task = dask.delayed(chunk_labelled_statistics, pure=True)
         parts = [
-            task(block, lab, self.feature_map, self.bound, n_clusters)
-            for block, lab in zip(
-                source.to_delayed().ravel().tolist(), labels.to_delayed().ravel().tolist(), strict=True
+            # The same draws as in memory, taken block by block in row order.
+            task(
+                block,
+                rng.integers(n_clusters, size=rows).astype(label_dtype),
+                self.feature_map,
+                self.bound,
+                n_clusters,
             )
+            for block, rows in zip(self.data.source.to_delayed().ravel().tolist(), block_rows, strict=True)
         ]
         (total,) = dask.compute(_tree_reduce(parts, _add))
         return total
