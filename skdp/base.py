@@ -2,14 +2,20 @@
 
 The mixin owns the privacy life cycle of a fit, the same for every model:
 
-1. before the data is touched: validate the budget, check it against the
-   user's :class:`~skdp.privacy.BudgetAccountant` (raising
-   :class:`~skdp.exceptions.BudgetExceededError`), and derive the noise
-   generator from ``random_state``;
+1. before the data is touched: validate the budget, *reserve* it on the
+   user's :class:`~skdp.privacy.BudgetAccountant` (an atomic check-and-record
+   that raises :class:`~skdp.exceptions.BudgetExceededError` and charges
+   nothing if the request does not fit), and derive the noise generator from
+   ``random_state``;
 2. during the fit: every release goes through a mechanism that records its
    event on a fresh per-fit :class:`~skdp.privacy.PrivacyAccountant`;
 3. after the fit: ``privacy_spent_`` is read off that ledger, checked against
-   the request, and charged to the user's budget.
+   the request, and the reservation is *settled* to it.
+
+A fit that raises between 1 and 3 leaves its reservation charged in full: it
+may have read the data (even an input error depends on the data) or drawn a
+noisy statistic that is still in memory, so skdp never assumes it released
+nothing.  Errors raised before 1 (parameter validation) reserve nothing.
 
 Hyperparameters are never written in ``fit``; anything derived from the data
 ends in ``_``.
@@ -93,8 +99,9 @@ class DPEstimatorMixin:
     """Privacy life cycle of a DP estimator (see module docstring).
 
     Subclasses store ``epsilon``, ``delta``, ``accountant`` and
-    ``random_state`` in ``__init__`` and call :meth:`_begin_private_fit` and
-    :meth:`_end_private_fit` around the part of ``fit`` that touches data.
+    ``random_state`` in ``__init__`` and call :meth:`_begin_private_fit`
+    (which reserves the budget) and :meth:`_end_private_fit` (which settles
+    it) around the part of ``fit`` that touches data.
     """
 
     #: Neighbouring relation ``privacy_spent_`` refers to.
@@ -106,38 +113,77 @@ class DPEstimatorMixin:
         return contextlib.nullcontext() if secure is None else config_context(secure_noise=secure)
 
     def _begin_private_fit(self, composition="rdp"):
-        """Check the budget before touching data; return (ledger, rng)."""
-        if self.accountant is not None:
-            self.accountant.check(self.epsilon, self.delta, self._neighbouring)
+        """Reserve the requested budget before touching data; return (ledger, rng)."""
         ledger = PrivacyAccountant(composition=composition, neighbouring=self._neighbouring)
-        return ledger, check_generator(self.random_state)
+        rng = check_generator(self.random_state)
+        # Last: whatever fails after the reservation keeps it charged, so
+        # nothing that can fail without the data comes after it.
+        self._reserve_budget(self.epsilon, self.delta)
+        return ledger, rng
+
+    def _reserve_budget(self, epsilon, delta):
+        """Reserve ``(epsilon, delta)`` on the user's budget (if any) for this fit.
+
+        Raises :class:`~skdp.exceptions.BudgetExceededError` with nothing
+        reserved if the request does not fit.  A reservation left over by an
+        earlier fit of this estimator that failed stays charged on the budget;
+        it is only forgotten here.
+        """
+        self._budget_reservation = None
+        if self.accountant is not None:
+            self._budget_reservation = self.accountant.reserve(
+                epsilon, delta, self._neighbouring, type(self).__name__
+            )
+
+    def _settle_budget(self, spent):
+        """Replace this fit's reservation by ``spent`` (its ``privacy_spent_``)."""
+        reservation = self.__dict__.pop("_budget_reservation", None)
+        if self.accountant is None:
+            return
+        if reservation is None:
+            # Every path that charges an accountant reserves first; charging
+            # without a reservation would reopen the check-then-spend race.
+            raise RuntimeError("Internal error: a fit finished without a budget reservation.")
+        self.accountant.settle(reservation, *spent, self._neighbouring)
 
     def _end_private_fit(self, ledger):
-        """Set ``privacy_spent_`` from the fit's ledger and charge the user's budget."""
+        """Set ``privacy_spent_`` from the fit's ledger and settle the user's budget."""
         spent = ledger.privacy_spent(self.delta)
         if spent.epsilon > self.epsilon * (1 + 1e-9) or spent.delta > self.delta * (1 + 1e-9):
-            # A calibration bug, never a user error: refuse to release.
+            # A calibration bug, never a user error: refuse to release.  The
+            # noise was drawn already, so the budget is charged what was
+            # really spent (settle records an excess before it complains).
+            with contextlib.suppress(ValueError):
+                self._settle_budget(spent)
             raise RuntimeError(
                 f"Internal error: the fit spent {tuple(spent)} > requested ({self.epsilon}, {self.delta})."
             )
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self._privacy_ledger = ledger
-        if self.accountant is not None:
-            self.accountant.spend(*self.privacy_spent_, self._neighbouring, type(self).__name__)
+        # Cannot raise BudgetExceededError: the amount is within the reservation.
+        self._settle_budget(self.privacy_spent_)
 
     def _spend_after_fit(self, ledger_events):
         """Account releases made after ``fit`` (e.g. further OPS samples).
 
-        The user's budget is checked first; ``privacy_spent_`` grows to the
-        composition of everything released so far.
+        Called before the release is made.  Its exact cost is known, so it is
+        charged to the user's budget at once by ``spend`` (one atomic
+        check-and-record, a reservation settled on the spot): a refusal
+        raises :class:`~skdp.exceptions.BudgetExceededError` before anything
+        is drawn, and two concurrent calls cannot both pass a check only one
+        fits.  ``privacy_spent_`` grows to the composition of everything
+        released so far.
         """
         trial = PrivacyAccountant(self._privacy_ledger.composition, self._neighbouring)
         trial.events = list(self._privacy_ledger.events)
         for event in ledger_events:
             trial.record(event)
         total = trial.privacy_spent(self.delta)
+        # Composition never shrinks a guarantee; max() only absorbs rounding,
+        # which must not hand budget back.
         extra = PrivacySpent(
-            total.epsilon - self.privacy_spent_.epsilon, max(0.0, total.delta - self.privacy_spent_.delta)
+            max(0.0, total.epsilon - self.privacy_spent_.epsilon),
+            max(0.0, total.delta - self.privacy_spent_.delta),
         )
         if self.accountant is not None:
             self.accountant.spend(*extra, self._neighbouring, type(self).__name__)

@@ -4,23 +4,26 @@ import numpy as np
 import pytest
 from sklearn.base import BaseEstimator
 
-from skdp import PrivacyLeakWarning
+from skdp import BudgetAccountant, BudgetExceededError, PrivacyLeakWarning
 from skdp._random import check_generator
 from skdp.base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, warn_privacy_leak
 from skdp.privacy import LaplaceMechanism
 
 
 class _ToyMean(DPEstimatorMixin, BaseEstimator):
-    """A DP mean of values in [0, 1] (sensitivity 1/n), optionally overspending."""
+    """A DP mean of values in [0, 1] (sensitivity 1/n), optionally overspending or failing."""
 
     _parameter_constraints = dict(PRIVACY_PARAMETER_CONSTRAINTS)
 
-    def __init__(self, epsilon=1.0, delta=0.0, accountant=None, random_state=None, overspend=False):
+    def __init__(
+        self, epsilon=1.0, delta=0.0, accountant=None, random_state=None, overspend=False, fail=False
+    ):
         self.epsilon = epsilon
         self.delta = delta
         self.accountant = accountant
         self.random_state = random_state
         self.overspend = overspend
+        self.fail = fail
 
     def fit(self, X):
         ledger, rng = self._begin_private_fit("basic")
@@ -28,6 +31,8 @@ class _ToyMean(DPEstimatorMixin, BaseEstimator):
         eps = 2 * self.epsilon if self.overspend else self.epsilon
         mech = LaplaceMechanism.from_epsilon(eps, 1.0 / len(X))
         self.mean_ = mech.release(X.mean(), rng, ledger)
+        if self.fail:
+            raise RuntimeError("interrupted after the release")
         self._end_private_fit(ledger)
         return self
 
@@ -37,6 +42,37 @@ def test_spent_above_request_is_refused():
     assert _ToyMean(random_state=0).fit(X).privacy_spent_ == (1.0, 0.0)
     with pytest.raises(RuntimeError, match="Internal error"):
         _ToyMean(overspend=True).fit(X)
+
+
+def test_fit_settles_its_reservation_to_what_it_spent():
+    budget = BudgetAccountant(epsilon=2.0)
+    est = _ToyMean(epsilon=0.75, accountant=budget, random_state=0).fit(np.linspace(0, 1, 50))
+    assert est.privacy_spent_ == (0.75, 0.0)
+    assert budget.history == [(0.75, 0.0, "_ToyMean")] and budget.reservations == []
+    assert "_budget_reservation" not in vars(est)
+
+
+def test_fit_failing_after_a_release_stays_charged():
+    budget = BudgetAccountant(epsilon=2.0)
+    est = _ToyMean(epsilon=0.75, accountant=budget, fail=True)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        est.fit(np.linspace(0, 1, 50))
+    # A noisy mean exists in memory, unaccounted by privacy_spent_: the budget
+    # must keep the whole request.
+    assert hasattr(est, "mean_") and not hasattr(est, "privacy_spent_")
+    assert budget.reservations == [(0.75, 0.0, "_ToyMean")]
+    assert budget.spent.epsilon == 0.75
+    with pytest.raises(BudgetExceededError):
+        _ToyMean(epsilon=1.5, accountant=budget).fit(np.linspace(0, 1, 50))
+    assert budget.spent.epsilon == 0.75  # the refusal charged nothing
+
+
+def test_overspending_fit_is_charged_what_it_really_spent():
+    budget = BudgetAccountant(epsilon=5.0)
+    with pytest.raises(RuntimeError, match="Internal error"):
+        _ToyMean(epsilon=1.0, accountant=budget, overspend=True).fit(np.linspace(0, 1, 50))
+    # The noise was drawn at epsilon 2: the ledger records 2, not the requested 1.
+    assert budget.history == [(pytest.approx(2.0), 0.0, "_ToyMean")] and budget.reservations == []
 
 
 def test_warn_privacy_leak_names_the_parameter():

@@ -9,8 +9,8 @@ The nets override exactly the steps of skorch's training loop that DP changes
 * ``train_step`` hands each batch to the engine, which writes the noisy
   clipped gradient into ``param.grad``, then runs the optimiser;
 * ``fit`` wraps skorch's fit in the privacy life cycle of
-  :class:`skdp.base.DPEstimatorMixin` (budget check, ledger,
-  ``privacy_spent_``).
+  :class:`skdp.base.DPEstimatorMixin` (budget reservation and settlement,
+  ledger, ``privacy_spent_``).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
 
     def _fit_private(self, X, y):
         if self.noise_multiplier is None:
-            # The request is known before the data: check the budget first.
+            # The request is known before the data: reserve the budget first.
             ledger, rng = self._begin_private_fit(composition="rdp")
         else:
             ledger = PrivacyAccountant(composition="rdp", neighbouring=self._neighbouring)
@@ -276,12 +276,13 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         if self.noise_multiplier is None:
             self._end_private_fit(ledger)
             return
-        # epsilon is reported, not enforced, when the noise was given.
+        # epsilon is reported, not enforced, when the noise was given; the
+        # budget was reserved for the planned steps in get_iterator, and a
+        # run never takes more steps than planned.
         spent = ledger.privacy_spent(self.delta)
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self._privacy_ledger = ledger
-        if self.accountant is not None:
-            self.accountant.spend(*self.privacy_spent_, self._neighbouring, type(self).__name__)
+        self._settle_budget(self.privacy_spent_)
 
     def get_iterator(self, dataset, training=False):
         """Poisson-sampling iterator for training (and skorch's loader otherwise).
@@ -332,8 +333,10 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             clipping_mode=self.clipping_mode,
         )
         if self.noise_multiplier is not None and self.accountant is not None:
+            # The cost of a given noise is known only now (it depends on N):
+            # reserve it before the first batch is drawn.
             planned = compose([engine.event(n_steps)], self.delta, "rdp")
-            self.accountant.check(planned.epsilon, planned.delta, self._neighbouring)
+            self._reserve_budget(planned.epsilon, planned.delta)
         self._dp_engine = engine
         self.noise_multiplier_ = z
         self.clip_noise_multiplier_ = clipping.clip_noise_multiplier
@@ -493,7 +496,8 @@ _COMMON_DOC = """
         budget; ``False`` accepts floating-point noise for this estimator even
         when the package-wide setting is on.
     accountant : BudgetAccountant or None, default=None
-        User budget the fit is checked against (before training) and charged.
+        User budget the fit reserves its request on (before training) and settles
+        to ``privacy_spent_`` at the end; a fit that fails in between stays charged.
     random_state : int, Generator or None, default=None
         Seeds the Poisson sampling and the noise (module initialisation
         follows torch's global seed, as in skorch).

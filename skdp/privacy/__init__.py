@@ -5,7 +5,7 @@ never compute one inline.
 """
 
 from .accountant import COMPOSITIONS, PrivacyAccountant, PrivacySpent, compose
-from .budget import BudgetAccountant
+from .budget import BudgetAccountant, BudgetReservation
 from .calibration import (
     calibrate_noise_multiplier,
     gaussian_noise_multiplier,
@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_ORDERS",
     "REPLACE_ONE",
     "BudgetAccountant",
+    "BudgetReservation",
     "DiscreteGaussianEvent",
     "ExponentialMechanism",
     "GaussianEvent",
