@@ -12,6 +12,7 @@ from skdp.privacy import (
     ADD_REMOVE,
     DEFAULT_ORDERS,
     REPLACE_ONE,
+    DiscreteGaussianEvent,
     GaussianEvent,
     LaplaceEvent,
     PrivacyAccountant,
@@ -236,3 +237,56 @@ def test_accountant_validation_and_pickle():
     acc.record(GaussianEvent(2, REPLACE_ONE, 1.0))
     assert pickle.loads(pickle.dumps(acc)).privacy_spent(1e-5) == acc.privacy_spent(1e-5)
     assert len(acc) == 2
+
+
+# --- the discrete Gaussian (secure noise) ---------------------------------------------------------
+
+
+def _balle_conversion(rho, delta, alphas):
+    # Balle et al. 2020, Thm. 21, for the RDP curve alpha * rho.
+    return alphas * rho + np.log1p(-1 / alphas) - (math.log(delta) + np.log(alphas)) / (alphas - 1)
+
+
+@pytest.mark.parametrize("sigma", [0.4, 1.0, 3.0, 50.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-5, 0.1])
+def test_discrete_gaussian_epsilon_is_derived_from_its_zcdp(sigma, delta):
+    event = DiscreteGaussianEvent(count=1, neighbouring=REPLACE_ONE, noise_multiplier=sigma)
+    rho = 1 / (2 * sigma**2)
+    assert event.zcdp_rho() == pytest.approx(rho)
+    np.testing.assert_allclose(event.rdp(ORDERS), ORDERS * rho, rtol=1e-10)
+    eps = event.approx_epsilon(delta)
+    # The continuous Gaussian's exact curve (Balle & Wang) is never above it ...
+    assert eps >= gaussian_epsilon(sigma, delta)
+    # ... and it is the RDP-to-DP conversion of alpha * rho, minimised over real orders.
+    dense = max(0.0, float(_balle_conversion(rho, delta, 1 + np.geomspace(1e-4, 1e7, 400_001)).min()))
+    assert eps == pytest.approx(dense, rel=1e-6, abs=1e-12)
+    assert eps <= rdp_to_epsilon(event.rdp(ORDERS), ORDERS, delta) + 1e-12
+    # Basic and advanced composition use it, never the continuous curve.
+    k = 4
+    events = [DiscreteGaussianEvent(count=k, neighbouring=REPLACE_ONE, noise_multiplier=sigma)]
+    assert compose(events, delta, "basic").epsilon == pytest.approx(k * event.approx_epsilon(delta / k))
+    plain = [GaussianEvent(count=k, neighbouring=REPLACE_ONE, noise_multiplier=sigma)]
+    for method in ("basic", "advanced", "rdp"):
+        assert compose(events, delta, method).epsilon >= compose(plain, delta, method).epsilon
+
+
+def _discrete_gaussian_renyi(sigma2, shift, alpha, support=200):
+    ys = np.arange(-support, support + 1)
+    log_p = -(ys**2) / (2 * sigma2)
+    log_q = -((ys - shift) ** 2) / (2 * sigma2)
+    log_z = np.logaddexp.reduce(log_p)  # integer shift: same normaliser
+    return np.logaddexp.reduce(alpha * log_p + (1 - alpha) * log_q - log_z) / (alpha - 1)
+
+
+@pytest.mark.parametrize("sigma2", [0.3, 1.0, 4.0])
+def test_discrete_gaussian_vector_release_is_within_its_rdp_curve(sigma2):
+    # The secure Gaussian adds independent N_Z(0, sigma^2) to each coordinate of
+    # an integer vector: its Renyi divergence is the sum over the coordinates
+    # (independence), each bounded by CKS 2020 Thm. 4.  Check the sum, computed
+    # exactly, against the event's curve for an integer shift of L2 norm Delta.
+    shift = (2, 1, 1)  # ||shift||_2 = sqrt(6)
+    multiplier = math.sqrt(sigma2 / 6)
+    orders = np.array([1.5, 2.0, 3.0, 8.0, 32.0])
+    exact = np.array([sum(_discrete_gaussian_renyi(sigma2, k, a) for k in shift) for a in orders])
+    bound = DiscreteGaussianEvent(1, REPLACE_ONE, noise_multiplier=multiplier).rdp(orders)
+    assert np.all(exact <= bound * (1 + 1e-9)), (exact, bound)

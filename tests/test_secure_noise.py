@@ -1,6 +1,13 @@
 """Secure noise: exact discrete samplers, and Mironov's floating-point attack."""
 
+import contextlib
 import math
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -9,11 +16,17 @@ from _registry import CASES
 from scipy import stats
 from sklearn.base import clone
 
-from skdp import config_context, get_config
+from skdp import config_context, get_config, set_config
 from skdp.audit import epsilon_lower_bound
 from skdp.bayes import DPBetaBernoulli
 from skdp.cluster import DPKMeans
-from skdp.privacy import DiscreteGaussianEvent, GaussianMechanism, LaplaceMechanism, PrivacyAccountant
+from skdp.privacy import (
+    DiscreteGaussianEvent,
+    GaussianMechanism,
+    LaplaceEvent,
+    LaplaceMechanism,
+    PrivacyAccountant,
+)
 from skdp.privacy.secure import bernoulli_exp, discrete_gaussian, discrete_laplace, grid_step
 
 N = 20_000
@@ -58,6 +71,8 @@ def test_secure_release_has_the_claimed_scale_on_a_data_independent_grid(mechani
     assert np.all(np.mod(out / gamma, 1) == 0)  # every output is an integer multiple of gamma
     if isinstance(mechanism, GaussianMechanism):
         assert type(ledger.events[0]) is DiscreteGaussianEvent
+    else:
+        assert type(ledger.events[0]) is LaplaceEvent and ledger.events[0].discrete is True
 
 
 def _event_impossible_under_one(outputs):
@@ -113,12 +128,22 @@ def test_config_rejects_unknown_settings():
             pass
 
 
-# Event types whose noise is sampled in floating point: none may appear on a
-# ledger while secure noise is on.
-_FLOAT_NOISE_EVENTS = {"GaussianEvent", "SubsampledGaussianEvent"}
-# Estimators built on subsampled Gaussian mechanisms (DP-SEP, DP-SGD) have no
-# secure sampler: they must refuse, naming the setting, before any release.
-_REFUSES_SECURE = ("DPSEPRegressor", "DPNeuralNet", "DPGenerativeMixture")
+def _is_secure_event(event):
+    """True only for events of noise sampled exactly on a grid.
+
+    A whitelist, so that any other event type (floating-point Gaussian or
+    Laplace, subsampled Gaussians, the exponential mechanism's PureDPEvent, or
+    a type added later) counts as a bypass of secure noise.
+    """
+    if type(event) is DiscreteGaussianEvent:
+        return True
+    return type(event) is LaplaceEvent and event.discrete is True
+
+
+# Estimators on floating-point samplers with no exact counterpart (subsampled
+# Gaussians for DP-SEP and DP-SGD, the exponential mechanism for OPS) must
+# refuse, naming the setting, before any release.
+_REFUSES_SECURE = ("DPSEPRegressor", "DPNeuralNet", "DPGenerativeMixture", "DPBetaBernoulli(ops)")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -134,9 +159,15 @@ def test_every_estimator_honours_secure_noise(name):
             assert not hasattr(model, "privacy_spent_")
             return
         model.fit(X, **case.fit_kwargs(X))
-    released = {type(event).__name__ for event in model._privacy_ledger.events}
-    assert not released & _FLOAT_NOISE_EVENTS, released
+    events = model._privacy_ledger.events
+    assert events and all(_is_secure_event(e) for e in events), events
     assert model.privacy_spent_.epsilon <= model.epsilon * (1 + 1e-9)
+    # Control: the same fit in floating point is caught by the same check (a
+    # Laplace release is a LaplaceEvent either way; only its flag differs).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = clone(case.estimator).set_params(secure_noise=False).fit(X, **case.fit_kwargs(X))
+    assert not any(_is_secure_event(e) for e in plain._privacy_ledger.events)
 
 
 @pytest.mark.parametrize("name", ["DPKMeans", "DPKernelKMeans"])
@@ -168,3 +199,287 @@ def test_per_estimator_setting_overrides_the_package_setting():
     B = np.random.default_rng(3).binomial(1, 0.4, size=(300, 2))
     counts = DPBetaBernoulli(secure_noise=True, random_state=0).fit(B).noisy_counts_
     assert np.all(np.mod(counts[counts > 0] / grid_step(2.0), 1) == 0)
+
+
+# --- secure Laplace releases are recorded as such -----------------------------------------------
+
+
+def test_laplace_events_record_whether_the_noise_was_discrete():
+    rng = np.random.default_rng(7)
+    mechanism = LaplaceMechanism(2.0, 4.0)
+    for secure in (False, True):
+        ledger = PrivacyAccountant()
+        with config_context(secure_noise=secure):
+            mechanism.release(np.zeros(3), rng, ledger)
+            planned = LaplaceEvent(count=2, neighbouring="replace_one", noise_multiplier=2.0)
+        assert ledger.events[0].discrete is secure
+        assert planned.discrete is secure  # calibration plans are costed like the releases
+        # Relation changes and pickling keep the flag.
+        doubled = LaplaceEvent(1, "add_remove", 2.0, discrete=secure).to_relation("replace_one")
+        assert doubled.discrete is secure and doubled.noise_multiplier == 1.0
+        assert pickle.loads(pickle.dumps(ledger.events[0])) == ledger.events[0]
+    with config_context(secure_noise=True):  # an explicit flag wins over the setting
+        assert LaplaceEvent(1, "replace_one", 1.0, discrete=False).discrete is False
+    with pytest.raises(TypeError, match="discrete"):
+        LaplaceEvent(1, "replace_one", 1.0, discrete="yes")
+
+
+def _exact_discrete_laplace_rdp(t, shift, alpha, support=4000):
+    ys = np.arange(-support, support + 1)
+    log_p = -np.abs(ys) / t
+    log_q = -np.abs(ys - shift) / t
+    log_z = np.logaddexp.reduce(log_p)  # same normaliser for both
+    return np.logaddexp.reduce(alpha * log_p + (1 - alpha) * log_q - log_z) / (alpha - 1)
+
+
+@pytest.mark.parametrize("t", [1, 3])
+def test_discrete_laplace_rdp_is_randomised_response_not_the_laplace_curve(t):
+    # Shifted by one step, the discrete Laplace's privacy loss is +-1/t only:
+    # binary randomised response, whose RDP exceeds the continuous Laplace's.
+    # The discrete event must not use the continuous curve.
+    orders = np.array([1.5, 2.0, 4.0, 16.0])
+    exact = np.array([_exact_discrete_laplace_rdp(t, 1, a) for a in orders])
+    discrete = LaplaceEvent(1, "replace_one", float(t), discrete=True).rdp(orders)
+    continuous = LaplaceEvent(1, "replace_one", float(t), discrete=False).rdp(orders)
+    np.testing.assert_allclose(discrete, exact, rtol=1e-9)
+    assert np.all(continuous < exact * (1 - 1e-3))
+    # With a larger integer shift and scale (the grid's regime) the event's curve still bounds it.
+    assert np.all(
+        LaplaceEvent(1, "replace_one", 2.0, discrete=True).rdp(orders)
+        >= [_exact_discrete_laplace_rdp(40, 20, a) for a in orders]
+    )
+    # Pure and zCDP accounting are those of any epsilon-DP mechanism: unchanged.
+    for e in (
+        LaplaceEvent(1, "replace_one", 2.0, discrete=True),
+        LaplaceEvent(1, "replace_one", 2.0, discrete=False),
+    ):
+        assert e.pure_epsilon() == 0.5 and e.zcdp_rho() == 0.125
+
+
+# --- OPS has no exact sampler: it refuses secure noise ------------------------------------------
+
+
+class _Untouchable:
+    """Input whose data must not be read: any array conversion fails the test."""
+
+    shape = (10, 2)
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the data was read before the secure-noise refusal")
+
+    def __len__(self):
+        raise AssertionError("the data was read before the secure-noise refusal")
+
+
+@pytest.mark.parametrize("how", ["estimator", "package"])
+@pytest.mark.parametrize("estimator", ["beta_bernoulli", "hmm"])
+def test_ops_refuses_secure_noise_before_budget_and_data(estimator, how):
+    from skdp.bayes import DPNaiveBayesHMM
+    from skdp.privacy import BudgetAccountant
+
+    budget = BudgetAccountant(epsilon=10.0)
+    secure = True if how == "estimator" else None
+    if estimator == "beta_bernoulli":
+        model = DPBetaBernoulli(mechanism="ops", accountant=budget, secure_noise=secure, random_state=0)
+    else:
+        model = DPNaiveBayesHMM(mechanism="ops", n_iter=4, burn_in=2, accountant=budget, secure_noise=secure)
+    context = config_context(secure_noise=True) if how == "package" else contextlib.nullcontext()
+    with context, pytest.raises(ValueError, match=r"secure_noise.*mechanism='ops'"):
+        model.fit(_Untouchable())
+    assert budget.history == [] and not hasattr(model, "privacy_spent_")
+
+
+def test_ops_further_samples_refuse_secure_noise_before_charging():
+    from skdp.privacy import BudgetAccountant
+
+    X = np.random.default_rng(0).binomial(1, 0.4, size=(200, 2))
+    budget = BudgetAccountant(epsilon=10.0)
+    model = DPBetaBernoulli(mechanism="ops", accountant=budget, random_state=0).fit(X)
+    spent = budget.spent
+    with config_context(secure_noise=True), pytest.raises(ValueError, match="mechanism='ops'"):
+        model.sample_posterior(2)
+    model.set_params(secure_noise=True)
+    with pytest.raises(ValueError, match="secure_noise"):
+        model.sample_posterior(2)
+    assert budget.spent == spent and model.privacy_spent_.epsilon == pytest.approx(1.0)
+    model.set_params(secure_noise=False)  # the estimator's own setting overrides the package one
+    with config_context(secure_noise=True):
+        assert model.sample_posterior(2).shape == (2, 2)
+
+
+def test_exponential_mechanism_refuses_secure_noise_before_recording():
+    from skdp.privacy import ExponentialMechanism
+
+    mechanism = ExponentialMechanism(1.0, 1.0)
+    ledger = PrivacyAccountant()
+    rng = np.random.default_rng(0)
+    with config_context(secure_noise=True):
+        with pytest.raises(ValueError, match="secure_noise"):
+            mechanism.select([0.0, 1.0], rng, ledger)
+        with pytest.raises(ValueError, match="secure_noise"):
+            mechanism.sample(lambda t, r: 0.0, rng, ledger)
+    assert ledger.events == []
+    assert mechanism.select([0.0, 1.0], rng, ledger) in (0, 1)  # plain mode still works
+
+
+# --- the package-wide setting reaches worker threads and processes -----------------------------
+
+
+@pytest.fixture
+def restore_config(monkeypatch):
+    """Put the process-wide setting and its environment variable back after the test."""
+    from skdp import _config
+
+    # monkeypatch restores the variable (or its absence) at teardown.
+    monkeypatch.setenv(_config.SECURE_NOISE_ENV, os.environ.get(_config.SECURE_NOISE_ENV, "0"))
+    saved = dict(_config._global)
+    yield _config
+    with _config._lock:
+        _config._global.clear()
+        _config._global.update(saved)
+
+
+def test_set_config_is_process_wide_and_exported_to_the_environment(restore_config):
+    seen = {}
+    barrier = threading.Barrier(2)
+
+    def worker():
+        seen["before"] = get_config()["secure_noise"]
+        barrier.wait()  # the main thread calls set_config now
+        barrier.wait()
+        seen["after"] = get_config()["secure_noise"]
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    barrier.wait()
+    set_config(secure_noise=True)
+    barrier.wait()
+    thread.join()
+    # A thread started before set_config sees the new value, and so does a new one.
+    assert seen == {"before": False, "after": True}
+    late = []
+    threading.Thread(target=lambda: late.append(get_config()["secure_noise"])).start()
+    while not late:
+        time.sleep(0.01)
+    assert late == [True]
+    assert os.environ[restore_config.SECURE_NOISE_ENV] == "1"
+    set_config(secure_noise=False)
+    assert os.environ[restore_config.SECURE_NOISE_ENV] == "0"
+    with pytest.raises(TypeError, match="secure_noise"):
+        set_config(secure_noise=1)
+    with pytest.raises(TypeError, match="secure_noise"), config_context(secure_noise="yes"):
+        pass
+
+
+def test_environment_variable_sets_the_default(restore_config):
+    parse = restore_config._parse_environment
+    env = restore_config.SECURE_NOISE_ENV
+    assert parse({}) == {"secure_noise": False}
+    for word, value in (
+        ("1", True),
+        (" True ", True),
+        ("on", True),
+        ("0", False),
+        ("no", False),
+        ("", False),
+    ):
+        assert parse({env: word}) == {"secure_noise": value}
+    with pytest.raises(ValueError, match=env):
+        parse({env: "ture"})  # a typo must not fall back to floating-point noise
+
+
+def test_config_context_restores_and_stays_in_its_thread(restore_config):
+    set_config(secure_noise=True)
+    with config_context(secure_noise=False):
+        assert get_config()["secure_noise"] is False  # the block's value wins in its thread
+        with config_context(secure_noise=True):
+            assert get_config()["secure_noise"] is True
+        assert get_config()["secure_noise"] is False
+        # Another thread sees the process-wide value, not this thread's block:
+        # an estimator's own secure_noise=False (base.py uses config_context
+        # during fit) cannot switch secure noise off in a concurrent fit.
+        other = []
+        thread = threading.Thread(target=lambda: other.append(get_config()["secure_noise"]))
+        thread.start()
+        thread.join()
+        assert other == [True]
+    assert get_config()["secure_noise"] is True
+    with pytest.raises(RuntimeError), config_context(secure_noise=False):
+        raise RuntimeError
+    assert get_config()["secure_noise"] is True  # restored on error too
+    set_config(secure_noise=False)
+    with config_context(secure_noise=True):
+        pass
+    assert get_config()["secure_noise"] is False
+
+
+def _record_events_scorer(log):
+    def scorer(estimator, X, y=None):
+        log.append((threading.get_ident(), [type(e).__name__ for e in estimator._privacy_ledger.events]))
+        return 0.0
+
+    return scorer
+
+
+def test_grid_search_worker_threads_follow_set_config(restore_config):
+    from joblib import parallel_backend
+    from sklearn.model_selection import GridSearchCV
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    log = []
+    set_config(secure_noise=True)
+    search = GridSearchCV(
+        DPKMeans(data_norm=3.0, max_iter=2, random_state=0),
+        {"n_clusters": [2, 3]},
+        cv=2,
+        n_jobs=2,
+        scoring=_record_events_scorer(log),
+        refit=False,
+    )
+    with parallel_backend("threading", n_jobs=2):
+        search.fit(X)
+    assert len(log) == 4  # one score per (candidate, fold)
+    assert any(ident != threading.main_thread().ident for ident, _ in log)  # fits ran in workers
+    assert all(set(names) == {"DiscreteGaussianEvent"} for _, names in log), log
+
+
+def test_child_processes_started_after_set_config_inherit_it(restore_config):
+    set_config(secure_noise=True)
+    code = "import skdp; print(skdp.get_config()['secure_noise'])"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "True"
+
+
+def _shutdown_loky_executor():
+    from joblib.externals.loky import reusable_executor
+
+    if reusable_executor._executor is not None:
+        reusable_executor._executor.shutdown(wait=True, kill_workers=True)
+
+
+@pytest.mark.slow
+def test_loky_workers_started_after_set_config_follow_it_and_stale_ones_are_flagged(restore_config):
+    from joblib import Parallel, delayed
+
+    from skdp import PrivacyLeakWarning
+
+    def fit_in_worker(seed):
+        # Nested, so cloudpickle ships it by value: the workers need not import
+        # this test module (and the optional torch estimators of _registry).
+        X = np.random.default_rng(seed).binomial(1, 0.4, size=(50, 2))
+        model = DPBetaBernoulli(random_state=seed).fit(X)
+        return get_config()["secure_noise"], [e.discrete for e in model._privacy_ledger.events]
+
+    _shutdown_loky_executor()
+    try:
+        # Workers started under the old setting: set_config cannot reach them, and says so.
+        stale = Parallel(n_jobs=2, backend="loky")(delayed(fit_in_worker)(s) for s in range(2))
+        assert all(secure is False for secure, _ in stale)
+        with pytest.warns(PrivacyLeakWarning, match="loky"):
+            set_config(secure_noise=True)
+        _shutdown_loky_executor()
+        # Workers started afterwards inherit SKDP_SECURE_NOISE and sample on the grid.
+        fresh = Parallel(n_jobs=2, backend="loky")(delayed(fit_in_worker)(s) for s in range(2))
+        assert fresh == [(True, [True, True])] * 2
+    finally:
+        _shutdown_loky_executor()  # later tests must not inherit secure workers

@@ -14,6 +14,7 @@ from .._chunks import as_chunked, is_chunked_input
 from .._random import check_generator
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import ExponentialMechanism, LaplaceMechanism
+from ..privacy.selection import refuse_secure_noise_for_exponential_mechanism
 from ._conjugate import bernoulli_log_likelihood, category_counts, project_counts, sample_truncated_beta
 
 #: L1 sensitivity of one feature's counts (n_minus, n_plus) under replace-one
@@ -62,7 +63,9 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         log joint density as utility, epsilon-DP per sample.  Each further
         sample drawn with :meth:`sample_posterior` costs ``epsilon`` again and
         ``privacy_spent_`` grows accordingly; the exact statistics needed for
-        that are kept in memory but never pickled.
+        that are kept in memory but never pickled.  The draws are
+        floating-point, so OPS refuses ``secure_noise=True`` (a ValueError,
+        before the budget or the data is touched).
 
     The guarantee (``privacy_spent_``) refers to replace-one neighbours:
     datasets with the same number of records differing in one record.
@@ -89,6 +92,9 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
         in floating point, whose low-order bits leak the noiseless value
         (Mironov 2012).  None follows ``skdp.get_config()["secure_noise"]``.
+        ``mechanism="ops"`` has no exact sampler and raises a ValueError when
+        this is (or resolves to) True, in ``fit`` and in
+        :meth:`sample_posterior`.
 
     Attributes
     ----------
@@ -199,10 +205,15 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         -------
         self : DPBetaBernoulli
         """
+        if self.mechanism == "ops":
+            # OPS samples in floating point: refuse secure noise before the
+            # budget is checked or X is read (runs under the fit's setting).
+            refuse_secure_noise_for_exponential_mechanism()
         prior = self._check_prior()
         ledger, rng = self._begin_private_fit(composition="basic")
         if is_chunked_input(X):
-            counts = self._chunked_counts(as_chunked(X))
+            # One pass: a one-shot iterator of chunks is accepted; 1-D is one feature, as in memory.
+            counts = self._chunked_counts(as_chunked(X, ensure_2d=False, single_pass=True))
         else:
             X = self._validate_X(X, reset=True)
             counts = category_counts(X.astype(np.int64), 2)  # columns: (n_minus, n_plus)
@@ -264,7 +275,10 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
 
         Free for ``"laplace"`` (post-processing of the released counts).  For
         ``"ops"`` each sample is a new release costing ``epsilon``: the user's
-        budget is checked first and ``privacy_spent_`` is increased.
+        budget is checked first and ``privacy_spent_`` is increased; a
+        ValueError is raised instead, before any charge, when secure noise is
+        on (the estimator's ``secure_noise``, or the package setting if that
+        is None), because the draws are floating-point.
 
         Parameters
         ----------
@@ -287,6 +301,10 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
                 "further samples (posterior_sample_ holds the released one)."
             )
         mech = self._ops_posterior[2]
+        with self._noise_context():
+            # Outside fit the estimator's own setting must be applied here;
+            # refuse before the budget is charged.
+            refuse_secure_noise_for_exponential_mechanism()
         self._spend_after_fit([mech.event(count=n_samples)])
         return self._draw_ops(mech.temperature, self._rng, size=n_samples)
 

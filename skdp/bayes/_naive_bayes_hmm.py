@@ -24,6 +24,7 @@ from ..privacy import (
     calibrate_noise_multiplier,
     laplace_noise_multiplier,
 )
+from ..privacy.selection import refuse_secure_noise_for_exponential_mechanism
 from ._conjugate import (
     dirichlet_log_likelihood_sensitivity,
     project_counts,
@@ -158,6 +159,9 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
         in floating point, whose low-order bits leak the noiseless value
         (Mironov 2012).  None follows ``skdp.get_config()["secure_noise"]``.
+        ``mechanism="ops"`` samples the Gibbs updates in floating point, has no
+        exact sampler, and raises a ValueError when this is (or resolves to)
+        True, before the budget or the data is touched.
 
     Attributes
     ----------
@@ -339,6 +343,10 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         """
         if self.burn_in >= self.n_iter:
             raise ValueError(f"burn_in ({self.burn_in}) must be smaller than n_iter ({self.n_iter}).")
+        if self.mechanism == "ops":
+            # Floating-point exponential-mechanism draws: refuse secure noise
+            # before the budget is checked or X is read.
+            refuse_secure_noise_for_exponential_mechanism()
         private = self.mechanism != "none"
         if private:
             ledger, rng = self._begin_private_fit(composition=self.composition)

@@ -24,11 +24,14 @@ relation, so those conversions raise.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy import optimize
 
+from .._config import get_config
 from . import _autodp
 from .conversions import DEFAULT_ORDERS, gaussian_epsilon, pure_dp_rdp, rdp_to_epsilon
 
@@ -45,6 +48,42 @@ def _check_relation(neighbouring):
 def _check_positive(name, value):
     if not (np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
+
+
+def _rdp_conversion(rho, log_delta, alpha):
+    """Balle et al. (2020, Thm. 21) conversion of the RDP curve ``alpha * rho`` at one order."""
+    return alpha * rho + math.log1p(-1.0 / alpha) - (log_delta + math.log(alpha)) / (alpha - 1.0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _zcdp_rdp_epsilon(rho, delta):
+    """Smallest epsilon at ``delta`` of a mechanism whose RDP curve is ``alpha * rho``.
+
+    Minimises :func:`_rdp_conversion` over real orders ``alpha > 1``: the grid
+    :data:`DEFAULT_ORDERS`, the order minimising Mironov's simpler bound
+    (``1 + sqrt(log(1/delta) / rho)``) and a bounded scalar search.  Every
+    order gives a valid bound, so the smallest one found is valid however
+    close it is to the true infimum.  Cached: calibration asks for the same
+    values many times.
+    """
+    if delta <= 0:
+        return math.inf
+    if rho <= 0:
+        return 0.0
+    log_delta = math.log(delta)
+    candidates = [_rdp_conversion(rho, log_delta, a) for a in DEFAULT_ORDERS]
+    candidates.append(_rdp_conversion(rho, log_delta, 1.0 + math.sqrt(-log_delta / rho)))
+    # Search over log(alpha - 1): the objective is smooth and unimodal there.
+    result = optimize.minimize_scalar(
+        lambda t: _rdp_conversion(rho, log_delta, 1.0 + math.exp(t)),
+        bounds=(-12.0, 40.0),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    if np.isfinite(result.fun):
+        candidates.append(_rdp_conversion(rho, log_delta, 1.0 + math.exp(result.x)))
+    finite = [c for c in candidates if math.isfinite(c)]
+    return float(max(0.0, min(finite))) if finite else math.inf
 
 
 @dataclass(frozen=True)
@@ -100,14 +139,55 @@ class PrivacyEvent:
 
 @dataclass(frozen=True)
 class LaplaceEvent(PrivacyEvent):
-    """Laplace mechanism with scale ``noise_multiplier * L1-sensitivity`` (pure DP)."""
+    """Laplace mechanism with scale ``noise_multiplier * L1-sensitivity`` (pure DP).
+
+    Parameters
+    ----------
+    count : int
+    neighbouring : {"replace_one", "add_remove"}
+    noise_multiplier : float
+        Noise scale over the L1 sensitivity.
+    discrete : bool or None, default=None
+        True for the secure release of :mod:`skdp.privacy.secure`: the
+        statistic rounded to a grid plus exact discrete Laplace noise (Canonne,
+        Kamath & Steinke 2020, Algorithm 2), False for floating-point Laplace
+        noise.  None resolves, at construction, to the current
+        ``skdp.get_config()["secure_noise"]``: a :class:`LaplaceMechanism`
+        samples the discrete Laplace exactly when that setting is on and builds
+        its event in the same call, and calibration plans are built inside the
+        same fit, so the flag records what is (or will be) sampled and a ledger
+        tells secure releases from floating-point ones.
+
+    Notes
+    -----
+    Both kinds are pure ``1 / noise_multiplier``-DP, and so
+    ``1 / (2 noise_multiplier^2)``-zCDP (Bun & Steinke 2016, Prop. 1.4).  Their
+    RDP curves differ.  The continuous Laplace has Mironov's (2017, Prop. 6)
+    closed form.  The discrete Laplace does not inherit it: shifted by one
+    grid step (the integer sensitivity of one coordinate can be 1), its
+    privacy loss takes only the values ``+-epsilon``, with probabilities
+    ``e^eps / (1 + e^eps)`` and ``1 / (1 + e^eps)``, which is exactly binary
+    randomised response, the epsilon-DP mechanism with the largest Renyi
+    divergence of every order.  A discrete event is therefore given the RDP
+    curve of randomised response (:func:`~skdp.privacy.conversions.pure_dp_rdp`,
+    valid for every epsilon-DP mechanism), which is never below the
+    continuous Laplace curve.
+    """
 
     noise_multiplier: float = 1.0
+    discrete: bool | None = None
     is_pure = True
 
     def __post_init__(self):
         super().__post_init__()
         _check_positive("noise_multiplier", self.noise_multiplier)
+        if self.discrete is None:
+            # Frozen dataclass: the resolved flag is set once, here.
+            object.__setattr__(self, "discrete", bool(get_config()["secure_noise"]))
+        elif not isinstance(self.discrete, (bool, np.bool_)):
+            raise TypeError(f"discrete must be True, False or None, got {self.discrete!r}.")
+        else:
+            object.__setattr__(self, "discrete", bool(self.discrete))
 
     def pure_epsilon(self):
         return 1.0 / self.noise_multiplier
@@ -117,12 +197,18 @@ class LaplaceEvent(PrivacyEvent):
         return 0.5 * self.pure_epsilon() ** 2
 
     def rdp(self, orders):
+        if self.discrete:
+            # See Notes: the continuous Laplace curve is not valid here.
+            return pure_dp_rdp(self.pure_epsilon(), orders)
         return _autodp.laplace_rdp(self.noise_multiplier, orders)
 
     def approx_epsilon(self, delta):
         return self.pure_epsilon()
 
     def _doubled_sensitivity(self):
+        # Also valid for the discrete release: the integer change of a
+        # replacement is at most the sum of the integer changes of its removal
+        # and its addition (triangle inequality on the rounded statistic).
         return replace(self, noise_multiplier=self.noise_multiplier / 2, neighbouring=REPLACE_ONE)
 
 
@@ -178,12 +264,54 @@ class GaussianEvent(PrivacyEvent):
 
 @dataclass(frozen=True)
 class DiscreteGaussianEvent(GaussianEvent):
-    """Discrete Gaussian on a grid (secure noise): the Gaussian's RDP and zCDP.
+    """Discrete Gaussian on a grid (secure noise): zCDP/RDP, and (epsilon, delta) derived from them.
 
-    Canonne, Kamath & Steinke (2020), Thm. 4: the same ``alpha / (2 s^2)``
-    RDP curve as the continuous Gaussian.  Being a distinct type keeps it out
-    of the accountant's exact continuous-Gaussian composition.
+    The secure release (:func:`skdp.privacy.secure.secure_release`) rounds a
+    ``d``-dimensional statistic to the integer grid and adds independent
+    discrete Gaussian noise ``N_Z(0, sigma^2)`` to every coordinate, with
+    ``sigma >= noise_multiplier * Delta_int`` for an integer L2 sensitivity
+    ``Delta_int`` that bounds the change of the rounded vector.  Being a
+    distinct type keeps it out of the accountant's exact continuous-Gaussian
+    composition.
+
+    Notes
+    -----
+    Privacy of one use:
+
+    * **RDP / zCDP.**  For integer means ``mu, nu``,
+      ``D_alpha(N_Z(mu, sigma^2) || N_Z(nu, sigma^2)) <= alpha (mu - nu)^2 / (2 sigma^2)``
+      (Canonne, Kamath & Steinke 2020, Thm. 4, applied to the two datasets),
+      and the Renyi divergence of independent coordinates is the sum of theirs
+      (van Erven & Harremoes 2014, Thm. 28).  Summing over the ``d``
+      coordinates gives ``alpha ||mu - nu||^2 / (2 sigma^2) <= alpha / (2 noise_multiplier^2)``:
+      the continuous Gaussian's RDP curve and ``rho = 1 / (2 noise_multiplier^2)``,
+      with no multivariate slack.  (The slack of CKS's multivariate
+      statements belongs to their sharper approximate-DP bound, which tracks
+      the continuous Gaussian's exact curve; that bound is not used here.)
+    * **(epsilon, delta).**  The continuous Gaussian's exact curve (Balle &
+      Wang 2018), which :class:`GaussianEvent` uses, is *not* proved for the
+      discrete Gaussian in ``d`` dimensions.  :meth:`approx_epsilon` instead
+      converts the RDP curve ``alpha rho``:
+      ``epsilon = min_{alpha > 1} alpha rho + log(1 - 1/alpha) - (log(delta) + log(alpha)) / (alpha - 1)``
+      (Balle, Barthe, Gaboardi, Hsu & Sato 2020, Thm. 21; the same as CKS
+      2020's conversion of zCDP to approximate DP), valid at every ``alpha``,
+      hence at the numerically found minimiser.  Because the continuous
+      Gaussian satisfies the same RDP curve, this is never below its exact
+      epsilon: secure releases cost a little more under basic and advanced
+      composition, and calibration (which costs plans with the released event
+      type) adds the matching noise.
+
+    References
+    ----------
+    C. L. Canonne, G. Kamath, T. Steinke. The discrete Gaussian for differential
+    privacy. NeurIPS 2020.
+
+    B. Balle, G. Barthe, M. Gaboardi, J. Hsu, T. Sato. Hypothesis testing
+    interpretations and Renyi differential privacy. AISTATS 2020.
     """
+
+    def approx_epsilon(self, delta):
+        return _zcdp_rdp_epsilon(self.zcdp_rho(), delta)
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,26 @@ not depend on the data.
 Privacy: rounding to the grid can grow each coordinate's change by one grid
 step, so the integer sensitivity is ``Delta / gamma + d`` (L1) or
 ``Delta / gamma + sqrt(d)`` (L2) for ``d`` coordinates; the integer noise
-scale is rounded *up* so that its ratio to that sensitivity is at least the
-continuous mechanism's noise multiplier.  The discrete Laplace is then pure
-DP at the same epsilon; the discrete Gaussian satisfies the same zCDP/RDP
-bound ``alpha Delta^2 / (2 sigma^2)`` as the continuous one (CKS 2020,
-Thm. 4 and Prop. 5), which is how the accountant treats it.
+scale is rounded *up*, in exact rational arithmetic, so that its ratio to
+that sensitivity is at least the continuous mechanism's noise multiplier.
+
+* The discrete Laplace is then pure DP at the same epsilon (its privacy loss
+  is at most the integer L1 change over the scale), recorded as a
+  ``LaplaceEvent`` with ``discrete=True``; its RDP is accounted as that of
+  randomised response, the worst epsilon-DP mechanism, not with the
+  continuous Laplace's curve (see :class:`~skdp.privacy.LaplaceEvent`).
+* The discrete Gaussian, independent on each coordinate, satisfies the
+  continuous Gaussian's RDP/zCDP bound ``alpha Delta^2 / (2 sigma^2)`` (CKS
+  2020, Thm. 4, summed over the coordinates), recorded as a
+  :class:`~skdp.privacy.DiscreteGaussianEvent`, whose (epsilon, delta) is
+  derived from that bound rather than from the continuous Gaussian's exact
+  curve.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -94,6 +104,12 @@ def grid_step(sensitivity):
     return math.ldexp(1.0, math.floor(math.log2(sensitivity)) - GRID_BITS)
 
 
+def _ceil_sqrt(n):
+    """Smallest integer ``>= sqrt(n)`` for an integer ``n >= 0``."""
+    r = math.isqrt(n)
+    return r if r * r == n else r + 1
+
+
 def secure_release(value, sensitivity, noise_multiplier, kind, rng):
     """Round ``value`` to the grid and add exact discrete noise (see module docstring).
 
@@ -111,13 +127,21 @@ def secure_release(value, sensitivity, noise_multiplier, kind, rng):
     value = np.asarray(value, dtype=float)
     gamma = grid_step(sensitivity)
     d = max(1, value.size)
+    # Exact rationals (every float is one): the noise must be at least the
+    # recorded multiplier times the integer sensitivity, and a floating-point
+    # product rounded down before the ceiling could fall short of it.
+    multiplier = Fraction(noise_multiplier)
+    grid_sensitivity = Fraction(sensitivity) / Fraction(gamma)
     if kind == "laplace":
-        int_sensitivity = sensitivity / gamma + d
-        t = math.ceil(noise_multiplier * int_sensitivity)
+        # Rounding moves each coordinate by at most 1/2 grid step on either
+        # side of a neighbouring pair, so the integer L1 change is at most sensitivity / gamma + d.
+        t = math.ceil(multiplier * (grid_sensitivity + d))
         draw = lambda: discrete_laplace(t, rng)  # noqa: E731
     elif kind == "gaussian":
-        int_sensitivity = sensitivity / gamma + math.sqrt(d)
-        sigma2 = math.ceil((noise_multiplier * int_sensitivity) ** 2)
+        # The rounding errors form a vector of L2 norm at most sqrt(d) / 2 per
+        # side, so the integer L2 change is at most sensitivity / gamma +
+        # sqrt(d); _ceil_sqrt(d) is a rational upper bound of sqrt(d).
+        sigma2 = math.ceil((multiplier * (grid_sensitivity + _ceil_sqrt(d))) ** 2)
         draw = lambda: discrete_gaussian(sigma2, rng)  # noqa: E731
     else:
         raise ValueError(f"kind must be 'laplace' or 'gaussian', got {kind!r}.")
