@@ -22,10 +22,12 @@ from skdp.bayes import DPBetaBernoulli
 from skdp.cluster import DPKMeans
 from skdp.privacy import (
     DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     GaussianMechanism,
     LaplaceEvent,
     LaplaceMechanism,
     PrivacyAccountant,
+    compose,
 )
 from skdp.privacy.secure import bernoulli_exp, discrete_gaussian, discrete_laplace, grid_step
 
@@ -72,7 +74,7 @@ def test_secure_release_has_the_claimed_scale_on_a_data_independent_grid(mechani
     if isinstance(mechanism, GaussianMechanism):
         assert type(ledger.events[0]) is DiscreteGaussianEvent
     else:
-        assert type(ledger.events[0]) is LaplaceEvent and ledger.events[0].discrete is True
+        assert type(ledger.events[0]) is DiscreteLaplaceEvent
 
 
 def _event_impossible_under_one(outputs):
@@ -135,9 +137,7 @@ def _is_secure_event(event):
     Laplace, subsampled Gaussians, the exponential mechanism's PureDPEvent, or
     a type added later) counts as a bypass of secure noise.
     """
-    if type(event) is DiscreteGaussianEvent:
-        return True
-    return type(event) is LaplaceEvent and event.discrete is True
+    return type(event) in (DiscreteGaussianEvent, DiscreteLaplaceEvent)
 
 
 # Estimators on floating-point samplers with no exact counterpart (subsampled
@@ -205,23 +205,26 @@ def test_per_estimator_setting_overrides_the_package_setting():
 
 
 def test_laplace_events_record_whether_the_noise_was_discrete():
+    from skdp.privacy.calibration import _as_released
+
     rng = np.random.default_rng(7)
     mechanism = LaplaceMechanism(2.0, 4.0)
-    for secure in (False, True):
+    for secure, expected in ((False, LaplaceEvent), (True, DiscreteLaplaceEvent)):
         ledger = PrivacyAccountant()
         with config_context(secure_noise=secure):
             mechanism.release(np.zeros(3), rng, ledger)
-            planned = LaplaceEvent(count=2, neighbouring="replace_one", noise_multiplier=2.0)
-        assert ledger.events[0].discrete is secure
-        assert planned.discrete is secure  # calibration plans are costed like the releases
-        # Relation changes and pickling keep the flag.
-        doubled = LaplaceEvent(1, "add_remove", 2.0, discrete=secure).to_relation("replace_one")
-        assert doubled.discrete is secure and doubled.noise_multiplier == 1.0
+            # Calibration costs a planned Laplace release like the one that will be recorded.
+            planned = _as_released(LaplaceEvent(count=2, neighbouring="replace_one", noise_multiplier=2.0))
+        assert type(ledger.events[0]) is expected and type(planned) is expected
+        # Relation changes and pickling keep the type.
+        doubled = expected(1, "add_remove", 2.0).to_relation("replace_one")
+        assert type(doubled) is expected and doubled.noise_multiplier == 1.0
         assert pickle.loads(pickle.dumps(ledger.events[0])) == ledger.events[0]
-    with config_context(secure_noise=True):  # an explicit flag wins over the setting
-        assert LaplaceEvent(1, "replace_one", 1.0, discrete=False).discrete is False
-    with pytest.raises(TypeError, match="discrete"):
-        LaplaceEvent(1, "replace_one", 1.0, discrete="yes")
+    # A secure plan costs at least its floating-point twin under RDP (randomised-response curve).
+    plan = [LaplaceEvent(200, "replace_one", 4.0)]  # enough uses for RDP to beat basic composition
+    with config_context(secure_noise=True):
+        secure_cost = compose([_as_released(e) for e in plan], 1e-5, "rdp").epsilon
+    assert secure_cost > compose(plan, 1e-5, "rdp").epsilon
 
 
 def _exact_discrete_laplace_rdp(t, shift, alpha, support=4000):
@@ -239,19 +242,19 @@ def test_discrete_laplace_rdp_is_randomised_response_not_the_laplace_curve(t):
     # The discrete event must not use the continuous curve.
     orders = np.array([1.5, 2.0, 4.0, 16.0])
     exact = np.array([_exact_discrete_laplace_rdp(t, 1, a) for a in orders])
-    discrete = LaplaceEvent(1, "replace_one", float(t), discrete=True).rdp(orders)
-    continuous = LaplaceEvent(1, "replace_one", float(t), discrete=False).rdp(orders)
+    discrete = DiscreteLaplaceEvent(1, "replace_one", float(t)).rdp(orders)
+    continuous = LaplaceEvent(1, "replace_one", float(t)).rdp(orders)
     np.testing.assert_allclose(discrete, exact, rtol=1e-9)
     assert np.all(continuous < exact * (1 - 1e-3))
     # With a larger integer shift and scale (the grid's regime) the event's curve still bounds it.
     assert np.all(
-        LaplaceEvent(1, "replace_one", 2.0, discrete=True).rdp(orders)
+        DiscreteLaplaceEvent(1, "replace_one", 2.0).rdp(orders)
         >= [_exact_discrete_laplace_rdp(40, 20, a) for a in orders]
     )
     # Pure and zCDP accounting are those of any epsilon-DP mechanism: unchanged.
     for e in (
-        LaplaceEvent(1, "replace_one", 2.0, discrete=True),
-        LaplaceEvent(1, "replace_one", 2.0, discrete=False),
+        DiscreteLaplaceEvent(1, "replace_one", 2.0),
+        LaplaceEvent(1, "replace_one", 2.0),
     ):
         assert e.pure_epsilon() == 0.5 and e.zcdp_rho() == 0.125
 
@@ -468,7 +471,8 @@ def test_loky_workers_started_after_set_config_follow_it_and_stale_ones_are_flag
         # this test module (and the optional torch estimators of _registry).
         X = np.random.default_rng(seed).binomial(1, 0.4, size=(50, 2))
         model = DPBetaBernoulli(random_state=seed).fit(X)
-        return get_config()["secure_noise"], [e.discrete for e in model._privacy_ledger.events]
+        events = model._privacy_ledger.events
+        return get_config()["secure_noise"], [type(e).__name__ == "DiscreteLaplaceEvent" for e in events]
 
     _shutdown_loky_executor()
     try:

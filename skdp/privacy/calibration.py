@@ -14,7 +14,17 @@ import numbers
 from .._config import get_config
 from .accountant import _check_composition, compose
 from .conversions import gaussian_delta
-from .events import REPLACE_ONE, DiscreteGaussianEvent, GaussianEvent, _check_relation
+from .events import (
+    REPLACE_ONE,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    _check_relation,
+)
+
+#: Event a mechanism records under ``secure_noise`` for each floating-point one.
+_SECURE_EVENTS = {GaussianEvent: DiscreteGaussianEvent, LaplaceEvent: DiscreteLaplaceEvent}
 
 
 def _as_released(event):
@@ -22,14 +32,16 @@ def _as_released(event):
 
     Under ``secure_noise`` a Gaussian mechanism samples the discrete Gaussian
     and records a :class:`DiscreteGaussianEvent`, which the accountant keeps out
-    of the exact continuous-Gaussian composition; a plan written with
-    :class:`GaussianEvent` must be costed the same way, or the calibrated noise
-    would fall short of what the ledger charges.
+    of the exact continuous-Gaussian composition and whose (epsilon, delta)
+    comes from its RDP curve; a Laplace mechanism records a
+    :class:`DiscreteLaplaceEvent`, whose RDP curve is that of randomised
+    response.  A plan written with the floating-point events must be costed
+    the same way, or the calibrated noise would fall short of what the ledger
+    charges.
     """
-    if type(event) is GaussianEvent and get_config()["secure_noise"]:
-        return DiscreteGaussianEvent(
-            count=event.count, neighbouring=event.neighbouring, noise_multiplier=event.noise_multiplier
-        )
+    secure = _SECURE_EVENTS.get(type(event))
+    if secure is not None and get_config()["secure_noise"]:
+        return secure(count=event.count, neighbouring=event.neighbouring, noise_multiplier=event.noise_multiplier)
     return event
 
 

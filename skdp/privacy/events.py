@@ -31,7 +31,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import optimize
 
-from .._config import get_config
 from . import _autodp
 from .conversions import DEFAULT_ORDERS, gaussian_epsilon, pure_dp_rdp, rdp_to_epsilon
 
@@ -141,53 +140,18 @@ class PrivacyEvent:
 class LaplaceEvent(PrivacyEvent):
     """Laplace mechanism with scale ``noise_multiplier * L1-sensitivity`` (pure DP).
 
-    Parameters
-    ----------
-    count : int
-    neighbouring : {"replace_one", "add_remove"}
-    noise_multiplier : float
-        Noise scale over the L1 sensitivity.
-    discrete : bool or None, default=None
-        True for the secure release of :mod:`skdp.privacy.secure`: the
-        statistic rounded to a grid plus exact discrete Laplace noise (Canonne,
-        Kamath & Steinke 2020, Algorithm 2), False for floating-point Laplace
-        noise.  None resolves, at construction, to the current
-        ``skdp.get_config()["secure_noise"]``: a :class:`LaplaceMechanism`
-        samples the discrete Laplace exactly when that setting is on and builds
-        its event in the same call, and calibration plans are built inside the
-        same fit, so the flag records what is (or will be) sampled and a ledger
-        tells secure releases from floating-point ones.
-
-    Notes
-    -----
-    Both kinds are pure ``1 / noise_multiplier``-DP, and so
-    ``1 / (2 noise_multiplier^2)``-zCDP (Bun & Steinke 2016, Prop. 1.4).  Their
-    RDP curves differ.  The continuous Laplace has Mironov's (2017, Prop. 6)
-    closed form.  The discrete Laplace does not inherit it: shifted by one
-    grid step (the integer sensitivity of one coordinate can be 1), its
-    privacy loss takes only the values ``+-epsilon``, with probabilities
-    ``e^eps / (1 + e^eps)`` and ``1 / (1 + e^eps)``, which is exactly binary
-    randomised response, the epsilon-DP mechanism with the largest Renyi
-    divergence of every order.  A discrete event is therefore given the RDP
-    curve of randomised response (:func:`~skdp.privacy.conversions.pure_dp_rdp`,
-    valid for every epsilon-DP mechanism), which is never below the
-    continuous Laplace curve.
+    Floating-point Laplace noise; the secure release records
+    :class:`DiscreteLaplaceEvent` instead.  Pure ``1 / noise_multiplier``-DP,
+    hence ``1 / (2 noise_multiplier^2)``-zCDP (Bun & Steinke 2016, Prop. 1.4),
+    and Mironov's (2017, Prop. 6) closed-form RDP curve.
     """
 
     noise_multiplier: float = 1.0
-    discrete: bool | None = None
     is_pure = True
 
     def __post_init__(self):
         super().__post_init__()
         _check_positive("noise_multiplier", self.noise_multiplier)
-        if self.discrete is None:
-            # Frozen dataclass: the resolved flag is set once, here.
-            object.__setattr__(self, "discrete", bool(get_config()["secure_noise"]))
-        elif not isinstance(self.discrete, (bool, np.bool_)):
-            raise TypeError(f"discrete must be True, False or None, got {self.discrete!r}.")
-        else:
-            object.__setattr__(self, "discrete", bool(self.discrete))
 
     def pure_epsilon(self):
         return 1.0 / self.noise_multiplier
@@ -197,9 +161,6 @@ class LaplaceEvent(PrivacyEvent):
         return 0.5 * self.pure_epsilon() ** 2
 
     def rdp(self, orders):
-        if self.discrete:
-            # See Notes: the continuous Laplace curve is not valid here.
-            return pure_dp_rdp(self.pure_epsilon(), orders)
         return _autodp.laplace_rdp(self.noise_multiplier, orders)
 
     def approx_epsilon(self, delta):
@@ -210,6 +171,29 @@ class LaplaceEvent(PrivacyEvent):
         # replacement is at most the sum of the integer changes of its removal
         # and its addition (triangle inequality on the rounded statistic).
         return replace(self, noise_multiplier=self.noise_multiplier / 2, neighbouring=REPLACE_ONE)
+
+
+@dataclass(frozen=True)
+class DiscreteLaplaceEvent(LaplaceEvent):
+    """Discrete Laplace on a grid (secure noise): pure DP, the RDP curve of randomised response.
+
+    The secure release of :mod:`skdp.privacy.secure` rounds the statistic to
+    a grid and adds exact discrete Laplace noise (Canonne, Kamath & Steinke
+    2020, Algorithm 2) of scale ``noise_multiplier`` times the integer L1
+    sensitivity.  It is pure ``1 / noise_multiplier``-DP like the continuous
+    Laplace, with the same zCDP bound, but not the continuous Laplace's RDP
+    curve: shifted by one grid step (the integer sensitivity of one
+    coordinate can be 1), its privacy loss takes only the values
+    ``+-epsilon``, with probabilities ``e^eps / (1 + e^eps)`` and
+    ``1 / (1 + e^eps)``, which is binary randomised response, the epsilon-DP
+    mechanism with the largest Renyi divergence of every order.  It is given
+    that curve (:func:`~skdp.privacy.conversions.pure_dp_rdp`, valid for every
+    epsilon-DP mechanism), never below the continuous one.  A distinct type
+    also lets a ledger tell secure releases from floating-point ones.
+    """
+
+    def rdp(self, orders):
+        return pure_dp_rdp(self.pure_epsilon(), orders)
 
 
 @dataclass(frozen=True)

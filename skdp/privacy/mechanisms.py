@@ -17,7 +17,14 @@ import numpy as np
 
 from .._config import get_config
 from .calibration import gaussian_noise_multiplier, laplace_noise_multiplier
-from .events import REPLACE_ONE, DiscreteGaussianEvent, GaussianEvent, LaplaceEvent, _check_relation
+from .events import (
+    REPLACE_ONE,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    _check_relation,
+)
 from .secure import secure_release
 
 
@@ -95,7 +102,9 @@ class LaplaceMechanism(_AdditiveMechanism):
     neighbouring : {"replace_one", "add_remove"}
     """
 
-    _event_class = _secure_event_class = LaplaceEvent
+    _event_class = LaplaceEvent
+    # The exact grid sampler records its own event type (see DiscreteLaplaceEvent).
+    _secure_event_class = DiscreteLaplaceEvent
     _kind = "laplace"
 
     @classmethod

@@ -20,9 +20,9 @@ that sensitivity is at least the continuous mechanism's noise multiplier.
 
 * The discrete Laplace is then pure DP at the same epsilon (its privacy loss
   is at most the integer L1 change over the scale), recorded as a
-  ``LaplaceEvent`` with ``discrete=True``; its RDP is accounted as that of
+  :class:`~skdp.privacy.DiscreteLaplaceEvent`; its RDP is accounted as that of
   randomised response, the worst epsilon-DP mechanism, not with the
-  continuous Laplace's curve (see :class:`~skdp.privacy.LaplaceEvent`).
+  continuous Laplace's curve.
 * The discrete Gaussian, independent on each coordinate, satisfies the
   continuous Gaussian's RDP/zCDP bound ``alpha Delta^2 / (2 sigma^2)`` (CKS
   2020, Thm. 4, summed over the coordinates), recorded as a
