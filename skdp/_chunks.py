@@ -53,6 +53,13 @@ Accepted inputs (:func:`as_chunked`):
 ``ensure_2d=False`` (for estimators where a 1-D ``X`` is one feature) accepts
 1-D sources and chunks as one column, as the in-memory path does.
 
+``dtype=None`` (for categorical data, e.g. the labels of
+``DPNaiveBayesHMM``) keeps every chunk's own dtype (strings, objects,
+integers) instead of converting it to ``float64``: the chunks are still
+checked for shape and number of columns (and float chunks for NaN or
+infinity), but validating the values is the caller's business, and
+:meth:`ChunkedData.scan` reports ``max_norm`` as NaN for non-numeric chunks.
+
 Validation cannot see all the data at once: every chunk is checked (2-D,
 numeric, the same number of columns, no NaN or infinity) when it is used,
 and a violation raises a ``ValueError`` naming ``X``.
@@ -103,13 +110,15 @@ class ChunkSummary(NamedTuple):
     max_norm: float
 
 
-def check_chunk(chunk, n_features=None, name="X", ensure_2d=True):
+def check_chunk(chunk, n_features=None, name="X", ensure_2d=True, dtype=np.float64):
     """A chunk as a finite float64 2-D array, or a ``ValueError`` naming ``name``.
 
-    With ``ensure_2d=False`` a 1-D chunk is one column.
+    With ``ensure_2d=False`` a 1-D chunk is one column.  With ``dtype=None``
+    the chunk keeps its own dtype (e.g. strings) and only float chunks are
+    checked for NaN or infinity.
     """
     try:
-        arr = np.asarray(chunk, dtype=np.float64)
+        arr = np.asarray(chunk, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must contain only numbers; a chunk could not be converted: {exc}") from exc
     if arr.ndim == 1 and not ensure_2d:
@@ -121,17 +130,19 @@ def check_chunk(chunk, n_features=None, name="X", ensure_2d=True):
         )
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(f"{name} has chunks with {arr.shape[1]} and {n_features} features.")
-    if not np.all(np.isfinite(arr)):
+    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
         raise ValueError(f"Input {name} contains NaN or infinity (found in a chunk).")
     return arr
 
 
-def _apply(fn, chunk, n_features, *params):
+def _apply(fn, chunk, n_features, *params, dtype=np.float64):
     """Validate one chunk and apply ``fn`` to it (module level: picklable for Dask)."""
-    return fn(check_chunk(chunk, n_features), *params)
+    return fn(check_chunk(chunk, n_features, dtype=dtype), *params)
 
 
 def _chunk_summary(chunk):
+    if chunk.dtype.kind not in "iuf":  # dtype=None: labels have no norm
+        return np.array([chunk.shape[0], np.nan])
     return np.array([chunk.shape[0], np.sqrt(np.max(np.einsum("ij,ij->i", chunk, chunk), initial=0.0))])
 
 
@@ -201,6 +212,9 @@ class ChunkedData:
         If False, a 1-D source (or 1-D chunk) is one column.
     single_pass : bool, default=False
         Accept a one-shot iterator of chunks (it can be read once only).
+    dtype : numpy dtype or None, default=numpy.float64
+        Type the chunks are converted to; None keeps each chunk's own dtype
+        (categorical data; the values are then the caller's to validate).
 
     Attributes
     ----------
@@ -228,7 +242,8 @@ class ChunkedData:
     6
     """
 
-    def __init__(self, source, chunk_size=None, *, ensure_2d=True, single_pass=False):
+    def __init__(self, source, chunk_size=None, *, ensure_2d=True, single_pass=False, dtype=np.float64):
+        self.dtype = dtype
         self.feature_names = None
         self.chunk_size = chunk_size
         self.ensure_2d = ensure_2d
@@ -337,7 +352,7 @@ class ChunkedData:
         n_features = self.n_features
         n_rows = 0
         for chunk in chunks:
-            arr = check_chunk(chunk, n_features, ensure_2d=self.ensure_2d)
+            arr = check_chunk(chunk, n_features, ensure_2d=self.ensure_2d, dtype=self.dtype)
             if n_features is None:
                 n_features = self.n_features = arr.shape[1]
             if arr.shape[0]:
@@ -395,7 +410,7 @@ class ChunkedData:
         import dask
 
         blocks = self.source.to_delayed().ravel().tolist()
-        task = dask.delayed(functools.partial(_apply, fn), pure=True)
+        task = dask.delayed(functools.partial(_apply, fn, dtype=self.dtype), pure=True)
         return [task(block, self.n_features, *params) for block in blocks]
 
     def _reduce(self, fn, combine, params):
@@ -414,7 +429,7 @@ class ChunkedData:
         return total
 
 
-def as_chunked(X, chunk_size=None, *, ensure_2d=True, single_pass=False):
+def as_chunked(X, chunk_size=None, *, ensure_2d=True, single_pass=False, dtype=np.float64):
     """Wrap ``X`` as a :class:`ChunkedData` (returned unchanged if it already is one).
 
     Parameters
@@ -429,6 +444,8 @@ def as_chunked(X, chunk_size=None, *, ensure_2d=True, single_pass=False):
     single_pass : bool, default=False
         Accept a one-shot iterator (for estimators that read the data once,
         with one :meth:`ChunkedData.map_reduce` and no scan).
+    dtype : numpy dtype or None, default=numpy.float64
+        None keeps each chunk's own dtype (categorical data).
 
     Returns
     -------
@@ -436,4 +453,4 @@ def as_chunked(X, chunk_size=None, *, ensure_2d=True, single_pass=False):
     """
     if isinstance(X, ChunkedData):
         return X
-    return ChunkedData(X, chunk_size=chunk_size, ensure_2d=ensure_2d, single_pass=single_pass)
+    return ChunkedData(X, chunk_size=chunk_size, ensure_2d=ensure_2d, single_pass=single_pass, dtype=dtype)

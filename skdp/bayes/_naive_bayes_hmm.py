@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
 from numbers import Integral, Real
 
 import numpy as np
@@ -11,6 +12,7 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._chunks import ChunkedData, is_chunked_input
 from .._random import check_generator
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
 from ..exceptions import PrivacyLeakWarning
@@ -40,7 +42,13 @@ from ._gibbs import (
     transition_counts,
     viterbi,
 )
-from ._sequences import build_layout, cell_category_counts, encode_categories, learn_categories
+from ._sequences import (
+    ChunkedRecords,
+    build_layout,
+    cell_category_counts,
+    encode_categories,
+    learn_categories,
+)
 
 #: L1 sensitivity of one feature's count tensor ``n_{:,:,d,:}`` under
 #: replace-one neighbours (Foulds et al., Appendix E.1): a record adds the
@@ -300,6 +308,11 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         return X.drop(columns=names), sequence_ids, timesteps
 
     def _encode(self, X, sequence_ids, timesteps, reset):
+        if not reset and (callable(X) or isinstance(X, (Iterator, ChunkedData))):
+            raise TypeError(
+                "predict, predict_proba and score take in-memory arrays or DataFrames; only fit "
+                "reads chunked input (a callable or iterator of chunks, a ChunkedData)."
+            )
         X, sequence_ids, timesteps = self._split_frame(X, sequence_ids, timesteps)
         X = validate_data(self, X, reset=reset, dtype=None)
         if reset:
@@ -308,6 +321,29 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         layout = build_layout(sequence_ids, timesteps, X.shape[0])
         counts = cell_category_counts(codes, layout.cell_of_record, layout.n_cells, self._n_categories)
         return counts, layout
+
+    def _encode_chunked(self, X, sequence_ids, timesteps):
+        """The per-cell counts and layout of a chunked ``X``, in two passes (``_sequences``).
+
+        Pass 1 reads what the in-memory fit reads before counting: the row
+        count, the sequence and timestep labels (the set of cells) and, only
+        for ``categories="auto"``, the values of each feature.  Pass 2 counts
+        the records of every cell chunk by chunk and adds the counts up on the
+        driver: the same array as in memory, exactly (integers).
+        """
+        records = ChunkedRecords(X, sequence_ids, timesteps)
+        auto = isinstance(self.categories, str)
+        plan = records.scan_cells(auto_categories=auto)
+        n_features = records.n_features
+        self.n_features_in_ = n_features
+        if records.feature_names is not None:
+            self.feature_names_in_ = records.feature_names
+        else:
+            self.__dict__.pop("feature_names_in_", None)
+        # A declared codebook is checked against the number of features only.
+        declared = None if auto else learn_categories(np.empty((0, n_features)), self.categories)
+        self.categories_ = plan.categories if auto else declared
+        return records.cell_counts(plan, self.categories_, self._n_categories), plan.layout
 
     @property
     def _n_categories(self):
@@ -327,15 +363,24 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         ----------
         X : array-like or DataFrame of shape (n_records, n_features)
             Categorical features of each record (any labels: they are encoded
-            as :class:`~sklearn.preprocessing.OrdinalEncoder` does).
+            as :class:`~sklearn.preprocessing.OrdinalEncoder` does).  A NumPy
+            memmap, a Dask array or DataFrame, or a callable returning a fresh
+            iterable of chunks (2-D arrays or pandas DataFrames) is read chunk
+            by chunk, in two passes (out of core; see :mod:`skdp._chunks` and
+            ``docs/scale_out.md``), with the same result as in memory.
         y : None
             Ignored.
         sequence_ids : array-like of shape (n_records,) or str, default=None
             Sequence of each record (a column name of a DataFrame ``X`` is
-            accepted); None puts all records in one sequence.
+            accepted); None puts all records in one sequence.  For a chunked
+            ``X``: a column name (Dask DataFrame, or a callable yielding
+            pandas DataFrames), a NumPy array or memmap read in the row
+            ranges of ``X``'s chunks, or, for a Dask ``X``, a Dask array or
+            Series (aligned with ``X``'s row blocks).
         timesteps : array-like of shape (n_records,) or str, default=None
             Timestep of each record (sortable labels); None makes every record
-            its own timestep in row order.
+            its own timestep in row order (global row order for a chunked
+            ``X``).  Chunked ``X``: as ``sequence_ids``.
 
         Returns
         -------
@@ -356,7 +401,10 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             ledger, rng = None, check_generator(self.random_state)
         if private and isinstance(self.categories, str):
             warn_privacy_leak("categories", "the set of category values of each feature")
-        counts, layout = self._encode(X, sequence_ids, timesteps, reset=True)
+        if is_chunked_input(X):
+            counts, layout = self._encode_chunked(X, sequence_ids, timesteps)
+        else:
+            counts, layout = self._encode(X, sequence_ids, timesteps, reset=True)
         for attr in ("noisy_counts_", "temperature_", "truncation_"):
             self.__dict__.pop(attr, None)
 
