@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from skdp._chunks import ChunkedData, as_chunked
+from skdp._chunks import as_chunked
 from skdp.cluster import DPKernelKMeans, DPKMeans
 from skdp.cluster import _lloyd as lloyd
 from skdp.exceptions import PrivacyLeakWarning
@@ -186,7 +186,7 @@ def test_factory_returning_the_same_generator_is_caught(est, monkeypatch):
 # Noise once per statistic per iteration, whatever the number of chunks
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.max_iter}")
-def test_noise_added_once_per_statistic_per_iteration_whatever_the_chunks(est, monkeypatch):
+def test_noise_added_once_per_statistic_per_iteration_whatever_the_chunks(est, monkeypatch, chunk_passes):
     """1, 5 or 60 chunks: the same mechanism releases, and the same passes over the data."""
     X = data()
     releases = []
@@ -197,14 +197,7 @@ def test_noise_added_once_per_statistic_per_iteration_whatever_the_chunks(est, m
         return orig_release(mech, value, rng, ledger)
 
     monkeypatch.setattr(_AdditiveMechanism, "release", release)
-    passes = []
-    orig_iter = ChunkedData.iter_chunks
-
-    def iter_chunks(self):
-        passes.append(None)
-        return orig_iter(self)
-
-    monkeypatch.setattr(ChunkedData, "iter_chunks", iter_chunks)
+    passes = chunk_passes
     ref = type(est)(**est.get_params()).fit(X)
     expected = 2 * ref.n_iter_ + ref._n_norm_selections()
     assert len(releases) == expected == sum(e.count for e in ref._privacy_ledger.events)

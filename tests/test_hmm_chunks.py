@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from skdp._chunks import ChunkedData, as_chunked
+from skdp._chunks import as_chunked
 from skdp.bayes import DPNaiveBayesHMM
 from skdp.bayes import _sequences as sequences
 from skdp.bayes._sequences import ChunkedRecords, build_layout, cell_category_counts, encode_categories
@@ -179,7 +179,7 @@ def test_predict_and_score_on_in_memory_data_after_a_chunked_fit():
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("labels", ["seq+ts", "seq-only"])
 @pytest.mark.parametrize("n_components", [1, 2])
-def test_laplace_releases_do_not_depend_on_the_number_of_chunks(n_components, labels, monkeypatch):
+def test_laplace_releases_do_not_depend_on_the_number_of_chunks(n_components, labels, monkeypatch, chunk_passes):
     X, seq, ts = _data()
     s, t = LABELS[labels](seq, ts)
     releases = []
@@ -190,14 +190,7 @@ def test_laplace_releases_do_not_depend_on_the_number_of_chunks(n_components, la
         return orig_release(mech, value, rng, ledger)
 
     monkeypatch.setattr(LaplaceMechanism, "release", release)
-    passes = []
-    orig_iter = ChunkedData.iter_chunks
-
-    def iter_chunks(self):
-        passes.append(None)
-        return orig_iter(self)
-
-    monkeypatch.setattr(ChunkedData, "iter_chunks", iter_chunks)
+    passes = chunk_passes
     ref = _model(n_components=n_components).fit(X, sequence_ids=s, timesteps=t)
     expected = list(releases)
     assert len(expected) == X.shape[1] == sum(e.count for e in ref._privacy_ledger.events)

@@ -283,7 +283,7 @@ def test_beta_bernoulli_one_dimensional_chunked_input_is_one_feature(tmp_path):
 
 
 @pytest.mark.parametrize("mechanism", ["laplace", "ops"])
-def test_beta_bernoulli_noise_added_once_whatever_the_chunks(monkeypatch, mechanism):
+def test_beta_bernoulli_noise_added_once_whatever_the_chunks(monkeypatch, mechanism, chunk_passes):
     """1, 5 or 60 chunks: one release per feature (Laplace) or one sample (OPS), one pass."""
     X = _binary(d=4)
     counter = _ReleaseCounter(monkeypatch)
@@ -294,14 +294,7 @@ def test_beta_bernoulli_noise_added_once_whatever_the_chunks(monkeypatch, mechan
         return orig_sample(mech, sampler, rng, ledger)
 
     monkeypatch.setattr(ExponentialMechanism, "sample", sample)
-    passes = []
-    orig_iter = ChunkedData.iter_chunks
-
-    def iter_chunks(self):
-        passes.append(None)
-        return orig_iter(self)
-
-    monkeypatch.setattr(ChunkedData, "iter_chunks", iter_chunks)
+    passes = chunk_passes
     expected = X.shape[1] if mechanism == "laplace" else 1
     ref = DPBetaBernoulli(mechanism=mechanism, random_state=0).fit(X)
     assert counter.calls == expected
