@@ -220,7 +220,7 @@ DEMOS = [
 
 
 def main():
-    budget = BudgetAccountant(epsilon=30.0, delta=1e-3)
+    budget = BudgetAccountant(epsilon=40.0, delta=1e-3)
     header = f"{'model':<26} {'metric':<17} {'private':>10} {'non-private':>12}   privacy_spent_"
     print(header)
     print("-" * len(header))
