@@ -1,7 +1,11 @@
 """The README opens with the two commands of a new user, and CI runs the second verbatim."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,3 +30,31 @@ def test_ci_runs_the_readme_test_command_last():
     _, tests = _opening_commands()
     lines = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if line.strip()]
     assert lines[-1] == tests
+
+
+@pytest.mark.slow
+def test_demo_runs_every_estimator_within_the_shared_budget():
+    """The README's first command: every estimator prints a row, none is skipped, nothing overspends."""
+    pytest.importorskip("torch")
+    pytest.importorskip("skorch")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
+    for name in (
+        "DPBetaBernoulli(laplace)",
+        "DPBetaBernoulli(ops)",
+        "DPNaiveBayesHMM(laplace)",
+        "DPGaussianMixture",
+        "DPKMeans",
+        "DPKernelKMeans",
+        "DPSEPRegressor(linear)",
+        "DPNeuralNetClassifier",
+        "DPNeuralNetRegressor",
+        "DPGenerativeMixture(vae)",
+    ):
+        assert any(line.startswith(name + " ") for line in out.splitlines()), name
+    assert "skipped" not in out and "privacy_spent_" in out
