@@ -41,6 +41,26 @@ from ._rows import ChunkedRows, InMemoryRows, apply_feature_map
 
 _MECHANISMS = {"gaussian": (GaussianMechanism, 2), "laplace": (LaplaceMechanism, 1)}
 
+#: Rows times clusters from which the assignment products use every BLAS thread.
+_BLAS_PARALLEL_WORK = 200_000
+
+
+def _blas_threads(X, n_clusters):
+    """BLAS thread limit of a fit: 1 for small products, None (no limit) for large ones.
+
+    Small ``(n, k)`` products run faster on one thread (no oversubscription,
+    as in scikit-learn's KMeans); from a few hundred thousand row-centre
+    pairs the assignment's matrix product gains from every core.  Chunked
+    input is read in large chunks, so it is never limited.
+    """
+    shape = getattr(X, "shape", None)
+    n_rows = shape[0] if shape is not None and len(shape) > 0 else None
+    if n_rows is None and not is_chunked_input(X):
+        n_rows = len(X) if hasattr(X, "__len__") else None
+    if n_rows is None or is_chunked_input(X):
+        return None
+    return 1 if n_rows * n_clusters < _BLAS_PARALLEL_WORK else None
+
 
 class _BaseDPLloyd(
     DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
@@ -146,9 +166,7 @@ class _BaseDPLloyd(
         """
         if self.mechanism == "gaussian" and self.delta <= 0:
             raise ValueError("delta must be positive with the Gaussian mechanism; got delta=0.")
-        # Small (n, k) products: one BLAS thread avoids oversubscription, as
-        # scikit-learn's KMeans does.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with threadpool_limits(limits=_blas_threads(X, self.n_clusters), user_api="blas"):
             return self._fit(X)
 
     def _rows(self, X):
