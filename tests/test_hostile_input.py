@@ -22,7 +22,11 @@ NAMES = sorted(CASES)
 
 
 def _fitted_arrays(model):
-    """Float arrays among the fitted attributes (lists of arrays, like ``coefs_``, unpacked)."""
+    """Float arrays among the fitted attributes (lists of arrays, like ``coefs_``, unpacked).
+
+    The weights of fitted torch modules (the DP-SGD nets' ``module_``, the
+    generative mixture's ``generators_``) are parameters too.
+    """
     for name, value in vars(model).items():
         if not name.endswith("_") or name.startswith("_"):
             continue
@@ -30,6 +34,9 @@ def _fitted_arrays(model):
         for i, part in enumerate(parts):
             if isinstance(part, (np.ndarray, float)) and np.asarray(part).dtype.kind == "f":
                 yield f"{name}[{i}]", np.asarray(part)
+            elif hasattr(part, "named_parameters"):  # a torch module
+                for pname, p in part.named_parameters():
+                    yield f"{name}[{i}].{pname}", p.detach().cpu().numpy()
 
 
 def _fit(case, X):

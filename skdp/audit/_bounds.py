@@ -27,18 +27,24 @@ def clopper_pearson(k, n, alpha):
 def _test_rates(scores, scores_neighbour, alpha, n_thresholds):
     """Confidence bounds ``(q_lo, p_hi)`` of every threshold test, both directions.
 
-    For each threshold ``t`` (quantiles of the pooled scores) and each event
-    ``S`` in {above t, at or below t}, with ``(p, q)`` either ordering of the
-    two samples: ``q_lo`` is a lower confidence bound on ``P[M(q) in S]`` and
+    The runs are split in two (even and odd positions, independent draws):
+    the thresholds ``t`` are quantiles of the pooled first halves, and the
+    rates are counted on the second halves only, so every Clopper-Pearson
+    interval is computed for a threshold fixed independently of the runs it
+    counts (choosing thresholds on the counted runs would void the
+    intervals' coverage).  For each threshold and each event ``S`` in
+    {above t, at or below t}, with ``(p, q)`` either ordering of the two
+    samples: ``q_lo`` is a lower confidence bound on ``P[M(q) in S]`` and
     ``p_hi`` an upper one on ``P[M(p) in S]``.  The level ``alpha`` is split
     (Bonferroni) over the ``4 n_thresholds`` tests, so all the bounds hold
     together with probability at least ``1 - alpha``.
     """
     a = np.asarray(scores, dtype=float)
     b = np.asarray(scores_neighbour, dtype=float)
-    if a.ndim != 1 or b.ndim != 1 or a.size == 0 or b.size == 0:
-        raise ValueError("scores and scores_neighbour must be non-empty 1-D arrays.")
-    thresholds = np.quantile(np.concatenate([a, b]), np.linspace(0.01, 0.99, n_thresholds))
+    if a.ndim != 1 or b.ndim != 1 or a.size < 2 or b.size < 2:
+        raise ValueError("scores and scores_neighbour must be 1-D arrays of at least 2 runs each.")
+    thresholds = np.quantile(np.concatenate([a[::2], b[::2]]), np.linspace(0.01, 0.99, n_thresholds))
+    a, b = a[1::2], b[1::2]
     level = alpha / (4 * n_thresholds)
     for t in thresholds:
         for p_side, q_side in ((a, b), (b, a)):
@@ -56,7 +62,8 @@ def epsilon_lower_bound(scores, scores_neighbour, delta=0.0, alpha=0.05, n_thres
     Parameters
     ----------
     scores, scores_neighbour : array-like of shape (n_runs,)
-        The statistic of independent runs on D and on D'.
+        The statistic of independent runs on D and on D' (at least 2 each:
+        half of the runs choose the thresholds, the other half are counted).
     delta : float, default=0.0
         The delta of the claim being audited.
     alpha : float, default=0.05

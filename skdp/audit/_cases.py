@@ -310,7 +310,7 @@ CASES = [
         _count_gap,
         broken=True,
         patch=lambda: _patched(_beta_bernoulli, "LaplaceMechanism", _HalvedNoiseLaplace),
-        test_runs=3000,
+        test_runs=6000,
     ),
     AuditCase(
         "BROKEN DPBetaBernoulli: budget not split over 3 features",
@@ -344,7 +344,7 @@ CASES = [
         _noisy_sum,
         patch=_no_blas_limits,
         max_runs=5000,
-        test_runs=2000,
+        test_runs=4000,
     ),
     AuditCase(
         "DPKMeans(laplace, eps=1, 1 cluster, canary -C -> +C)",
@@ -389,7 +389,7 @@ CASES = [
         broken=True,
         patch=_halved_gaussian_noise,
         max_runs=5000,
-        test_runs=1500,
+        test_runs=2000,
     ),
     AuditCase(
         "BROKEN DPKMeans(gaussian): sum sensitivity C, not 2C",
@@ -399,7 +399,7 @@ CASES = [
         broken=True,
         patch=_broken_sum_sensitivity,
         max_runs=5000,
-        test_runs=1500,
+        test_runs=2000,
     ),
     AuditCase(
         "BROKEN DPKMeans(laplace): sum sensitivity C, not 2C",
