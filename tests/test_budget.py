@@ -1,12 +1,12 @@
 """BudgetAccountant: a budget shared by many fits, clone-safe, refusing overspend."""
 
-import contextlib
 import multiprocessing
 import pickle
 import threading
 
 import numpy as np
 import pytest
+from _rendezvous import rendezvous_methods
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
@@ -171,23 +171,7 @@ def test_concurrent_fits_cannot_both_pass_the_start(monkeypatch):
     X = _binary()
     barrier = threading.Barrier(2, timeout=30)
     touched = []
-    begin, validate = DPBetaBernoulli._begin_private_fit, DPBetaBernoulli._validate_X
-
-    def begin_then_meet(self, composition="rdp"):
-        try:
-            out = begin(self, composition)
-        except BaseException:
-            barrier.abort()  # a refused fit frees the one waiting for it
-            raise
-        # Wait until the other fit has started too (or has been refused).
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait()
-        return out
-
-    def record_touch(self, X, reset):
-        touched.append(id(self))
-        return validate(self, X, reset)
-
+    begin_then_meet, record_touch = rendezvous_methods(barrier, touched, id)
     monkeypatch.setattr(DPBetaBernoulli, "_begin_private_fit", begin_then_meet)
     monkeypatch.setattr(DPBetaBernoulli, "_validate_X", record_touch)
     estimators = [DPBetaBernoulli(epsilon=0.8, accountant=budget, random_state=i) for i in range(2)]

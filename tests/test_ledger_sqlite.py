@@ -1,6 +1,5 @@
 """SQLiteBudgetAccountant: one persistent budget shared by processes."""
 
-import contextlib
 import multiprocessing
 import os
 import pickle
@@ -10,6 +9,7 @@ import threading
 
 import numpy as np
 import pytest
+from _rendezvous import rendezvous_methods
 from sklearn.model_selection import GridSearchCV
 
 from skdp import BudgetExceededError
@@ -105,24 +105,8 @@ def _binary(n=200, d=2, seed=0):
 
 def _fit_at_rendezvous(path, barrier, queue):
     # In a forked child: patching the class here leaves the parent's alone.
-    begin, validate = DPBetaBernoulli._begin_private_fit, DPBetaBernoulli._validate_X
     touched = []
-
-    def begin_then_meet(self, composition="rdp"):
-        try:
-            out = begin(self, composition)
-        except BaseException:
-            barrier.abort()  # a refused fit frees the one waiting for it
-            raise
-        # Wait until the other process's fit has started too (or was refused).
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait()
-        return out
-
-    def record_touch(self, X, reset):
-        touched.append(True)
-        return validate(self, X, reset)
-
+    begin_then_meet, record_touch = rendezvous_methods(barrier, touched, lambda est: True)
     DPBetaBernoulli._begin_private_fit = begin_then_meet
     DPBetaBernoulli._validate_X = record_touch
     est = DPBetaBernoulli(epsilon=0.75, accountant=SQLiteBudgetAccountant(path), random_state=0)

@@ -53,11 +53,14 @@ def _blas_threads(X, n_clusters):
     pairs the assignment's matrix product gains from every core.  Chunked
     input is read in large chunks, so it is never limited.
     """
+    if is_chunked_input(X):
+        return None
     shape = getattr(X, "shape", None)
-    n_rows = shape[0] if shape is not None and len(shape) > 0 else None
-    if n_rows is None and not is_chunked_input(X):
-        n_rows = len(X) if hasattr(X, "__len__") else None
-    if n_rows is None or is_chunked_input(X):
+    if shape is not None and len(shape) > 0:
+        n_rows = shape[0]
+    elif hasattr(X, "__len__"):
+        n_rows = len(X)
+    else:
         return None
     return 1 if n_rows * n_clusters < _BLAS_PARALLEL_WORK else None
 
