@@ -16,11 +16,9 @@ import numbers
 import numpy as np
 
 from .._config import get_config
-from .calibration import gaussian_noise_multiplier, laplace_noise_multiplier
+from .calibration import _as_released, gaussian_noise_multiplier, laplace_noise_multiplier
 from .events import (
     REPLACE_ONE,
-    DiscreteGaussianEvent,
-    DiscreteLaplaceEvent,
     GaussianEvent,
     LaplaceEvent,
     _check_relation,
@@ -73,11 +71,17 @@ class _AdditiveMechanism:
         return value + self._noise(rng, value.shape)
 
     def event(self, count=1):
-        """Privacy event of ``count`` releases (under the current noise setting)."""
-        event_class = self._event_class
-        if get_config()["secure_noise"]:
-            event_class = self._secure_event_class
-        return event_class(count=count, neighbouring=self.neighbouring, noise_multiplier=self.noise_multiplier)
+        """Privacy event of ``count`` releases (under the current noise setting).
+
+        Under ``secure_noise`` the exact grid samplers record their own event
+        types (:class:`DiscreteLaplaceEvent`, :class:`DiscreteGaussianEvent`);
+        the mapping is the one calibration costs plans with, so a plan and
+        its releases cannot disagree.
+        """
+        planned = self._event_class(
+            count=count, neighbouring=self.neighbouring, noise_multiplier=self.noise_multiplier
+        )
+        return _as_released(planned)
 
     def __repr__(self):
         return (
@@ -103,8 +107,6 @@ class LaplaceMechanism(_AdditiveMechanism):
     """
 
     _event_class = LaplaceEvent
-    # The exact grid sampler records its own event type (see DiscreteLaplaceEvent).
-    _secure_event_class = DiscreteLaplaceEvent
     _kind = "laplace"
 
     @classmethod
@@ -138,9 +140,6 @@ class GaussianMechanism(_AdditiveMechanism):
     """
 
     _event_class = GaussianEvent
-    # The discrete Gaussian has the Gaussian's RDP curve but is kept out of the
-    # accountant's exact continuous-Gaussian composition.
-    _secure_event_class = DiscreteGaussianEvent
     _kind = "gaussian"
 
     @classmethod
