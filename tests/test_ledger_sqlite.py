@@ -60,16 +60,21 @@ def _die_inside_transaction(path, queue):
         signal.pause()
 
 
+def _kill_when(target, path, ready):
+    """Run ``target(path, queue)`` in a child, SIGKILL it once it reports ``ready``, reopen the ledger."""
+    queue = CTX.Queue()
+    proc = CTX.Process(target=target, args=(path, queue))
+    proc.start()
+    assert queue.get(timeout=60) == ready
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(30)
+    return SQLiteBudgetAccountant(path, timeout=10)
+
+
 def test_ledger_intact_after_a_process_is_killed_mid_spend(tmp_path):
     path = tmp_path / "ledger.db"
     SQLiteBudgetAccountant(path, epsilon=1.0).spend(0.25, 0.0, label="before")
-    queue = CTX.Queue()
-    proc = CTX.Process(target=_die_inside_transaction, args=(path, queue))
-    proc.start()
-    assert queue.get(timeout=60) == "inside"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.join(30)
-    ledger = SQLiteBudgetAccountant(path, timeout=10)
+    ledger = _kill_when(_die_inside_transaction, path, "inside")
     assert ledger.history == [(0.25, 0.0, "before")]
     ledger.spend(0.5, 0.0)  # the dead process's lock is gone
     assert ledger.spent.epsilon == pytest.approx(0.75)
@@ -149,13 +154,7 @@ def _die_between_reserve_and_settle(path, queue):
 def test_process_killed_between_reserve_and_settle_leaves_the_reservation_charged(tmp_path):
     path = tmp_path / "ledger.db"
     SQLiteBudgetAccountant(path, epsilon=1.0, delta=0.0).spend(0.25, 0.0, label="before")
-    queue = CTX.Queue()
-    proc = CTX.Process(target=_die_between_reserve_and_settle, args=(path, queue))
-    proc.start()
-    assert queue.get(timeout=60) == "reading"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.join(30)
-    ledger = SQLiteBudgetAccountant(path, timeout=10)
+    ledger = _kill_when(_die_between_reserve_and_settle, path, "reading")
     # Every row is intact and the dead fit's whole request is still charged.
     assert ledger.history == [(0.25, 0.0, "before"), (0.5, 0.0, "DPBetaBernoulli")]
     assert ledger.reservations == [(0.5, 0.0, "DPBetaBernoulli")]
