@@ -129,27 +129,15 @@ def accuracy_table(X, y, seeds, dpl):
                     est = make(eps, s).fit(X)
                     acc[name][i, j] = clustering_accuracy(y, est.labels_)
                     n_iter[name][i] = getattr(est, "n_iter_", None)
+    rff = {s: RBFSampler(gamma=GAMMA, n_components=200, random_state=s).fit_transform(X) for s in seeds}
     baselines = {
         "KMeans": [clustering_accuracy(y, KMeans(K, random_state=s).fit_predict(X)) for s in seeds],
-        "RFF+KMeans": [
-            clustering_accuracy(
-                y,
-                KMeans(K, random_state=s).fit_predict(
-                    RBFSampler(gamma=GAMMA, n_components=200, random_state=s).fit_transform(X)
-                ),
-            )
-            for s in seeds
-        ],
+        "RFF+KMeans": [clustering_accuracy(y, KMeans(K, random_state=s).fit_predict(rff[s])) for s in seeds],
         # What Lloyd's algorithm reaches on the same features without noise
         # and without k-means++ (whose seeding reads the data): the ceiling of
         # any private run from a data-independent start.
         "RFF+KMeans (random init)": [
-            clustering_accuracy(
-                y,
-                KMeans(K, init="random", n_init=1, random_state=s).fit_predict(
-                    RBFSampler(gamma=GAMMA, n_components=200, random_state=s).fit_transform(X)
-                ),
-            )
+            clustering_accuracy(y, KMeans(K, init="random", n_init=1, random_state=s).fit_predict(rff[s]))
             for s in seeds
         ],
         "DPKernelKMeans (no noise)": [
