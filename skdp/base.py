@@ -30,6 +30,7 @@ import sys
 import warnings
 from numbers import Real
 
+import numpy as np
 import sklearn
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
@@ -48,6 +49,15 @@ PRIVACY_PARAMETER_CONSTRAINTS = {
     "random_state": ["random_state"],
     "secure_noise": ["boolean", None],
 }
+
+
+#: scikit-learn's fitted metadata: the columns the user handed to ``fit``
+#: (their number and names), public by declaration on every estimator.
+SKLEARN_METADATA = frozenset({"n_features_in_", "feature_names_in_"})
+
+#: What every DP fit holds besides its own releases: the guarantee and the
+#: ledger of data-independent events it was computed from.
+PRIVACY_METADATA = frozenset({"privacy_spent_", "_privacy_ledger"})
 
 
 def private_fit_context(prefer_skip_nested_validation=True):
@@ -106,6 +116,31 @@ class DPEstimatorMixin:
 
     #: Neighbouring relation ``privacy_spent_`` refers to.
     _neighbouring = REPLACE_ONE
+
+    #: The fitted state this estimator releases, in one place: every name here
+    #: is accounted on the ledger, a public quantity the user declared, or a
+    #: function of those alone (post-processing).  Anything else a fitted model
+    #: holds is a release outside the guarantee; the common release-surface
+    #: test (``tests/test_release_surface.py``) refuses it, walking the whole
+    #: pickled object graph.  :data:`SKLEARN_METADATA` and
+    #: :data:`PRIVACY_METADATA` are added by :meth:`_release_surface`.
+    _released_attributes = frozenset()
+
+    @classmethod
+    def _release_surface(cls):
+        """Every attribute name a fitted instance may hold besides its parameters."""
+        return SKLEARN_METADATA | PRIVACY_METADATA | frozenset(cls._released_attributes)
+
+    def __getstate__(self):
+        # A Generator or RandomState handed in as ``random_state`` has been
+        # stepped past this fit's noise draws; MT19937 and PCG64 can both be
+        # run backwards from that state to the draws, hence to the noiseless
+        # statistics.  The user holds the object (and knows it removes the
+        # noise, see the docstring); a pickle of the model must not carry it.
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        if isinstance(state.get("random_state"), np.random.Generator | np.random.RandomState):
+            state = dict(state, random_state=None)
+        return state
 
     def _noise_context(self):
         """Context applying this estimator's ``secure_noise`` (None: package setting)."""
