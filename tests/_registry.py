@@ -103,3 +103,36 @@ def _neural_cases():
 
 
 CASES.update(_neural_cases())
+
+
+def _modes():
+    """Every mechanism and mode of each estimator, as (case name, params to set).
+
+    The release-surface test fits each of them: a fitted attribute, a nested
+    estimator or a generator that only one mode keeps must not slip through.
+    """
+    modes = {
+        "DPBetaBernoulli(laplace)": [{}],
+        "DPBetaBernoulli(ops)": [{}],
+        "DPNaiveBayesHMM(laplace)": [{}, {"mechanism": "ops"}, {"mechanism": "none"}],
+        "DPGaussianMixture": [
+            {},
+            {"covariance_type": "tied"},
+            {"covariance_type": "spherical", "mean_mechanism": "gaussian", "delta": 1e-5},
+            {"estimator": "mle", "component_releases": "separate", "delta": 1e-5},
+        ],
+        "DPKMeans": [{}, {"mechanism": "laplace", "delta": 0.0}, {"max_iter": "auto"}],
+        "DPKernelKMeans": [{}, {"kernel": "laplacian", "clip": 2.0}],
+        "DPSEPRegressor": [{}, {"mechanism": "clipped"}, {"mechanism": "none"}],
+        "DPGenerativeMixture": [{}, {"n_clusters": 1}, {"generator": "rbm", "clipping": 1.0}],
+        "DPNeuralNetClassifier": [{}, {"clipping_mode": "vmap"}, {"noise_multiplier": None, "epsilon": 3.0}],
+        "DPNeuralNetRegressor": [{}],
+    }
+    return [(name, params) for name, variants in modes.items() if name in CASES for params in variants]
+
+
+#: (id, case, params): each mode of each registered estimator.
+MODE_CASES = [
+    (name + ("" if not params else "[" + ",".join(f"{k}={v}" for k, v in params.items()) + "]"), CASES[name], params)
+    for name, params in _modes()
+]

@@ -346,6 +346,31 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     True
     """
 
+    #: What a fitted model holds (``docs/guarantee.md``, "What a fitted model
+    #: holds"): the posterior approximation, read off the released (noisy)
+    #: average factor ``factor_natural_params_``; the standardisation, from the
+    #: declared ``feature_bounds``/``target_bounds`` (or, when they are not
+    #: declared, from the data with a ``PrivacyLeakWarning``); and the plan
+    #: (``batch_size_``, ``n_iter_``, ``noise_multiplier_``, ``noise_scale_``),
+    #: a function of hyperparameters and the size n, public under replace-one.
+    _released_attributes = frozenset(
+        {
+            "factor_natural_params_",
+            "coefs_mean_",
+            "coefs_var_",
+            "noise_shape_",
+            "noise_rate_",
+            "x_center_",
+            "x_scale_",
+            "y_center_",
+            "y_scale_",
+            "batch_size_",
+            "n_iter_",
+            "noise_multiplier_",
+            "noise_scale_",
+        }
+    )
+
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "hidden_layer_sizes": [tuple, list],
@@ -538,7 +563,6 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.coefs_var_ = [a.copy() for a in split_layers(v, shapes)]
         self.noise_shape_, self.noise_rate_ = float(alpha), float(beta)
         self.n_iter_ = n_steps
-        self._n_samples = n_samples
         return self
 
     def _run(self, X, y, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng, release):

@@ -279,6 +279,31 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     1.0
     """
 
+    #: What a fitted model holds (``docs/guarantee.md``, "What a fitted model
+    #: holds"): the mixture parameters, a projection of the released noisy
+    #: moments of the last iteration; ``lower_bound_``/``lower_bounds_`` and
+    #: ``converged_``, computed from the released moments only; the plan
+    #: (``noise_multiplier_``, ``noise_multipliers_``, ``n_iter_`` =
+    #: ``max_iter``), from hyperparameters; ``data_norm_``, the declared
+    #: ``data_norm`` (or, when it is not declared, the data's largest row norm,
+    #: with a ``PrivacyLeakWarning``).
+    _released_attributes = frozenset(
+        {
+            "weights_",
+            "means_",
+            "covariances_",
+            "precisions_",
+            "precisions_cholesky_",
+            "lower_bound_",
+            "lower_bounds_",
+            "converged_",
+            "n_iter_",
+            "noise_multiplier_",
+            "noise_multipliers_",
+            "data_norm_",
+        }
+    )
+
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left")],

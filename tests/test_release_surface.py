@@ -1,0 +1,256 @@
+"""What a fitted model carries is what it released: the common release-surface test.
+
+Everything a fitted model holds is a release (docs/guarantee.md, "What a fitted
+model holds").  For every estimator in the registry, in every mode, and for
+each kind of ``random_state`` (None, an int, a ``RandomState``, a
+``Generator``), this suite fits the model, pickles it, and walks the whole
+unpickled object graph (nested estimators, torch modules and optimisers, the
+skorch history, lists, tuples, dicts) as an attacker holding the pickle would.
+It fails on:
+
+* generator state: a NumPy ``Generator``/``BitGenerator``/``RandomState``/
+  ``SeedSequence``, a torch ``Generator``, or their state dumped as data
+  (``bit_generator`` dicts, ``RandomState.get_state()`` tuples, torch's RNG
+  state tensor): from any of them the fit's noise can be replayed;
+* an integer seed in a nested estimator's parameters that the user did not
+  pass: it reproduces every noise draw of the nested fit;
+* an array, tensor or list with one entry per training record along any axis:
+  the training set has a prime number of rows that no hyperparameter shares,
+  so such a length can only have come from the rows;
+* a fitted attribute the estimator does not declare in
+  ``_released_attributes`` (scikit-learn's ``n_features_in_`` and
+  ``feature_names_in_``, ``privacy_spent_`` and the ledger aside).
+
+New estimators get this test by being added to ``tests/_registry.py``.
+"""
+
+import functools
+import io
+import numbers
+import pickle
+import types
+import warnings
+
+import numpy as np
+import pytest
+from _registry import MODE_CASES
+from sklearn.base import BaseEstimator, clone
+
+from skdp.base import DPEstimatorMixin
+
+try:
+    import torch
+except ImportError:  # torch is optional
+    torch = None
+
+#: Training rows: prime, and no hyperparameter of the registry equals it.
+N_ROWS = 97
+N_FEATURES = 3
+
+#: Attributes Python or scikit-learn add to every pickled estimator.
+_PICKLE_METADATA = {"_sklearn_version"}
+
+_GENERATOR_TYPES = (
+    np.random.Generator,
+    np.random.BitGenerator,
+    np.random.RandomState,
+    np.random.SeedSequence,
+)
+if torch is not None:
+    _GENERATOR_TYPES += (torch.Generator,)
+
+#: Byte lengths of torch's CPU (MT19937) and CUDA (Philox) generator states.
+_TORCH_STATE_SIZES = {5056, 16}
+
+RANDOM_STATES = {
+    "None": lambda: None,
+    "int": lambda: 7,
+    "RandomState": lambda: np.random.RandomState(7),
+    "Generator": lambda: np.random.default_rng(7),
+}
+
+
+def _is_generator_state(obj):
+    """True for the state of a generator dumped as plain data."""
+    if isinstance(obj, dict) and "bit_generator" in obj:
+        return True  # Generator.bit_generator.state
+    if isinstance(obj, tuple) and obj and isinstance(obj[0], str) and obj[0] == "MT19937":
+        return True  # RandomState.get_state()
+    if isinstance(obj, str) and obj in {"MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64"}:
+        return True
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return obj.dtype == torch.uint8 and obj.ndim == 1 and obj.numel() in _TORCH_STATE_SIZES
+    return False
+
+
+def _length_axes(obj):
+    """The lengths along each axis of an array-like (empty for scalars)."""
+    if isinstance(obj, np.ndarray):
+        return obj.shape
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return tuple(obj.shape)
+    if isinstance(obj, list | tuple):
+        return (len(obj),)
+    return ()
+
+
+def _children(obj):
+    """The objects ``obj`` refers to, with the path step leading to each."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield f"[{key!r}]", key
+            yield f"[{key!r}]", value
+    elif isinstance(obj, list | tuple | set | frozenset):
+        for i, value in enumerate(obj):
+            yield f"[{i}]", value
+    elif isinstance(obj, np.ndarray):
+        if obj.dtype == object:
+            for i, value in enumerate(obj.ravel()):
+                yield f"[{i}]", value
+    elif torch is not None and isinstance(obj, torch.Tensor):
+        return
+    else:
+        state = getattr(obj, "__dict__", None)
+        if isinstance(state, dict):
+            for key, value in state.items():
+                yield f".{key}", value
+        for slot in getattr(type(obj), "__slots__", ()):
+            if isinstance(slot, str) and hasattr(obj, slot):
+                yield f".{slot}", getattr(obj, slot)
+
+
+#: Objects whose attributes are code, not fitted state.
+_CODE = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, functools.partial)
+
+
+def _is_leaf(obj):
+    return obj is None or isinstance(obj, (numbers.Number, *_CODE))
+
+
+def release_violations(root, user_random_state, n_rows=N_ROWS, check_attributes=True):
+    """Everything in ``root``'s object graph that is not a release; list of strings."""
+    problems = []
+    if check_attributes:
+        params = set(root.get_params(deep=False))
+        extra = set(vars(root)) - params - _PICKLE_METADATA - set(type(root)._release_surface())
+        problems += [f"undeclared fitted attribute .{name}" for name in sorted(extra)]
+    seen = set()
+    stack = [("model", root)]
+    while stack:
+        path, obj = stack.pop()
+        if id(obj) in seen or _is_leaf(obj):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, _GENERATOR_TYPES):
+            problems.append(f"{path}: generator {type(obj).__name__}")
+            continue
+        if _is_generator_state(obj):
+            problems.append(f"{path}: generator state")
+            continue
+        if isinstance(obj, str | bytes):
+            continue
+        if n_rows in _length_axes(obj):
+            problems.append(f"{path}: one entry per training row, shape {_length_axes(obj)}")
+        if isinstance(obj, BaseEstimator) and obj is not root:
+            seed = obj.get_params(deep=False).get("random_state")
+            if isinstance(seed, numbers.Integral) and seed != user_random_state:
+                problems.append(f"{path}: nested estimator keeps random_state={seed} the user did not pass")
+        for step, child in _children(obj):
+            stack.append((path + step, child))
+    return problems
+
+
+def _fit(case, params, random_state, n_rows=N_ROWS, rows=None):
+    estimator = clone(case.estimator).set_params(**params, random_state=random_state)
+    if rows is None:
+        rows = case.make_X(np.random.default_rng(0), n_rows, N_FEATURES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        estimator.fit(rows, **case.fit_kwargs(rows))
+    return estimator
+
+
+@pytest.mark.parametrize("state_kind", list(RANDOM_STATES))
+@pytest.mark.parametrize(("name", "case", "params"), MODE_CASES, ids=[c[0] for c in MODE_CASES])
+def test_pickled_model_holds_only_releases(name, case, params, state_kind):
+    random_state = RANDOM_STATES[state_kind]()
+    model = _fit(case, params, random_state)
+    user_seed = random_state if isinstance(random_state, numbers.Integral) else None
+    # In memory the user's own generator object stays a parameter (scikit-learn
+    # convention); nothing else may hold one.
+    in_memory = [
+        p
+        for p in release_violations(model, user_seed)
+        if not p.startswith("model.random_state") and not p.startswith("model.__dict__['random_state']")
+    ]
+    assert not in_memory, f"{name} holds, in memory:\n" + "\n".join(in_memory)
+    buffer = io.BytesIO()
+    pickle.dump(model, buffer)
+    restored = pickle.loads(buffer.getvalue())
+    problems = release_violations(restored, user_seed)
+    assert not problems, f"{name} with random_state={state_kind} pickles:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(("name", "case", "params"), MODE_CASES, ids=[c[0] for c in MODE_CASES])
+def test_ledger_plan_is_public(name, case, params):
+    """The ledger's events are the plan: the same on neighbouring datasets.
+
+    Under replace-one the size n is public, so neighbours replace a row; under
+    add/remove they differ by one row, and a plan read off ``len(X)`` would
+    differ (unless the estimator derives it from an accounted release, whose
+    events then differ only through that noisy release: such estimators
+    declare ``n_samples`` public here).
+    """
+    estimator = clone(case.estimator).set_params(**params)
+    rng = np.random.default_rng(1)
+    rows = case.make_X(rng, N_ROWS + 1, N_FEATURES)
+    if estimator._neighbouring == "replace_one":
+        neighbour = rows.copy()
+        neighbour[0] = case.make_X(np.random.default_rng(2), 1, N_FEATURES)[0]
+        pair = (rows, neighbour)
+    else:
+        if "n_samples" in estimator.get_params():
+            params = dict(params, n_samples=N_ROWS)
+        pair = (rows, rows[:-1])
+    fits = [_fit(case, params, 3, rows=data) for data in pair]
+    if not hasattr(fits[0], "_privacy_ledger"):
+        # A non-private reference mode: it claims nothing, and says so.
+        assert all(f.privacy_spent_.epsilon == np.inf for f in fits)
+        return
+    events = [f._privacy_ledger.events for f in fits]
+    assert events[0] == events[1], f"{name}: the plan depends on the data"
+    assert fits[0].privacy_spent_ == fits[1].privacy_spent_
+
+
+def test_walker_finds_what_it_must():
+    """The walker is not vacuous: each class of leak is caught."""
+
+    class Leaky(DPEstimatorMixin, BaseEstimator):
+        _released_attributes = frozenset({"kept_"})
+
+        def __init__(self, random_state=None):
+            self.random_state = random_state
+
+    leaky = Leaky()
+    leaky.kept_ = {"gen": [np.random.default_rng(0)]}
+    assert any("generator Generator" in p for p in release_violations(leaky, None))
+    leaky.kept_ = {"state": np.random.default_rng(0).bit_generator.state}
+    assert any("generator state" in p for p in release_violations(leaky, None))
+    leaky.kept_ = (np.random.RandomState(0).get_state(),)
+    assert any("generator state" in p for p in release_violations(leaky, None))
+    leaky.kept_ = [np.zeros((3, N_ROWS))]
+    assert any("one entry per training row" in p for p in release_violations(leaky, None))
+    from skdp.cluster import DPKMeans
+
+    leaky.kept_ = DPKMeans(random_state=123)
+    assert any("random_state=123" in p for p in release_violations(leaky, None))
+    assert not release_violations(leaky, 123)  # the user's own seed is theirs
+    leaky.kept_ = None
+    leaky.labels_ = np.zeros(3)
+    assert release_violations(leaky, None) == ["undeclared fitted attribute .labels_"]
+    if torch is not None:
+        del leaky.labels_
+        leaky.kept_ = {"rng": torch.get_rng_state()}
+        assert any("generator state" in p for p in release_violations(leaky, None))
+        leaky.kept_ = torch.Generator()
+        assert any("generator Generator" in p for p in release_violations(leaky, None))
