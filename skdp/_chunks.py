@@ -120,7 +120,14 @@ def check_chunk(chunk, n_features=None, name="X", ensure_2d=True, dtype=np.float
     try:
         arr = np.asarray(chunk, dtype=dtype)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must contain only numbers; a chunk could not be converted: {exc}") from exc
+        # The conversion's own message may quote the value: name the input only.
+        failed = exc
+    else:
+        failed = None
+    if failed is not None:
+        raise ValueError(
+            f"{name} must contain only numbers; a chunk could not be converted ({type(failed).__name__})."
+        )
     if arr.ndim == 1 and not ensure_2d:
         arr = arr.reshape(-1, 1)
     if arr.ndim != 2:

@@ -37,7 +37,7 @@ from sklearn.utils._param_validation import Interval
 
 from ._config import config_context
 from ._random import check_generator
-from .exceptions import PrivacyLeakWarning
+from .exceptions import PrivacyLeakWarning, without_data_values
 from .privacy import BudgetAccountant, PrivacyAccountant, PrivacySpent
 from .privacy.events import REPLACE_ONE
 
@@ -46,7 +46,10 @@ PRIVACY_PARAMETER_CONSTRAINTS = {
     "epsilon": [Interval(Real, 0, None, closed="neither")],
     "delta": [Interval(Real, 0, 1, closed="left")],
     "accountant": [BudgetAccountant, None],
-    "random_state": ["random_state"],
+    # scikit-learn's "random_state" accepts None, ints and RandomState; a
+    # Generator is accepted too (check_generator uses it as is).  Whichever is
+    # passed, whoever holds it can replay the noise: see skdp._random.
+    "random_state": ["random_state", np.random.Generator],
     "secure_noise": ["boolean", None],
 }
 
@@ -64,7 +67,9 @@ def private_fit_context(prefer_skip_nested_validation=True):
     """scikit-learn's ``_fit_context`` plus the estimator's ``secure_noise``.
 
     Decorates ``fit`` (and any other method that releases): parameters are
-    validated as in scikit-learn, and the whole call runs under
+    validated as in scikit-learn, an error whose message would quote a value
+    of the data (NumPy's conversion errors) is re-raised without the value
+    (:func:`~skdp.exceptions.without_data_values`), and the whole call runs under
     ``config_context(secure_noise=estimator.secure_noise)`` unless that is
     ``None`` (follow the package-wide setting).  Calibration and mechanisms
     read the same setting, so the plan a fit calibrates and the events its
@@ -77,7 +82,15 @@ def private_fit_context(prefer_skip_nested_validation=True):
         @functools.wraps(method)
         def wrapper(estimator, *args, **kwargs):
             with estimator._noise_context():
-                return validated(estimator, *args, **kwargs)
+                try:
+                    return validated(estimator, *args, **kwargs)
+                except (ValueError, TypeError) as exc:
+                    clean = without_data_values(exc)
+                    if clean is exc:
+                        raise
+            # Raised outside the ``except`` so the original message, which
+            # quotes a training value, is not chained into the traceback.
+            raise clean
 
         return wrapper
 

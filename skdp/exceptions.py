@@ -1,5 +1,7 @@
 """Warnings and errors raised by skdp."""
 
+import re
+
 
 class PrivacyLeakWarning(RuntimeWarning):
     """A guarantee rests on something computed from the data without privacy.
@@ -12,3 +14,42 @@ class PrivacyLeakWarning(RuntimeWarning):
 
 class BudgetExceededError(ValueError):
     """A fit would spend more privacy budget than remains."""
+
+
+#: Messages of NumPy and Python conversions that end by quoting the offending
+#: value ("could not convert string to float: 'Alice'").
+_QUOTES_A_VALUE = re.compile(
+    r"^(?P<what>could not convert .*?|invalid literal for .*?|could not broadcast input array .*?)"
+    r"(?::\s*.*)?$",
+    re.DOTALL,
+)
+
+
+def without_data_values(exc):
+    """Return ``exc``, or a copy of it whose message no longer quotes a data value.
+
+    An error raised while reading the training data is a release like any
+    other (``docs/guarantee.md``): a message that quotes a value from the data
+    would publish it outside the guarantee.  NumPy's and Python's conversion
+    errors do (``could not convert string to float: 'Alice'``); they are
+    replaced by the same error type with the value cut off.  Other messages
+    are returned unchanged: skdp's own name the parameter, never a value.
+
+    Parameters
+    ----------
+    exc : BaseException
+
+    Returns
+    -------
+    exc : BaseException
+        ``exc`` itself, or a new exception of the same type, not chained to
+        ``exc`` (a traceback would print the original message).
+    """
+    if not isinstance(exc, ValueError | TypeError):
+        return exc
+    match = _QUOTES_A_VALUE.match(str(exc))
+    if match is None:
+        return exc
+    clean = type(exc)(f"{match['what']} (the value is not shown: it comes from the data).")
+    clean.__suppress_context__ = True
+    return clean

@@ -28,12 +28,13 @@ import functools
 import io
 import numbers
 import pickle
+import traceback
 import types
 import warnings
 
 import numpy as np
 import pytest
-from _registry import MODE_CASES
+from _registry import CASES, MODE_CASES
 from sklearn.base import BaseEstimator, clone
 
 from skdp.base import DPEstimatorMixin
@@ -254,3 +255,21 @@ def test_walker_finds_what_it_must():
         assert any("generator state" in p for p in release_violations(leaky, None))
         leaky.kept_ = torch.Generator()
         assert any("generator Generator" in p for p in release_violations(leaky, None))
+
+
+SECRET = "Alice-1970-05-04"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_errors_never_quote_the_data(name):
+    """An input error is a release: its message and traceback hold no data value."""
+    case = CASES[name]
+    rows = case.make_X(np.random.default_rng(0), 20, N_FEATURES).astype(object)
+    rows[3, 1] = SECRET
+    estimator = clone(case.estimator)
+    with pytest.raises((ValueError, TypeError)) as info:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            estimator.fit(rows, **case.fit_kwargs(rows))
+    text = "".join(traceback.format_exception(info.value))
+    assert SECRET not in text, f"{name} quotes the data in:\n{text}"
