@@ -1,6 +1,7 @@
 """DPKMeans and DPKernelKMeans: math helpers, privacy plan, API (fast tests)."""
 
 import math
+import pickle
 import warnings
 
 import numpy as np
@@ -17,7 +18,7 @@ from skdp.cluster import DPKernelKMeans, DPKMeans
 from skdp.cluster import _lloyd as lloyd
 from skdp.cluster._kernel_kmeans import draw_fourier_weights, random_fourier_features
 from skdp.exceptions import PrivacyLeakWarning
-from skdp.privacy import GaussianEvent, LaplaceEvent, PrivacyAccountant
+from skdp.privacy import BudgetAccountant, GaussianEvent, LaplaceEvent, PrivacyAccountant
 from skdp.privacy import mechanisms as mech_module
 
 
@@ -290,7 +291,7 @@ def test_dpkmeans_recovers_blobs_with_public_init():
     X, y = blobs(6000)
     init = np.array([[-1.0, -1.0], [1.0, -1.0], [0.0, 1.0]])
     km = DPKMeans(3, epsilon=1.0, data_norm=5.0, init=init, max_iter=5, random_state=0).fit(X)
-    assert adjusted_rand_score(y, km.labels_) > 0.95
+    assert adjusted_rand_score(y, km.predict(X)) > 0.95
     np.testing.assert_allclose(km.cluster_centers_, [[-3, -3], [3, -3], [0, 3]], atol=0.3)
 
 
@@ -298,7 +299,7 @@ def test_dpkmeans_random_init_finds_blobs():
     X, y = blobs(6000)
     scores = [
         adjusted_rand_score(
-            y, DPKMeans(3, epsilon=3.0, data_norm=5.0, max_iter=6, random_state=s).fit(X).labels_
+            y, DPKMeans(3, epsilon=3.0, data_norm=5.0, max_iter=6, random_state=s).fit_predict(X)
         )
         for s in range(5)
     ]
@@ -310,8 +311,8 @@ def test_kernel_kmeans_separates_circles_where_kmeans_cannot():
     init = [[0.0, 0.0], [1.0, 0.0]]  # public: a point of each circle
     kernel = DPKernelKMeans(2, epsilon=3.0, gamma=5.0, init=init, random_state=0).fit(X)
     linear = DPKMeans(2, epsilon=3.0, data_norm=1.2, init=init, random_state=0).fit(X)
-    assert adjusted_rand_score(y, kernel.labels_) > 0.9
-    assert adjusted_rand_score(y, linear.labels_) < 0.2
+    assert adjusted_rand_score(y, kernel.predict(X)) > 0.9
+    assert adjusted_rand_score(y, linear.predict(X)) < 0.2
 
 
 def test_post_processing_api_is_consistent():
@@ -323,13 +324,82 @@ def test_post_processing_api_is_consistent():
         D = km.transform(X)
         assert D.shape == (900, 3)
         np.testing.assert_array_equal(km.predict(X), D.argmin(axis=1))
-        np.testing.assert_array_equal(km.labels_, km.predict(X))
         assert km.score(X) == pytest.approx(-(D.min(axis=1) ** 2).sum())
-        assert km.inertia_ == pytest.approx(-km.score(X))
         assert km.n_iter_ == km.max_iter == 5
         assert list(km.get_feature_names_out()) == [f"{type(km).__name__.lower()}{i}" for i in range(3)]
     assert km.cluster_centers_.shape == (3, 200)
     assert km.random_weights_.shape == (2, 200) and km.random_offset_.shape == (200,)
+
+
+CLUSTERERS = [
+    DPKMeans(3, data_norm=5.0, random_state=0),
+    DPKMeans(
+        3, data_norm=5.0, init=[[-3, -3], [3, -3], [0, 3]], mechanism="laplace", delta=0.0, random_state=0
+    ),
+    DPKernelKMeans(3, gamma=0.2, n_components=50, random_state=0),
+    DPKernelKMeans(3, gamma=0.2, n_components=50, clip="auto", random_state=0),
+]
+
+
+def _arrays(obj, seen=None):
+    """Every ndarray reachable from ``obj`` through dicts, lists, tuples and __dict__."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        yield obj
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from _arrays(value, seen)
+    elif isinstance(obj, list | tuple | set | frozenset):
+        for value in obj:
+            yield from _arrays(value, seen)
+    elif hasattr(obj, "__dict__"):
+        yield from _arrays(vars(obj), seen)
+
+
+@pytest.mark.parametrize("est", CLUSTERERS, ids=lambda e: f"{type(e).__name__}-{e.mechanism}")
+def test_fitted_clusterer_holds_nothing_per_training_row(est):
+    """No labels_, no inertia_, no array with a row per training record, in the model or its pickle."""
+    X, _ = blobs(301)  # a row count no other dimension of the model has
+    km = clone(est).fit(X)
+    restored = pickle.loads(pickle.dumps(km))
+    for model in (km, restored):
+        assert not hasattr(model, "labels_") and not hasattr(model, "inertia_")
+        fitted = set(vars(model)) - set(model.get_params()) - {"_sklearn_version"}
+        assert fitted <= type(model)._release_surface(), fitted - type(model)._release_surface()
+        assert not [a.shape for a in _arrays(model) if a.ndim and a.shape[0] == len(X)]
+    np.testing.assert_array_equal(restored.predict(X), km.predict(X))
+
+
+@pytest.mark.parametrize("est", CLUSTERERS, ids=lambda e: f"{type(e).__name__}-{e.mechanism}")
+def test_fit_predict_returns_labels_of_X_and_stores_none(est):
+    X, _ = blobs(301)
+    km = clone(est)
+    labels = km.fit_predict(X)
+    assert labels.shape == (301,) and labels.dtype.kind == "i"
+    np.testing.assert_array_equal(labels, km.predict(X))
+    # The same fit as fit(): same releases, same guarantee.
+    ref = clone(est).fit(X)
+    np.testing.assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
+    assert km.privacy_spent_ == ref.privacy_spent_
+    assert not hasattr(km, "labels_") and not hasattr(km, "inertia_")
+    # The opt-in diagnostic: -score(X) is the exact objective of X, computed
+    # on request and never stored.
+    D = km.transform(X)
+    assert -km.score(X) == pytest.approx((D.min(axis=1) ** 2).sum())
+    assert not hasattr(km, "inertia_")
+
+
+def test_fit_predict_reserves_and_validates_like_fit():
+    budget = BudgetAccountant(epsilon=1.0, delta=1e-5)
+    X, _ = blobs(300)
+    DPKMeans(3, epsilon=0.6, data_norm=5.0, accountant=budget, random_state=0).fit_predict(X)
+    with pytest.raises(Exception, match="(?i)budget"):
+        DPKMeans(3, epsilon=0.6, data_norm=5.0, accountant=budget, random_state=0).fit_predict(X)
+    with pytest.raises(ValueError, match="n_clusters"):
+        DPKMeans(n_clusters=0).fit_predict(X)
 
 
 def test_reproducible_with_random_state():

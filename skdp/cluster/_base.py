@@ -167,10 +167,42 @@ class _BaseDPLloyd(
         self : object
             Fitted estimator.
         """
+        self._fit(X)
+        return self
+
+    @private_fit_context(prefer_skip_nested_validation=True)
+    def fit_predict(self, X, y=None):
+        """Fit, then return the nearest released centre of every row of ``X``.
+
+        The same fit as :meth:`fit`; the labels are the released centres
+        applied to ``X`` (``predict(X)`` on the fitted model, also for chunked
+        ``X``).  They are returned to the caller and never stored on the
+        model: labels of the *training* rows are exact functions of every
+        row, so they are not covered by the guarantee, and publishing them
+        is the caller's decision (see the class docstring).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or chunked rows
+            Training rows, as in :meth:`fit`.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Index of the nearest released centre of each (mapped, clipped) row.
+        """
+        rows = self._fit(X)
+        with threadpool_limits(limits=_blas_threads(X, self.n_clusters), user_api="blas"):
+            return rows.labels(self.cluster_centers_)
+
+    def _fit(self, X):
+        """Fit on ``X``; return its row source (for :meth:`fit_predict` only, never stored)."""
         if self.mechanism == "gaussian" and self.delta <= 0:
             raise ValueError("delta must be positive with the Gaussian mechanism; got delta=0.")
         with threadpool_limits(limits=_blas_threads(X, self.n_clusters), user_api="blas"):
-            return self._fit(X)
+            return self._fit_rows(X)
 
     def _rows(self, X):
         """The training rows as a source of exact statistics (in memory or chunked)."""
@@ -186,7 +218,7 @@ class _BaseDPLloyd(
         X = validate_data(self, X, dtype=np.float64)
         return X, X.shape[1], lambda feature_map: InMemoryRows(X, feature_map)
 
-    def _fit(self, X):
+    def _fit_rows(self, X):
         ledger, rng = self._begin_private_fit(composition=self.composition)
         X, n_features, make_rows = self._rows(X)
         init = self._check_init(n_features)
@@ -243,9 +275,10 @@ class _BaseDPLloyd(
         self.noisy_counts_ = noisy_counts
         self.n_reseeded_ = n_reseeded
         self.n_iter_ = n_iter
-        # Functions of the private training rows, outside the guarantee (class docstring).
-        self.labels_, self.inertia_ = rows.labels_and_inertia(centres)
-        return self
+        # No labels_ or inertia_: labels and objective of the training rows
+        # are exact functions of every row, outside the guarantee.
+        # fit_predict and score compute them on request, without storing.
+        return rows
 
     # --- post-processing of the released centres ----------------------------
     def _clipped_features(self, X):
@@ -268,21 +301,6 @@ class _BaseDPLloyd(
         """
         return assign(self._clipped_features(X), self.cluster_centers_)
 
-    def fit_predict(self, X, y=None):
-        """Fit and return ``labels_`` (not covered by the guarantee; see the class docstring).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-        """
-        return self.fit(X).labels_
-
     def transform(self, X):
         """Euclidean distances of the mapped, clipped rows to every released centre.
 
@@ -299,6 +317,12 @@ class _BaseDPLloyd(
     def score(self, X, y=None):
         """Opposite of the k-means objective of ``X`` against the released centres.
 
+        Post-processing of the centres for any ``X``.  On the *training* rows
+        it is the exact inertia (the objective scikit-learn's ``KMeans``
+        stores as ``inertia_``): a function of every row, not covered by the
+        guarantee.  A diagnostic the caller asks for: it is returned, never
+        stored on the model, and must not be published as private.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -308,6 +332,8 @@ class _BaseDPLloyd(
         Returns
         -------
         score : float
+            Minus the sum of squared distances of the mapped, clipped rows
+            to their nearest released centre.
         """
         d2 = squared_distances(self._clipped_features(X), self.cluster_centers_)
         return -float(d2.min(axis=1).sum())

@@ -82,8 +82,14 @@ class DPKernelKMeans(_BaseDPLloyd):
     ``cluster_centers_`` live in the feature space (shape
     ``(n_clusters, n_components)``); ``predict`` maps new rows with the same
     ``W, b`` and clip, and picks the nearest centre there (post-processing).
-    ``labels_`` and ``inertia_`` are computed on the private training rows and
-    are *not* covered by the guarantee.  ``privacy_spent_`` refers to
+    Everything the fitted model holds is covered: the released centres and
+    noisy sizes, the data-independent ``W`` and ``b``, ``clip_bound_``
+    (``clip``, or DPNorm's release), the plan (``n_iter_``,
+    ``noise_multiplier_``) and ``n_reseeded_`` (a function of the released
+    sizes).  There is no ``labels_`` or ``inertia_``: ``fit_predict(X)``
+    returns the labels of ``X`` and ``-score(X)`` its exact feature-space
+    objective, computed on request and never stored; on the training rows
+    they are *not* covered by the guarantee.  ``privacy_spent_`` refers to
     replace-one neighbours (datasets of the same size differing in one record).
 
     Parameters
@@ -143,18 +149,13 @@ class DPKernelKMeans(_BaseDPLloyd):
         Frequencies ``W`` of the feature map (data-independent).
     random_offset_ : ndarray of shape (n_components,)
         Phases ``b`` of the feature map (data-independent).
-    labels_ : ndarray of shape (n_samples,)
-        Nearest released centre of every training row; not covered by the
-        guarantee.
-    inertia_ : float
-        Feature-space k-means objective of the training rows; not covered by
-        the guarantee.
     n_iter_ : int
         Number of iterations run (``max_iter``, or the one ``"auto"`` chose).
     noisy_counts_ : ndarray of shape (n_clusters,)
         Noisy cluster sizes of the last iteration (released).
     n_reseeded_ : int
-        Number of re-seedings of clusters with noisy size below 1.
+        Number of re-seedings of clusters with noisy size below 1 (a function
+        of the released noisy sizes).
     clip_bound_ : float
         Clipping bound ``C`` used (released by DPNorm when ``clip="auto"``).
     noise_multiplier_ : float
@@ -200,6 +201,21 @@ class DPKernelKMeans(_BaseDPLloyd):
     >>> km.privacy_spent_.epsilon <= 3.0
     True
     """
+
+    # As DPKMeans, plus the random feature map (drawn from the public number
+    # of features only); clip_bound_ is clip (public) or DPNorm's release.
+    _released_attributes = frozenset(
+        {
+            "cluster_centers_",
+            "noisy_counts_",
+            "n_reseeded_",
+            "clip_bound_",
+            "n_iter_",
+            "noise_multiplier_",
+            "random_weights_",
+            "random_offset_",
+        }
+    )
 
     _parameter_constraints = {
         **_BaseDPLloyd._parameter_constraints,

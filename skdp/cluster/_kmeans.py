@@ -51,11 +51,20 @@ class DPKMeans(_BaseDPLloyd):
     otherwise by splitting the cluster of largest noisy size (a copy of its
     centre moved by ``1e-3 C`` in a random direction).
 
-    Privacy covers ``cluster_centers_``, ``noisy_counts_`` and everything
-    computed from them on *new* data (``predict``, ``transform``, ``score``).
-    ``labels_`` and ``inertia_`` are the released centres applied to the
-    private training rows: like any prediction on the training set they are
-    *not* covered by the guarantee, and should not be published.
+    Privacy covers everything the fitted model holds: ``cluster_centers_``
+    and ``noisy_counts_`` (released), ``clip_bound_`` (the public
+    ``data_norm``), ``n_iter_`` and ``noise_multiplier_`` (the plan, from
+    public quantities), ``n_reseeded_`` (a function of the released noisy
+    sizes), and everything computed from them on *new* data (``predict``,
+    ``transform``, ``score``).  Unlike scikit-learn's ``KMeans`` the model
+    stores no ``labels_`` and no ``inertia_``: the labels and objective of
+    the training rows are exact functions of every row, outside the
+    guarantee.  ``fit_predict(X)`` returns the labels of ``X`` under the
+    released centres and ``-score(X)`` its exact objective; both are handed
+    to the caller, never stored or pickled, and are *not* covered by the
+    guarantee when ``X`` is the training set.  ``data_norm=None`` is the one
+    exception: ``clip_bound_`` is then the largest row norm, a leak announced
+    by a :class:`~skdp.exceptions.PrivacyLeakWarning`.
     ``privacy_spent_`` refers to replace-one neighbours (datasets of the same
     size differing in one record).
 
@@ -112,21 +121,16 @@ class DPKMeans(_BaseDPLloyd):
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
         Released private centres.
-    labels_ : ndarray of shape (n_samples,)
-        Nearest released centre of every (clipped) training row; not covered
-        by the guarantee.
-    inertia_ : float
-        Sum of squared distances of the clipped training rows to their
-        nearest released centre; not covered by the guarantee.
     n_iter_ : int
         Number of iterations run (``max_iter``, or the one ``"auto"`` chose).
     noisy_counts_ : ndarray of shape (n_clusters,)
         Noisy cluster sizes of the last iteration (released).
     n_reseeded_ : int
         Number of re-seedings of clusters with noisy size below 1, over all
-        iterations.
+        iterations (a function of the released noisy sizes).
     clip_bound_ : float
-        Clipping bound ``C`` used.
+        Clipping bound ``C`` used (``data_norm``, or the largest row norm
+        when ``data_norm=None``, which leaks).
     noise_multiplier_ : float
         Calibrated ``sigma`` of the sums (noise std over sensitivity); the
         sizes use ``count_noise_weight`` times it.
@@ -172,6 +176,14 @@ class DPKMeans(_BaseDPLloyd):
     >>> km.privacy_spent_.epsilon <= 1.0
     True
     """
+
+    # The centres and last noisy sizes are released; n_reseeded_ is a function
+    # of the released sizes; clip_bound_ is data_norm (public) unless the user
+    # accepted the announced leak of data_norm=None; n_iter_ and
+    # noise_multiplier_ come from the plan (public n under replace-one).
+    _released_attributes = frozenset(
+        {"cluster_centers_", "noisy_counts_", "n_reseeded_", "clip_bound_", "n_iter_", "noise_multiplier_"}
+    )
 
     _parameter_constraints = {
         **_BaseDPLloyd._parameter_constraints,

@@ -26,7 +26,7 @@ import numpy as np
 from .._chunks import _add, _tree_reduce, check_chunk
 from ..privacy.norm_selection import norm_histogram
 from . import _lloyd as lloyd
-from ._lloyd import assign, clip_rows, row_norms, squared_distances
+from ._lloyd import assign, clip_rows, row_norms
 
 
 def apply_feature_map(X, feature_map):
@@ -66,12 +66,6 @@ def chunk_norm_histogram(chunk, feature_map, c_max, n_bins):
     return norm_histogram(row_norms(apply_feature_map(chunk, feature_map)), c_max, n_bins)
 
 
-def chunk_objective(chunk, feature_map, bound, centres):
-    """Feature-space k-means objective of a chunk against ``centres``."""
-    Z = chunk_features(chunk, feature_map, bound)
-    return float(squared_distances(Z, centres).min(axis=1).sum())
-
-
 class InMemoryRows:
     """Validated rows held in memory, mapped once."""
 
@@ -97,10 +91,9 @@ class InMemoryRows:
     def statistics(self, centres):
         return lloyd.cluster_statistics(self.Z, assign(self.Z, centres), centres.shape[0])
 
-    def labels_and_inertia(self, centres):
-        labels = assign(self.Z, centres)
-        inertia = float(squared_distances(self.Z, centres)[np.arange(self.n_samples), labels].sum())
-        return labels, inertia
+    def labels(self, centres):
+        """Nearest centre of every mapped, clipped row (``predict`` on these rows)."""
+        return assign(self.Z, centres)
 
 
 class ChunkedRows:
@@ -160,8 +153,8 @@ class ChunkedRows:
     def statistics(self, centres):
         return self.data.map_reduce(chunk_statistics, self.feature_map, self.bound, centres)
 
-    def labels_and_inertia(self, centres):
-        inertia = float(self.data.map_reduce(chunk_objective, self.feature_map, self.bound, centres))
+    def labels(self, centres):
+        """Nearest centre of every mapped, clipped row, in row order (one more pass)."""
         if self.data.kind == "dask":
             source = self.data.source
             labels = source.map_blocks(
@@ -171,7 +164,7 @@ class ChunkedRows:
             labels = np.concatenate(
                 [_chunk_labels(c, self.feature_map, self.bound, centres) for c in self.data.iter_chunks()]
             )
-        return np.asarray(labels, dtype=np.intp), inertia
+        return np.asarray(labels, dtype=np.intp)
 
 
 def _chunk_labels(chunk, feature_map, bound, centres):
