@@ -531,6 +531,82 @@ def test_unknown_categories_at_predict_time():
     assert np.isfinite(tolerant.score(X_new, sequence_ids=seq, timesteps=ts))
 
 
+SECRET = "secret-category-7391"
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["in-memory", "chunked"])
+def test_unknown_category_at_fit_is_refused_without_quoting_it(chunked):
+    """The message names the parameter, never the private value (nor its feature)."""
+    from skdp._chunks import as_chunked
+
+    X, seq, ts, _ = _hmm_data(n_seq=2, n_steps=4)
+    X = X.astype(object)
+    X[17, 1] = SECRET
+    acc = BudgetAccountant(epsilon=10.0)
+    model = _model(epsilon=1.0, accountant=acc)
+    with pytest.raises(ValueError, match="categories") as info:
+        model.fit(as_chunked(X, chunk_size=50) if chunked else X, sequence_ids=seq, timesteps=ts)
+    message = str(info.value)
+    assert SECRET not in message and "7391" not in message
+    assert "feature 1" not in message and "categories[1]" not in message
+    # Refused after the reservation (the data was read), which stays charged,
+    # as docs/privacy.md says.
+    assert acc.spent.epsilon == pytest.approx(1.0) and len(acc.reservations) == 1
+
+    numeric = _hmm_data(n_seq=2, n_steps=4)[0]
+    numeric[3, 2] = 987654
+    with pytest.raises(ValueError, match="categories") as info:
+        _model().fit(numeric, sequence_ids=seq, timesteps=ts)
+    assert "987654" not in str(info.value)
+
+
+def test_unknown_category_at_predict_time_is_not_quoted():
+    X, seq, ts, _ = _hmm_data(n_seq=2, n_steps=4)
+    model = _model().fit(X, sequence_ids=seq, timesteps=ts)
+    X_new = X.astype(object)
+    X_new[0, 2] = SECRET
+    with pytest.raises(ValueError, match="handle_unknown") as info:
+        model.score(X_new, sequence_ids=seq, timesteps=ts)
+    assert SECRET not in str(info.value)
+
+
+def test_ops_plan_errors_charge_nothing_when_categories_are_declared():
+    """K_d is declared: a bad truncation or prior is refused before the reservation and the read."""
+    X, seq, ts, _ = _hmm_data(n_seq=2, n_steps=3, n_records=5)
+    acc = BudgetAccountant(epsilon=10.0)
+    reads = []
+
+    def factory():
+        reads.append(None)
+        return iter([X])
+
+    with pytest.raises(ValueError, match="truncation"):
+        _model(mechanism="ops", truncation=0.3, accountant=acc).fit(factory, sequence_ids=seq, timesteps=ts)
+    with pytest.raises(ValueError, match="improper"):
+        _model(mechanism="ops", ops_accounting="converged", epsilon=1e4, alpha=0.1, accountant=acc).fit(
+            factory, sequence_ids=seq, timesteps=ts
+        )
+    assert acc.spent.epsilon == 0.0 and not acc.history and not reads
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"n_components": 1}, {"mechanism": "ops"}, {"mechanism": "ops", "ops_accounting": "converged"}],
+    ids=["laplace", "naive-bayes", "ops", "ops-converged"],
+)
+def test_fitted_state_is_the_declared_release_surface(params):
+    X, seq, ts, _ = _hmm_data(n_seq=2, n_steps=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        model = _model(**params).fit(X, sequence_ids=seq, timesteps=ts)
+    restored = pickle.loads(pickle.dumps(model))
+    for m in (model, restored):
+        fitted = set(vars(m)) - set(m.get_params()) - {"_sklearn_version"}
+        assert fitted <= DPNaiveBayesHMM._release_surface(), fitted - DPNaiveBayesHMM._release_surface()
+    # The per-cell arrays follow the public cell layout (8 cells), not the records.
+    assert model.states_.shape == model.cell_sequence_ids_.shape == model.cell_timesteps_.shape == (8,)
+
+
 def test_dataframe_with_column_names():
     pd = pytest.importorskip("pandas")
     X, seq, ts, _ = _hmm_data(n_seq=2, n_steps=4)

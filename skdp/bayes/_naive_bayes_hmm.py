@@ -124,10 +124,26 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
     The guarantee (``privacy_spent_``) refers to replace-one neighbours:
     datasets with the same records except one, whose features (and cell) may
-    differ.  The set of (sequence, timestep) cells is treated as public
-    metadata, as in the paper (regions and months are public); with
+    differ, over the same set of (sequence, timestep) cells.  The cell
+    layout (which cells exist) is public by declaration, as in the paper
+    (regions and months are public; the counts in them are private): it is
+    released as is, in ``cell_sequence_ids_``, ``cell_timesteps_`` and the
+    length of ``states_``, and the guarantee says nothing about it.  A cell
+    that exists only because of one record (a month with a single report)
+    therefore reveals that record's sequence and timestep: pass
+    ``sequence_ids`` and ``timesteps`` whose set of cells is public.  With
+    ``timesteps=None`` every record is its own cell, so the layout is the
+    number of records of each sequence.  Everything else the model holds is
+    accounted (``noisy_counts_``, the OPS draws) or a function of accounted
+    releases and the layout (``startprob_``, ``transmat_``,
+    ``emissionprob_``, ``states_``), or public (``categories_`` when
+    declared, ``temperature_`` and ``truncation_``).  With
     ``categories="auto"`` the category values are read off the data and a
-    :class:`~skdp.exceptions.PrivacyLeakWarning` is raised.
+    :class:`~skdp.exceptions.PrivacyLeakWarning` is raised.  With declared
+    ``categories``, a training value outside them makes ``fit`` raise a
+    ``ValueError`` after the budget is reserved (the reservation stays
+    charged): the guarantee covers datasets inside the declared domain, and
+    the message names neither the value nor its feature.
 
     Parameters
     ----------
@@ -153,10 +169,15 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     ops_accounting : {"worst_case", "converged"}, default="worst_case"
         OPS accounting, see above.
     categories : "auto" or list of array-like, default="auto"
-        Categories of each feature, as :class:`~sklearn.preprocessing.OrdinalEncoder`.
+        Categories of each feature, as :class:`~sklearn.preprocessing.OrdinalEncoder`:
+        the public domain of the records.  Every training value must be
+        among them (``fit`` raises a ``ValueError`` otherwise, without
+        quoting the value).  ``"auto"`` reads them off the data (a leak,
+        with a warning).
     handle_unknown : {"error", "ignore"}, default="error"
         Unknown categories at predict/score time raise, or are left out of
         the likelihood (the feature is treated as missing for that record).
+        It does not apply to ``fit``.
     composition : {"basic", "advanced", "zcdp", "rdp"}, default="basic"
         Composition theorem of the fit's releases.
     accountant : BudgetAccountant, default=None
@@ -186,9 +207,11 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Emission distribution of each feature, same convention.
     states_ : ndarray of shape (n_cells,)
         Most frequent post-burn-in state of each training cell (final sample
-        for ``ops_accounting="converged"``).
+        for ``ops_accounting="converged"``): a function of the noisy counts
+        or of accounted OPS draws.
     cell_sequence_ids_, cell_timesteps_ : ndarray of shape (n_cells,)
-        Labels of the training cells, in the order of ``states_``.
+        Labels of the training cells, in the order of ``states_``: the cell
+        layout, public by declaration (see the privacy paragraph above).
     noisy_counts_ : ndarray of shape (n_cells, n_features, max K_d)
         Released count vectors after projection (``"laplace"`` only; one row
         of corpus-wide counts when ``n_components=1``).
@@ -232,6 +255,26 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     >>> model.privacy_spent_
     PrivacySpent(epsilon=1.0, delta=0.0)
     """
+
+    # Accounted: noisy_counts_ (Laplace) and the OPS draws behind the fitted
+    # parameters and states_.  Public: the cell layout (cell_sequence_ids_,
+    # cell_timesteps_; the neighbouring relation keeps it fixed, see the class
+    # docstring), declared categories_ (with "auto", an announced leak), and
+    # the OPS temperature_ and truncation_ (from the budget and categories_).
+    _released_attributes = frozenset(
+        {
+            "categories_",
+            "startprob_",
+            "transmat_",
+            "emissionprob_",
+            "states_",
+            "cell_sequence_ids_",
+            "cell_timesteps_",
+            "noisy_counts_",
+            "temperature_",
+            "truncation_",
+        }
+    )
 
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
@@ -392,6 +435,10 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             # Floating-point exponential-mechanism draws: refuse secure noise
             # before the budget is checked or X is read.
             refuse_secure_noise_for_exponential_mechanism()
+            if not isinstance(self.categories, str):
+                # K_d is declared: the OPS plan's checks need no data, so a bad
+                # truncation, alpha or beta is refused before the reservation.
+                self._ops_mechanism([np.asarray(c).size for c in self.categories])
         private = self.mechanism != "none"
         if private:
             ledger, rng = self._begin_private_fit(composition=self.composition)
@@ -464,15 +511,20 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             noisy[:, d, :k] = mech.release(counts[:, d, :k], rng, ledger)
         return project_counts(noisy) * mask[None]
 
-    def _fit_ops(self, chain, ledger):
-        k = self._n_categories
+    def _ops_mechanism(self, k):
+        """OPS truncation per feature and exponential mechanism for ``K_d = k``.
+
+        Reads only parameters and the number of categories, so with declared
+        ``categories`` ``fit`` calls it before the reservation: a bad
+        ``truncation``, ``alpha`` or ``beta`` then charges nothing.
+        """
+        k = np.asarray(k)
         a0 = default_truncation(k) if self.truncation is None else np.full(k.shape, float(self.truncation))
         if np.any((k > 1) & (a0 * k >= 1)):
             raise ValueError(
                 f"truncation={self.truncation} is too large: it must satisfy truncation * K_d < 1 "
                 f"for every feature (K_d = {k.tolist()})."
             )
-        self.truncation_ = a0
         sensitivity = dirichlet_log_likelihood_sensitivity(k, a0)
         # Every feature has one category: the likelihood ignores the data, any
         # positive sensitivity is a valid (conservative) bound.
@@ -485,13 +537,19 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
         z = self._calibrate(plan, n_releases)
         mech = ExponentialMechanism(1.0 / z, sensitivity, self._neighbouring)
-        temperature = self.temperature_ = mech.temperature
         lowest = min(self.alpha, self.beta)
-        if lowest <= 1 - temperature:
+        if lowest <= 1 - mech.temperature:
             raise ValueError(
                 f"The tempered OPS conditionals are improper: raise alpha and beta above "
-                f"1 - temperature = {1 - temperature:.3g}, or lower epsilon."
+                f"1 - temperature = {1 - mech.temperature:.3g}, or lower epsilon."
             )
+        return a0, mech
+
+    def _fit_ops(self, chain, ledger):
+        a0, mech = self._ops_mechanism(self._n_categories)
+        self.truncation_ = a0
+        temperature = self.temperature_ = mech.temperature
+        converged = self.ops_accounting == "converged"
         if converged:
             warnings.warn(
                 "ops_accounting='converged': privacy_spent_ is the cost of one exact sample from the "

@@ -160,10 +160,9 @@ def _check_column(column, d):
     if column.dtype.kind == "O":
         for value in column:
             if not isinstance(value, (str, numbers.Number)):
-                raise TypeError(
-                    f"Feature {d}: every value's argument must be a string or a number, "
-                    f"got {type(value).__name__}."
-                )
+                # Neither the value, its type nor its feature: at fit this
+                # fires after the reservation, on private training data.
+                raise TypeError("X must hold categorical labels: every value a string or a number.")
     return column
 
 
@@ -193,6 +192,13 @@ def learn_categories(X, categories="auto"):
 def encode_categories(X, categories, handle_unknown="error", context="fit"):
     """Codes ``j`` with ``X[:, d] == categories[d][j]``; unknown values raise or give -1.
 
+    At ``context="fit"`` an unknown value always raises: the guarantee covers
+    datasets inside the declared ``categories`` only.  The message names the
+    parameter and never the values, nor which feature holds them: the fit
+    has reserved its budget by then and the values are private training
+    data.  At predict/score time (``context="transform"``) the rows are the
+    caller's own, and the message names the feature.
+
     Returns
     -------
     codes : ndarray of int, shape (n_records, n_features)
@@ -206,14 +212,36 @@ def encode_categories(X, categories, handle_unknown="error", context="fit"):
             pos = np.searchsorted(ordered, column)
             pos_ok = np.minimum(pos, ordered.size - 1)
             known = (pos < ordered.size) & (ordered[pos_ok] == column)
-        except TypeError as exc:
-            raise TypeError(f"Feature {d} mixes values that cannot be compared with its categories.") from exc
+            codes_d = order[pos_ok]
+        except TypeError:
+            # Values that do not compare with the categories (a string in a
+            # column of numbers) are unknown values like any other: raising a
+            # different error would tell which feature holds them.
+            lookup = {value: j for j, value in enumerate(cats.tolist())}
+            codes_d = np.array([_lookup(lookup, value) for value in column.tolist()], dtype=np.int64)
+            known = codes_d >= 0
         if not np.all(known):
-            if handle_unknown == "error" or context == "fit":
-                unknown = np.unique(column[~known])[:5]
-                raise ValueError(f"Found unknown categories {list(unknown)} in feature {d} during {context}.")
-        codes[:, d] = np.where(known, order[pos_ok], -1)
+            if context == "fit":
+                raise ValueError(
+                    "X contains unknown categories: every training value of feature d must be one of "
+                    "categories[d]. The values are not shown (they are private training data); check X "
+                    "against the declared categories."
+                )
+            if handle_unknown == "error":
+                raise ValueError(
+                    f"X contains unknown categories in feature {d} (values not in categories_[{d}]) "
+                    f"during {context}; set handle_unknown='ignore' to leave them out of the likelihood."
+                )
+        codes[:, d] = np.where(known, codes_d, -1)
     return codes
+
+
+def _lookup(lookup, value):
+    """Code of ``value`` in ``lookup`` (a category -> code dict), -1 if unknown or unhashable."""
+    try:
+        return lookup.get(value, -1)
+    except TypeError:
+        return -1
 
 
 # ---------------------------------------------------------------------------
