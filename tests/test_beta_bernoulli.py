@@ -1,5 +1,6 @@
 """DPBetaBernoulli: the noise, the temperature, the guarantee and the API."""
 
+import io
 import math
 import pickle
 
@@ -9,7 +10,8 @@ from scipy import stats
 from sklearn.base import clone
 
 from skdp import BudgetAccountant, BudgetExceededError
-from skdp.audit import epsilon_lower_bound
+from skdp._random import AFTER_FIT_SPAWN_TAG, generator_after_fit
+from skdp.audit import _cases, epsilon_lower_bound
 from skdp.bayes import DPBetaBernoulli
 from skdp.bayes import _beta_bernoulli as bb_module
 from skdp.bayes._conjugate import sample_truncated_beta
@@ -129,6 +131,67 @@ def test_ops_improper_tempered_posterior_is_refused():
         DPBetaBernoulli(prior=(0.01, 1.0), epsilon=50.0, mechanism="ops", truncation=0.4).fit(
             np.zeros((5, 1))
         )
+
+
+def _all_zeros_and_one_success(n=10):
+    D = np.zeros((n, 1), dtype=int)
+    D_prime = D.copy()
+    D_prime[0] = 1
+    return D, D_prime
+
+
+# (epsilon, prior, a0): min(prior) <= 1 - T with T = 2 log((1 - a0) / a0) / epsilon, so the
+# shape (n_plus + prior - 1) / T + 1 is <= 0 on all zeros and > 0 with one success: the old
+# check on the counts raised on one neighbour and released on the other.
+_IMPROPER_ON_ZEROS = [(10.0, (0.2, 0.2), 0.05), (2.0, (0.5, 0.5), 0.4)]
+
+
+@pytest.mark.parametrize("epsilon,prior,a0", _IMPROPER_ON_ZEROS)
+def test_ops_improper_check_is_the_same_on_neighbours(epsilon, prior, a0):
+    T = 2 * math.log((1 - a0) / a0) / epsilon
+    assert min(prior) <= 1 - T  # the setting is one the old code decided on the counts
+    messages = []
+    for X in _all_zeros_and_one_success():
+        budget = BudgetAccountant(epsilon=100.0)
+        model = DPBetaBernoulli(
+            prior=prior, epsilon=epsilon, mechanism="ops", truncation=a0, accountant=budget
+        )
+        with pytest.raises(ValueError, match="improper") as info:
+            model.fit(X)
+        messages.append(str(info.value))
+        assert budget.spent == (0.0, 0.0)  # refused before the reservation
+        assert not hasattr(model, "privacy_spent_")
+    assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize("epsilon,prior,a0", _IMPROPER_ON_ZEROS)
+def test_ops_improper_check_on_a_chunk_factory_is_the_same_on_neighbours(epsilon, prior, a0):
+    # A factory's number of features is known after the pass only: the refusal
+    # comes after the reservation, charged in full on both neighbours alike.
+    spent, messages = [], []
+    for X in _all_zeros_and_one_success():
+        budget = BudgetAccountant(epsilon=100.0)
+        model = DPBetaBernoulli(
+            prior=prior, epsilon=epsilon, mechanism="ops", truncation=a0, accountant=budget
+        )
+        with pytest.raises(ValueError, match="improper") as info:
+            model.fit(lambda X=X: iter([X[:5], X[5:]]))
+        messages.append(str(info.value))
+        spent.append(tuple(budget.spent))
+    assert messages[0] == messages[1] and spent[0] == spent[1] == (epsilon, 0.0)
+
+
+def test_ops_prior_just_above_the_bound_releases_on_both_neighbours():
+    epsilon, a0 = 2.0, 0.4
+    T = 2 * math.log((1 - a0) / a0) / epsilon
+    prior = (1 - T + 1e-6, 1 - T + 1e-6)
+    for X in _all_zeros_and_one_success():
+        model = DPBetaBernoulli(prior=prior, epsilon=epsilon, mechanism="ops", truncation=a0, random_state=0)
+        sample = model.fit(X).posterior_sample_
+        assert a0 <= sample[0] <= 1 - a0
+    # The threshold counts the features (d is public): d = 2 doubles T.
+    ok = DPBetaBernoulli(prior=(0.5, 0.5), epsilon=epsilon, mechanism="ops", truncation=a0, random_state=0)
+    assert ok.fit(np.zeros((10, 2))).temperature_ == pytest.approx(2 * T)
 
 
 # --- distinguishing tests on neighbouring datasets --------------------------------------------
@@ -305,3 +368,177 @@ def test_dask_fit_equals_in_memory_fit():
         DPBetaBernoulli(random_state=3).fit(da.from_array(X, chunks=(64, 4))),
         DPBetaBernoulli(random_state=3).fit(X),
     )
+
+
+# --- seeds and generators (issue 18) -----------------------------------------------------------
+
+_RANDOM_TYPES = (np.random.Generator, np.random.BitGenerator, np.random.RandomState, np.random.SeedSequence)
+_BIT_GENERATORS = {"MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64"}
+
+
+class _RecordingUnpickler(pickle.Unpickler):
+    """Unpickler listing every global the pickle refers to (classes, constructors)."""
+
+    def __init__(self, data):
+        super().__init__(io.BytesIO(data))
+        self.globals = []
+
+    def find_class(self, module, name):
+        self.globals.append(f"{module}.{name}")
+        return super().find_class(module, name)
+
+
+def _randomness_in_pickle(model):
+    """(unpickled model, every generator, seed sequence or bit-generator state found in it)."""
+    unpickler = _RecordingUnpickler(pickle.dumps(model))
+    restored = unpickler.load()
+    found = [name for name in unpickler.globals if name.startswith("numpy.random")]
+    seen, stack = set(), [restored]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, _RANDOM_TYPES):
+            found.append(type(item).__name__)
+        if isinstance(item, dict):
+            if "bit_generator" in item:  # Generator.bit_generator.state
+                found.append(f"state dict {sorted(item)}")
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            if isinstance(item, tuple) and item and isinstance(item[0], str) and item[0] in _BIT_GENERATORS:
+                found.append("RandomState.get_state() tuple")  # legacy state
+            stack.extend(item)
+        elif isinstance(item, np.ndarray) and item.dtype == object:
+            stack.extend(item.ravel())
+        elif hasattr(item, "__dict__") and not isinstance(item, type):
+            stack.append(vars(item))
+    return restored, found
+
+
+def _random_states():
+    return {
+        "None": None,
+        "int": 3,
+        "RandomState": np.random.RandomState(3),
+        "Generator": np.random.default_rng(3),
+    }
+
+
+@pytest.mark.parametrize("kind", ["None", "int", "RandomState", "Generator"])
+@pytest.mark.parametrize("mechanism", ["laplace", "ops"])
+def test_a_pickled_model_carries_no_generator(mechanism, kind):
+    random_state = _random_states()[kind]
+    model = DPBetaBernoulli(mechanism=mechanism, random_state=random_state).fit(_data(n=200, d=3))
+    model.sample(5)  # later draws leave nothing behind either
+    if mechanism == "laplace":
+        model.sample_posterior(2)
+    restored, found = _randomness_in_pickle(model)
+    assert found == []
+    assert restored.random_state == (3 if kind == "int" else None)
+    assert set(vars(restored)) - set(restored.get_params()) <= DPBetaBernoulli._release_surface()
+    np.testing.assert_array_equal(restored.posterior_sample_, model.posterior_sample_)
+
+
+def test_the_pickle_check_sees_a_stored_generator():
+    # The check above can fail: the model as it was before issue 18 (it kept
+    # its fit's generator) is caught, and the generator found in its pickle
+    # steps back to the Laplace draws and gives the exact counts.
+    X, _ = _cases._binary_neighbours()
+    old = _cases._KeepsItsGenerator(epsilon=1.0).fit(X)
+    assert "Generator" in _randomness_in_pickle(old)[1]
+    for seed in range(20):
+        old = _cases._KeepsItsGenerator(epsilon=1.0, random_state=seed).fit(X)
+        np.testing.assert_array_equal(_cases._replayed_counts(old, n_records=20), [[13, 7]])
+        new = DPBetaBernoulli(epsilon=1.0, random_state=seed).fit(X)
+        assert _cases._replayed_counts(new, n_records=20) is None
+
+
+def test_generator_random_state_is_accepted_and_reproduces():
+    X = _data(n=200, d=3)
+    a = DPBetaBernoulli(random_state=np.random.default_rng(5)).fit(X)
+    b = DPBetaBernoulli(random_state=np.random.default_rng(5)).fit(X)
+    np.testing.assert_array_equal(a.noisy_counts_, b.noisy_counts_)
+    # The user's generator is drawn from further after the fit (scikit-learn's convention).
+    np.testing.assert_array_equal(a.sample_posterior(3), b.sample_posterior(3))
+
+
+def test_int_seed_later_draws_are_reproducible_and_not_the_fit_stream():
+    X, seed = _data(n=300, d=2), 11
+    a = DPBetaBernoulli(random_state=seed).fit(X)
+    b = DPBetaBernoulli(random_state=seed).fit(X)
+    first, second = a.sample_posterior(4), a.sample_posterior(4)
+    np.testing.assert_array_equal(first, b.sample_posterior(4))
+    np.testing.assert_array_equal(second, b.sample_posterior(4))
+    assert not np.array_equal(first, second)  # the k-th call has its own stream
+    # The documented construction: call k draws from SeedSequence(seed, spawn_key=(tag, k)).
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(AFTER_FIT_SPAWN_TAG, 0)))
+    np.testing.assert_array_equal(first, rng.beta(a.posterior_alpha_, a.posterior_beta_, size=(4, 2)))
+    # A refit starts the calls again.
+    np.testing.assert_array_equal(a.fit(X).sample_posterior(4), first)
+    # None of the first later streams overlaps the fit's noise stream default_rng(seed).
+    fit_stream = np.random.default_rng(seed).bit_generator.random_raw(100_000)
+    for k in range(3):
+        later = generator_after_fit(seed, k).bit_generator.random_raw(2)
+        assert not np.isin(later, fit_stream).any()
+
+
+def test_int_seed_later_ops_draws_are_reproducible():
+    X = _data(n=300, d=2)
+    a = DPBetaBernoulli(mechanism="ops", random_state=4).fit(X)
+    b = DPBetaBernoulli(mechanism="ops", random_state=4).fit(X)
+    np.testing.assert_array_equal(a.sample_posterior(3), b.sample_posterior(3))
+    np.testing.assert_array_equal(a.sample(10), b.sample(10))
+
+
+def test_no_seed_later_draws_use_fresh_entropy():
+    model = DPBetaBernoulli(random_state=None).fit(_data(n=300, d=2))
+    assert not np.array_equal(model.sample_posterior(5), model.sample_posterior(5))
+
+
+# --- audit cases of issue 18 (fast versions; python -m skdp.audit runs them with more fits) ----
+
+
+def _case(name):
+    return next(c for c in _cases.CASES if c.name == name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "DPBetaBernoulli: noise replayed from the pickle (laplace, eps=1)",
+        "DPBetaBernoulli: OPS refusal seen (eps=2, a0=0.4, prior 0.5)",
+    ],
+)
+def test_audit_real_estimator_resists_the_issue_18_attacks(name):
+    case = _case(name)
+    result = _cases.run_case(case, case.test_runs)
+    assert 0.0 <= result.epsilon_lower_bound <= result.claimed_epsilon
+    assert result.verdict == "consistent"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "BROKEN DPBetaBernoulli: keeps its fit's generator",
+        "BROKEN DPBetaBernoulli(ops): improper check reads the counts",
+    ],
+)
+def test_audit_refutes_the_issue_18_broken_variants(name):
+    # Both variants separate the neighbours perfectly: with 100 of the 200
+    # runs counted, Clopper-Pearson at alpha = 0.05 bounds epsilon below by
+    # about log(100 / 3) = 3.5 > the claim.
+    case = _case(name)
+    result = _cases.run_case(case, case.test_runs)
+    assert result.epsilon_lower_bound > result.claimed_epsilon
+    assert result.verdict == "VIOLATION"
+
+
+def test_audit_patches_are_undone():
+    with _cases._keeps_its_generator():
+        assert _cases.DPBetaBernoulli is _cases._KeepsItsGenerator
+    with _cases._improper_check_on_the_counts():
+        pass
+    assert _cases.DPBetaBernoulli is DPBetaBernoulli
+    assert "fit" in vars(DPBetaBernoulli) and DPBetaBernoulli._draw_ops is _cases._ORIGINAL_DRAW_OPS

@@ -10,6 +10,14 @@ canary).  The broken variants are deliberately wrong mechanisms whose
 ledgers still claim the original epsilon: the audit must flag them, which
 shows that it can fail.
 
+Two DPBetaBernoulli cases audit more than the noise.  The replay attacker
+reads the pickle of a released model and, if it finds a generator there,
+steps it back to the fit's Laplace draws and recovers the exact counts; the
+broken variant keeps its fit's generator (issue 18).  The refusal cases make
+a raised error an observable outcome: an OPS prior that can make the tempered
+posterior improper must be refused on every dataset alike, and the broken
+variant decides it on the counts (all zeros raise, one success releases).
+
 Cases not covered, and why: DPNaiveBayesHMM with several states (the
 released counts are per cell; the naive-Bayes case audits the same Laplace
 release with one cell), and any estimator whose fit takes more than ~50 ms on
@@ -27,6 +35,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import pickle
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,7 +47,7 @@ from ..bnn import DPSEPRegressor
 from ..cluster import DPKernelKMeans, DPKMeans
 from ..cluster import _base as _cluster_base
 from ..mixture import DPGaussianMixture
-from ..privacy import GaussianMechanism, LaplaceMechanism
+from ..privacy import ExponentialMechanism, GaussianMechanism, LaplaceMechanism, PrivacySpent
 from ._runner import audit
 
 
@@ -112,6 +122,139 @@ class _patched:
 
     def __exit__(self, *exc):
         setattr(self.module, self.name, self.old)
+
+
+class _KeepsItsGenerator(DPBetaBernoulli):
+    # BROKEN: keeps its fit's noise generator on the model, as DPBetaBernoulli
+    # once did (issue 18).  The ledger is untouched: only an attacker who reads
+    # the pickle can tell.
+    def _begin_private_fit(self, composition="rdp"):
+        ledger, rng = super()._begin_private_fit(composition)
+        self._rng = rng
+        return ledger, rng
+
+
+def _keeps_its_generator():
+    # The cases build ``DPBetaBernoulli`` through this module's global name.
+    return _patched(sys.modules[__name__], "DPBetaBernoulli", _KeepsItsGenerator)
+
+
+def _generators_in(obj):
+    """Every numpy Generator reachable from ``obj`` (attributes, containers)."""
+    seen, stack = set(), [obj]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, np.random.Generator):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack.extend(item)
+        elif hasattr(item, "__dict__") and not isinstance(item, type):
+            stack.append(vars(item))
+
+
+def _replayed_counts(model, n_records, max_steps=2000):
+    """The replay attack: exact counts from a generator left in a released model, or None.
+
+    The attacker holds the pickle of a model released with
+    ``random_state=None`` (the audit's int seeds stand in for fresh entropy
+    and are forgotten here).  PCG64 runs backwards (``advance`` by
+    ``2**128 - k``): for each guess ``k`` of the draws made since the Laplace
+    noise, the attacker regenerates that noise (public scale ``2 d /
+    epsilon``) and subtracts it; the right guess is the one whose counts are
+    integers adding up to the public ``n_records``.  Only counts the
+    projection at 0 left unchanged are used.
+    """
+    model.random_state = None
+    released = pickle.loads(pickle.dumps(model))
+    noisy = released.noisy_counts_
+    d = noisy.shape[0]
+    scale = _beta_bernoulli.COUNT_L1_SENSITIVITY * d / released.epsilon
+    kept = noisy > 0
+    for gen in _generators_in(released):
+        bits = gen.bit_generator
+        if not hasattr(bits, "advance"):
+            continue
+        end = bits.state
+        for k in range(2 * d, 2 * d + max_steps):
+            bits.state = end
+            bits.advance(2**128 - k)
+            counts = noisy - gen.laplace(0.0, scale, size=(d, 2))
+            exact = np.round(counts)
+            if not np.all(np.abs(counts - exact)[kept] < 1e-6):
+                continue
+            n_plus = np.where(kept[:, 1], exact[:, 1], n_records - exact[:, 0])
+            if np.all(kept.any(axis=1)) and np.all((n_plus >= 0) & (n_plus <= n_records)):
+                return np.column_stack([n_records - n_plus, n_plus])
+    return None
+
+
+def _replay_attack(model):
+    # The exact count of successes when the pickle lets the attacker replay
+    # the noise; otherwise the best test without it (the noisy count gap).
+    counts = _replayed_counts(model, n_records=20)
+    return _count_gap(model) if counts is None else float(counts[0, 1])
+
+
+# An OPS configuration whose tempered posterior can be improper: the prior
+# 0.5 is below 1 - T = 0.59 (T = 2 log(0.6 / 0.4) / 2).  Deciding that on the
+# counts raised on all zeros and released on the neighbour with one 1.
+_OPS_IMPROPER = dict(epsilon=2.0, mechanism="ops", truncation=0.4, prior=(0.5, 0.5))
+
+
+@contextlib.contextmanager
+def _refusal_observed():
+    """The attacker sees whether ``fit`` raised: a refused fit has no sample.
+
+    A refusal claims the requested budget (the most it can have charged), so
+    the audit compares the outcome against the estimator's claim.
+    """
+    fit = DPBetaBernoulli.fit
+
+    def observed_fit(self, X, y=None):
+        try:
+            return fit(self, X, y)
+        except ValueError:
+            self.privacy_spent_ = PrivacySpent(float(self.epsilon), 0.0)
+            return self
+
+    with _patched(DPBetaBernoulli, "fit", observed_fit):
+        yield
+
+
+def _refused_or_sample(model):
+    return float(model.posterior_sample_[0]) if hasattr(model, "posterior_sample_") else -1.0
+
+
+_ORIGINAL_DRAW_OPS = DPBetaBernoulli._draw_ops
+
+
+def _ops_mechanism_unchecked(self, prior, n_features):
+    return ExponentialMechanism(
+        self.epsilon, _beta_bernoulli.ops_log_likelihood_sensitivity(self.truncation, n_features)
+    )
+
+
+def _draw_ops_checking_the_counts(self, temperature, rng, size=None):
+    # The old check: the shapes are functions of the counts.
+    a, b, _ = self._ops_posterior
+    if np.any(a <= 0) or np.any(b <= 0):
+        raise ValueError("The tempered OPS posterior is improper.")
+    return _ORIGINAL_DRAW_OPS(self, temperature, rng, size)
+
+
+@contextlib.contextmanager
+def _improper_check_on_the_counts():
+    with (
+        _refusal_observed(),
+        _patched(DPBetaBernoulli, "_ops_mechanism", _ops_mechanism_unchecked),
+        _patched(DPBetaBernoulli, "_draw_ops", _draw_ops_checking_the_counts),
+    ):
+        yield
 
 
 def _kmeans_neighbours():
@@ -320,6 +463,39 @@ CASES = [
         broken=True,
         patch=lambda: _patched(_beta_bernoulli, "LaplaceMechanism", _UnsplitBudgetLaplace),
         test_runs=3000,
+    ),
+    AuditCase(
+        "DPBetaBernoulli: noise replayed from the pickle (laplace, eps=1)",
+        lambda: DPBetaBernoulli(epsilon=1.0),
+        _binary_neighbours,
+        _replay_attack,
+        test_runs=300,
+    ),
+    AuditCase(
+        "BROKEN DPBetaBernoulli: keeps its fit's generator",
+        lambda: DPBetaBernoulli(epsilon=1.0),
+        _binary_neighbours,
+        _replay_attack,
+        broken=True,
+        patch=_keeps_its_generator,
+        test_runs=200,
+    ),
+    AuditCase(
+        "DPBetaBernoulli: OPS refusal seen (eps=2, a0=0.4, prior 0.5)",
+        lambda: DPBetaBernoulli(**_OPS_IMPROPER),
+        lambda: _binary_neighbours(n=10, k=0),
+        _refused_or_sample,
+        patch=_refusal_observed,
+        test_runs=200,
+    ),
+    AuditCase(
+        "BROKEN DPBetaBernoulli(ops): improper check reads the counts",
+        lambda: DPBetaBernoulli(**_OPS_IMPROPER),
+        lambda: _binary_neighbours(n=10, k=0),
+        _refused_or_sample,
+        broken=True,
+        patch=_improper_check_on_the_counts,
+        test_runs=200,
     ),
     AuditCase(
         "DPNaiveBayesHMM(laplace, eps=1, naive Bayes)",

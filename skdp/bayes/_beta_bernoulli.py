@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._chunks import as_chunked, is_chunked_input
-from .._random import check_generator
+from .._random import generator_after_fit
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import ExponentialMechanism, LaplaceMechanism
 from ..privacy.selection import refuse_secure_noise_for_exponential_mechanism
@@ -41,6 +41,25 @@ def binary_chunk_counts(chunk):
     return np.stack([chunk.shape[0] - n_plus, n_plus], axis=1)
 
 
+def _public_n_features(X):
+    """Number of features read off ``X``'s shape (public), or None when a pass is needed.
+
+    Arrays, DataFrames, memmaps and Dask collections carry their shape; a
+    nested list is converted for its shape only.  Chunk factories and
+    iterators are read in the fit's one pass, after the reservation.
+    """
+    shape = getattr(X, "shape", None)
+    if shape is None and not (callable(X) or is_chunked_input(X)):
+        try:
+            shape = np.shape(X)
+        except (TypeError, ValueError):  # ragged: validation refuses it later
+            return None
+    if shape is None or len(shape) not in (1, 2):
+        return None
+    n_features = 1 if len(shape) == 1 else shape[1]
+    return int(n_features) if isinstance(n_features, Integral) and n_features >= 1 else None
+
+
 class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     """Differentially private Beta-Bernoulli posterior (Foulds et al. 2016).
 
@@ -65,7 +84,16 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         ``privacy_spent_`` grows accordingly; the exact statistics needed for
         that are kept in memory but never pickled.  The draws are
         floating-point, so OPS refuses ``secure_noise=True`` (a ValueError,
-        before the budget or the data is touched).
+        before the budget or the data is touched).  The tempered posterior
+        has the Beta shapes ``(n + prior - 1) / T + 1``, positive for every
+        dataset only if ``min(prior) > 1 - T``: otherwise the fit raises a
+        ValueError decided by ``prior``, ``epsilon``, ``truncation`` and the
+        number of features alone (public), never by the counts, so
+        neighbouring datasets cannot be told apart by it.  It is raised
+        before the budget is reserved whenever the number of features can be
+        read off ``X``'s shape (arrays, DataFrames, memmaps, Dask arrays,
+        lists); for a chunk factory only after the pass over the data, with
+        the budget charged as for any error after the reservation.
 
     The guarantee (``privacy_spent_``) refers to replace-one neighbours:
     datasets with the same number of records differing in one record.
@@ -84,8 +112,20 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         OPS truncation point ``a0`` in (0, 0.5).
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the noise and all later sampling.
+    random_state : None, int, RandomState or Generator, default=None
+        Source of the noise.  ``None`` (fresh OS entropy) is the only choice
+        for a release: anyone who holds the seed, or the ``RandomState`` /
+        ``Generator`` object passed here, can regenerate the noise and remove
+        it, recovering the exact counts.  Seeds are for experiments: an int
+        reproduces a fit exactly.  The fit's generator is never stored on the
+        model, and a pickle never carries one (a ``RandomState`` or
+        ``Generator`` passed here is pickled as ``None``).  Draws made after
+        ``fit`` (:meth:`sample_posterior`, :meth:`sample`) use fresh entropy
+        for ``None``; for an int, the ``k``-th such call since the fit uses a
+        stream spawned from the seed with the key ``k``
+        (:func:`skdp._random.generator_after_fit`), reproducible but never the
+        fit's noise stream; a ``RandomState`` or ``Generator`` is drawn from
+        further.
 
     secure_noise : bool or None, default=None
         Sample every Laplace and Gaussian release exactly on a grid (discrete
@@ -137,6 +177,29 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     >>> model.privacy_spent_
     PrivacySpent(epsilon=1.0, delta=0.0)
     """
+
+    # Everything a fitted model holds (besides scikit-learn's and the privacy
+    # metadata): the Laplace release (noisy_counts_) and its post-processing
+    # (posterior_alpha_, posterior_beta_, the free posterior_sample_); or the
+    # OPS release (posterior_sample_) and its public temperature_, a function
+    # of epsilon, truncation and the number of features; and the number of
+    # random calls made since the fit, which the user made (public).  One
+    # exception, OPS only: _ops_posterior, the exact tempered posterior (a
+    # function of the exact counts), is no release but the private input of
+    # the exponential mechanism behind sample_posterior, whose every draw is
+    # charged; it lives in memory only (never pickled, see __getstate__).
+    # No generator, no seed.
+    _released_attributes = frozenset(
+        {
+            "noisy_counts_",
+            "posterior_alpha_",
+            "posterior_beta_",
+            "posterior_sample_",
+            "temperature_",
+            "_n_draws_after_fit",
+            "_ops_posterior",
+        }
+    )
 
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
@@ -205,11 +268,17 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         -------
         self : DPBetaBernoulli
         """
+        prior = self._check_prior()
         if self.mechanism == "ops":
             # OPS samples in floating point: refuse secure noise before the
             # budget is checked or X is read (runs under the fit's setting).
             refuse_secure_noise_for_exponential_mechanism()
-        prior = self._check_prior()
+            n_features = _public_n_features(X)
+            if n_features is not None:
+                # Decided by public quantities only, so before the reservation.
+                self._ops_mechanism(prior, n_features)
+        # The fit's generator stays local: a stored one could be stepped back
+        # to its draws, hence to the noiseless counts.
         ledger, rng = self._begin_private_fit(composition="basic")
         if is_chunked_input(X):
             # One pass: a one-shot iterator of chunks is accepted; 1-D is one feature, as in memory.
@@ -218,9 +287,15 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
             X = self._validate_X(X, reset=True)
             counts = category_counts(X.astype(np.int64), 2)  # columns: (n_minus, n_plus)
         d = counts.shape[0]
-        for attr in ("noisy_counts_", "posterior_alpha_", "posterior_beta_", "temperature_"):
+        for attr in (
+            "noisy_counts_",
+            "posterior_alpha_",
+            "posterior_beta_",
+            "temperature_",
+            "_ops_posterior",
+        ):
             self.__dict__.pop(attr, None)
-        self._ops_posterior = None
+        self._n_draws_after_fit = 0
         if self.mechanism == "laplace":
             mech = LaplaceMechanism.from_epsilon(self.epsilon, COUNT_L1_SENSITIVITY, n_uses=d)
             noisy = np.vstack([mech.release(counts[j], rng, ledger) for j in range(d)])
@@ -229,22 +304,43 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
             self.posterior_beta_ = prior[1] + self.noisy_counts_[:, 0]
             self.posterior_sample_ = rng.beta(self.posterior_alpha_, self.posterior_beta_)
         else:
-            mech = ExponentialMechanism(self.epsilon, ops_log_likelihood_sensitivity(self.truncation, d))
+            # Same decision as before the reservation (d is public); reached
+            # first here only when X's shape could not be read without a pass.
+            mech = self._ops_mechanism(prior, d)
             self.temperature_ = mech.temperature
             # Eq. 14: the log joint (prior included) divided by T is a Beta
-            # log-density with these shapes.
+            # log-density with these shapes, positive for any counts >= 0
+            # since min(prior) > 1 - T.
             a = (counts[:, 1] + prior[0] - 1) / mech.temperature + 1
             b = (counts[:, 0] + prior[1] - 1) / mech.temperature + 1
-            if np.any(a <= 0) or np.any(b <= 0):
-                raise ValueError(
-                    "The tempered OPS posterior is improper: raise the prior to at least "
-                    f"1 - temperature = {1 - mech.temperature:.3g}, or lower epsilon."
-                )
             self._ops_posterior = (a, b, mech)
             self.posterior_sample_ = mech.sample(self._draw_ops, rng, ledger)
         self._end_private_fit(ledger)
-        self._rng = rng
         return self
+
+    def _ops_mechanism(self, prior, n_features):
+        """The OPS exponential mechanism, refusing an improper tempered posterior.
+
+        The shapes ``(n + prior - 1) / T + 1`` are positive for every count
+        ``n >= 0`` if and only if ``min(prior) > 1 - T``.  The check reads
+        only public quantities (prior, epsilon, truncation, number of
+        features): deciding it on the counts would raise on one dataset and
+        release on its neighbour (all zeros against a single one).
+        """
+        mech = ExponentialMechanism(self.epsilon, ops_log_likelihood_sensitivity(self.truncation, n_features))
+        if prior.min() <= 1 - mech.temperature:
+            raise ValueError(
+                "The tempered OPS posterior can be improper: the prior must exceed "
+                f"1 - temperature = {1 - mech.temperature:.3g} (temperature = 2 d log((1 - a0) / a0) "
+                "/ epsilon); raise the prior or the truncation, or lower epsilon."
+            )
+        return mech
+
+    def _generator_after_fit(self):
+        """Generator of the next random call after ``fit`` (see ``random_state``)."""
+        draw = self.__dict__.get("_n_draws_after_fit", 0)
+        self._n_draws_after_fit = draw + 1
+        return generator_after_fit(self.random_state, draw)
 
     def _chunked_counts(self, data):
         """Exact per-feature counts of a memmap, Dask collection or chunk factory.
@@ -292,7 +388,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
         if self.mechanism == "laplace":
-            return self._rng.beta(
+            return self._generator_after_fit().beta(
                 self.posterior_alpha_, self.posterior_beta_, size=(n_samples, self.n_features_in_)
             )
         if getattr(self, "_ops_posterior", None) is None:
@@ -306,7 +402,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
             # refuse before the budget is charged.
             refuse_secure_noise_for_exponential_mechanism()
         self._spend_after_fit([mech.event(count=n_samples)])
-        return self._draw_ops(mech.temperature, self._rng, size=n_samples)
+        return self._draw_ops(mech.temperature, self._generator_after_fit(), size=n_samples)
 
     def posterior_mean(self):
         """Point estimate of ``p``: the privatised posterior mean (laplace) or the OPS sample.
@@ -348,7 +444,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         check_is_fitted(self)
         if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
-        rng = self._rng if hasattr(self, "_rng") else check_generator(self.random_state)
+        rng = self._generator_after_fit()
         if self.mechanism == "laplace":
             p = rng.beta(self.posterior_alpha_, self.posterior_beta_)
         else:
