@@ -200,7 +200,6 @@ def test_tiny_end_to_end_fit_is_fast_and_shapes():
     assert gm.score_samples(X[:5]).shape == (5,) and np.all(np.isfinite(gm.score_samples(X[:5])))
     assert gm.predict(X).shape == (len(X),)
     assert gm.transform(X[:3]).shape == (3, 2)
-    assert gm.labels_.shape == (len(X),)
     assert gm.weights_.sum() == pytest.approx(1.0)
     assert gm.cluster_steps_.sum() == gm.n_steps_
 
@@ -270,11 +269,12 @@ def test_every_step_adds_noise_at_the_calibrated_multiplier(monkeypatch):
     assert gm.privacy_spent_.epsilon <= compose([ref], 1e-5).epsilon * 1.05
 
 
-def test_single_model_spends_nothing_on_clustering():
-    gm = small(n_clusters=1).fit(binary_data())
+def test_single_model_with_declared_size_spends_nothing_but_the_steps():
+    gm = small(n_clusters=1, n_samples=160).fit(binary_data())
     assert gm.clusterer_ is None
     assert all(isinstance(e, ClusterSampledGaussianEvent) for e in gm._privacy_ledger.events)
     assert gm.sampling_rates_[0] == pytest.approx(16 / 160)
+    assert gm.n_steps_ == 2 * round(160 / 16)
 
 
 def test_reproducible_with_random_state():
@@ -408,3 +408,201 @@ def test_engine_noise_other_than_the_plan_is_refused(monkeypatch):
 def test_bad_device_is_a_value_error():
     with pytest.raises(ValueError, match="device='gpu0'"):
         small(n_clusters=1, device="gpu0").fit(binary_data())
+
+
+# --------------------------------------------------------------------------
+# What a fitted model holds (issue 18): no seed, no generator, no per-row
+# array, and a plan that reads no exact N.
+# --------------------------------------------------------------------------
+
+#: Prime: no hyperparameter of these fits has this length.
+PRIME_ROWS = 97
+
+
+def _held_leaks(root, n_rows, user_seed):
+    """Generators, per-row arrays and unpassed nested seeds in ``root``'s object graph."""
+    import numbers
+
+    from sklearn.base import BaseEstimator
+
+    generator_types = (
+        np.random.Generator,
+        np.random.BitGenerator,
+        np.random.RandomState,
+        np.random.SeedSequence,
+        torch.Generator,
+    )
+    problems, seen, stack = [], set(), [("model", root)]
+    while stack:
+        path, obj = stack.pop()
+        if obj is None or isinstance(obj, (numbers.Number, str, bytes, type)) or callable(obj) and not hasattr(
+            obj, "__dict__"
+        ):
+            continue
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, generator_types):
+            problems.append(f"{path}: {type(obj).__name__}")
+            continue
+        if isinstance(obj, dict) and "bit_generator" in obj:
+            problems.append(f"{path}: generator state")
+        shape = tuple(obj.shape) if isinstance(obj, (np.ndarray, torch.Tensor)) else ()
+        if isinstance(obj, (list, tuple)):
+            shape = (len(obj),)
+        if n_rows in shape:
+            problems.append(f"{path}: one entry per training row {shape}")
+        if isinstance(obj, BaseEstimator) and obj is not root:
+            seed = obj.get_params(deep=False).get("random_state")
+            if seed is not None and seed != user_seed:
+                problems.append(f"{path}: nested random_state={seed!r}")
+        if isinstance(obj, dict):
+            children = list(obj.items())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            children = list(enumerate(obj))
+        elif isinstance(obj, (np.ndarray, torch.Tensor)):
+            children = []
+        else:
+            children = list(getattr(obj, "__dict__", {}).items())
+        stack.extend((f"{path}.{key}", value) for key, value in children)
+    return problems
+
+
+def test_walker_is_not_vacuous():
+    X = binary_data(n=PRIME_ROWS)
+    gm = small().fit(X)
+    gm.clusterer_.random_state = 12345
+    gm.kept_ = [np.zeros((PRIME_ROWS, 2)), {"g": torch.Generator()}, np.random.default_rng(0).bit_generator.state]
+    problems = "\n".join(_held_leaks(gm, PRIME_ROWS, None))
+    for needle in ("nested random_state=12345", "one entry per training row", "Generator", "generator state"):
+        assert needle in problems
+
+
+@pytest.mark.parametrize("random_state", [None, 0, "RandomState", "Generator"])
+def test_clusterer_keeps_no_seed(random_state):
+    """The nested DPKernelKMeans was built with an int seed drawn from the noise stream."""
+    rs = {"RandomState": np.random.RandomState(0), "Generator": np.random.default_rng(0)}.get(
+        random_state, random_state
+    )
+    gm = small(random_state=rs).fit(binary_data())
+    assert gm.clusterer_.get_params()["random_state"] is None
+    # The clustering still spent its budget from the parent's noise.
+    assert any(isinstance(e, GaussianEvent) for e in gm._privacy_ledger.events)
+
+
+def test_no_labels_of_training_rows_are_stored():
+    X = binary_data()
+    gm = small().fit(X)
+    assert not hasattr(gm, "labels_")
+    assert not hasattr(gm.clusterer_, "labels_") and not hasattr(gm.clusterer_, "inertia_")
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"n_clusters": 1}, {"n_clusters": 1, "n_samples": 50}, {"generator": "rbm", "n_chains": 10}],
+)
+@pytest.mark.parametrize("random_state", [None, 0, "Generator"])
+def test_pickled_model_holds_no_generator_seed_or_row(params, random_state):
+    import pickle
+
+    rs = np.random.default_rng(0) if random_state == "Generator" else random_state
+    X = binary_data(n=PRIME_ROWS)
+    gm = small(random_state=rs, **params).fit(X)
+    held = set(vars(gm)) - set(gm.get_params(deep=False)) - {"_sklearn_version"}
+    assert held <= type(gm)._release_surface(), held - type(gm)._release_surface()
+    restored = pickle.loads(pickle.dumps(gm))
+    user_seed = random_state if isinstance(random_state, int) else None
+    assert _held_leaks(restored, PRIME_ROWS, user_seed) == []
+    # In memory the user's own Generator stays the parameter; nothing else holds one.
+    in_memory = [p for p in _held_leaks(gm, PRIME_ROWS, user_seed) if not p.startswith("model.random_state")]
+    assert in_memory == []
+
+
+def test_released_attributes_are_exactly_what_a_fit_holds():
+    for params in ({}, {"n_clusters": 1}):
+        gm = small(**params).fit(binary_data())
+        fitted = {k for k in vars(gm) if k.endswith("_") and not k.startswith("__")} | {"_privacy_ledger"}
+        assert fitted == set(type(gm)._release_surface()) - {"feature_names_in_"}
+
+
+def test_single_model_plan_is_the_same_on_neighbouring_datasets():
+    """Add/remove neighbours (N and N+1 rows): with a declared size the plan reads no N."""
+    rows = binary_data(n=PRIME_ROWS + 1)
+    fits = [small(n_clusters=1, n_samples=100, random_state=3).fit(data) for data in (rows, rows[:-1])]
+    a, b = fits
+    assert a._privacy_ledger.events == b._privacy_ledger.events
+    assert a.privacy_spent_ == b.privacy_spent_
+    assert a.noise_multiplier_ == b.noise_multiplier_ and a.n_steps_ == b.n_steps_
+    for name in ("sampling_rates_", "cluster_sizes_", "weights_", "cluster_steps_"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert a.sampling_rates_[0] == pytest.approx(16 / 100)
+
+
+def test_single_model_auto_size_is_a_noisy_accounted_count():
+    from skdp.generative._mixture import count_noise_multiplier
+
+    n = PRIME_ROWS
+    gm = small(n_clusters=1).fit(binary_data(n=n))
+    count, sgd = gm._privacy_ledger.events
+    assert count == GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=count_noise_multiplier(3.0, 1e-5))
+    # The plan is post-processing of the noisy count, never the exact N.
+    assert gm.cluster_sizes_[0] != n
+    assert gm.sampling_rates_[0] == pytest.approx(min(1.0, 16 / gm.cluster_sizes_[0]))
+    assert gm.n_steps_ == 2 * max(1, round(gm.cluster_sizes_[0] / 16))
+    assert sgd.sampling_rates == tuple(gm.sampling_rates_)
+    # The count is part of the composition the gradient noise is calibrated to.
+    assert compose([count, sgd], 1e-5).epsilon == pytest.approx(gm.privacy_spent_.epsilon, rel=1e-12)
+    assert gm.privacy_spent_.epsilon == pytest.approx(3.0, rel=2e-3)
+    assert compose([sgd], 1e-5).epsilon < gm.privacy_spent_.epsilon
+
+
+def test_fit_predict_returns_labels_under_the_released_model():
+    X = binary_data()
+    gm = small()
+    labels = gm.fit_predict(X)
+    assert labels.shape == (len(X),) and set(np.unique(labels)) <= {0, 1}
+    np.testing.assert_array_equal(labels, gm.predict(X))
+    assert not hasattr(gm, "labels_")
+    np.testing.assert_array_equal(small(n_clusters=1).fit_predict(X), np.zeros(len(X)))
+
+
+@pytest.mark.parametrize("params", [{}, {"n_clusters": 1}, {"generator": "rbm", "n_chains": 10}])
+def test_int_random_state_reproduces_the_fit_exactly(params):
+    X = binary_data()
+    a, b = small(**params).fit(X), small(**params).fit(X)
+    assert a._privacy_ledger.events == b._privacy_ledger.events
+    assert a.noise_multiplier_ == b.noise_multiplier_
+    np.testing.assert_array_equal(a.cluster_sizes_, b.cluster_sizes_)
+    np.testing.assert_array_equal(a.cluster_steps_, b.cluster_steps_)
+    for ma, mb in zip(a.generators_, b.generators_, strict=True):
+        for ta, tb in zip(ma.state_dict().values(), mb.state_dict().values(), strict=True):
+            assert torch.equal(ta, tb)
+    if a.clusterer_ is not None:
+        np.testing.assert_array_equal(a.clusterer_.cluster_centers_, b.clusterer_.cluster_centers_)
+
+
+def test_fit_neither_seeds_nor_reads_torchs_global_generator():
+    X = binary_data()
+    torch.manual_seed(1)
+    a = small(n_clusters=1).fit(X)
+    after_a = torch.randn(4)
+    torch.manual_seed(2)
+    b = small(n_clusters=1).fit(X)
+    after_b = torch.randn(4)
+    # Not read: the same seed gives the same model whatever the global state.
+    for ta, tb in zip(a.generators_[0].state_dict().values(), b.generators_[0].state_dict().values(), strict=True):
+        assert torch.equal(ta, tb)
+    # Not seeded: what the global generator draws next still depends on its own seed.
+    assert not torch.equal(after_a, after_b)
+
+
+def test_sample_with_an_int_never_replays_the_fit_stream():
+    from skdp.generative._mixture import _sample_generator
+
+    fit_stream = np.random.default_rng(0).integers(2**62, size=8)
+    assert not np.any(np.isin(_sample_generator(0).integers(2**62, size=8), fit_stream))
+    np.testing.assert_array_equal(_sample_generator(0).random(4), _sample_generator(0).random(4))
+    gm = small(n_clusters=1).fit(binary_data())
+    np.testing.assert_array_equal(gm.sample(5, random_state=4), gm.sample(5, random_state=4))
+    # None: fresh entropy each call.
+    assert not np.array_equal(gm.sample(50), gm.sample(50))

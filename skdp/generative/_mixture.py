@@ -18,7 +18,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._random import check_generator
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
-from ..privacy import ADD_REMOVE, REPLACE_ONE, GaussianEvent, LaplaceEvent, calibrate_noise_multiplier
+from ..privacy import (
+    ADD_REMOVE,
+    REPLACE_ONE,
+    GaussianEvent,
+    GaussianMechanism,
+    LaplaceEvent,
+    calibrate_noise_multiplier,
+    gaussian_noise_multiplier,
+)
 from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
 
 __all__ = ["DPGenerativeMixture"]
@@ -26,6 +34,40 @@ __all__ = ["DPGenerativeMixture"]
 # Relative precision of the noise calibration; the returned multiplier is the
 # upper end of the bracket, so the plan never exceeds the budget.
 _CALIBRATION_RTOL = 1e-3
+
+#: Spawn key of the stream ``sample(random_state=<int>)`` draws from.  A fit
+#: with the same int uses the root stream (spawn key ``()``) and spawns
+#: ``(0,)`` for its clustering; this key is neither, so a sample is
+#: reproducible from its int but never replays a draw of any fit's noise.
+_SAMPLE_SPAWN_KEY = (0x73616D70,)
+
+
+def _spawn_generator(rng):
+    """An independent child of ``rng`` (``Generator.spawn``), for a nested fit.
+
+    The parent's stream is not consumed, so the child replays nothing of it.
+    A bit generator without a SeedSequence (legacy seeding) cannot spawn; the
+    child is then seeded with 256 bits drawn from the parent, which are
+    dropped with the child.
+    """
+    try:
+        return rng.spawn(1)[0]
+    except TypeError:
+        return np.random.default_rng(rng.integers(2**63, size=4))
+
+
+def _sample_generator(random_state):
+    """Generator of :meth:`DPGenerativeMixture.sample`: never the stream of a fit.
+
+    ``None`` gives fresh OS entropy; an int seeds the child
+    ``SeedSequence(random_state, spawn_key=_SAMPLE_SPAWN_KEY)``, reproducible
+    and distinct from ``default_rng(random_state)``, the stream a fit with
+    the same int draws its noise from; a RandomState or Generator is the
+    caller's own stream (:func:`skdp._random.check_generator`).
+    """
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        return np.random.default_rng(np.random.SeedSequence(int(random_state), spawn_key=_SAMPLE_SPAWN_KEY))
+    return check_generator(random_state)
 
 
 # --------------------------------------------------------------------------
@@ -98,6 +140,27 @@ def cluster_schedule(cluster_sizes, batch_size, n_epochs):
     rates = np.minimum(1.0, batch_size / sizes)
     n_steps = int(n_epochs) * steps_per_epoch(float(sizes.sum()), batch_size)
     return probs, rates, n_steps
+
+
+#: Noise multiplier of the dataset-size release over that of a single
+#: Gaussian release spending the whole budget (the rule of the nets' DP-SGD
+#: plan): the count's Gaussian-DP ``mu`` is a tenth of the budget's.
+_COUNT_NOISE_FACTOR = 10.0
+
+
+def count_noise_multiplier(epsilon, delta):
+    """Noise multiplier of the noisy size release of ``n_clusters=1``, ``n_samples="auto"``.
+
+    ``10 * gaussian_noise_multiplier(epsilon, delta)``: a fixed rule of the
+    public budget, the one the DP-SGD nets use, so the count costs the same
+    small share whatever the data.
+    """
+    return _COUNT_NOISE_FACTOR * gaussian_noise_multiplier(epsilon, delta)
+
+
+def count_mechanism(epsilon, delta):
+    """Gaussian mechanism of the dataset size: add/remove L2 sensitivity 1."""
+    return GaussianMechanism(1.0, count_noise_multiplier(epsilon, delta), ADD_REMOVE)
 
 
 class _StepLedger:
@@ -186,14 +249,19 @@ class DPGenerativeMixture(
 
         The assignment of records to clusters is post-processing of the
         released centres; the selection probabilities and rates use the
-        released noisy sizes.  With ``n_clusters=1`` there is no clustering
-        and the rate and the number of steps use the true ``N``, treated as
-        public as in every DP-SGD implementation (Abadi et al. 2016; Opacus):
-        strictly, under add/remove neighbours ``N`` is not public, and a user
-        for whom it is secret should pass a public lower bound on ``N`` to
-        size ``batch_size`` and ``n_epochs`` instead.  The gradient noise multiplier is calibrated so
-        that the whole composition equals ``(epsilon, delta)``.  A replace-one
-        guarantee follows by group privacy: ``(2 eps, 2 e^eps delta)``.
+        released noisy sizes.  With ``n_clusters=1`` there is no clustering;
+        under add/remove neighbours the size ``N`` is private, so the rate
+        ``q = min(1, L / N~)`` and the number of steps use either the
+        declared ``n_samples`` (public by the user's declaration; the
+        guarantee holds whatever the true ``N``, a wrong value only changes
+        utility) or, with ``n_samples="auto"``, ``N~ = N + N(0, s^2)``
+        released by the Gaussian mechanism (sensitivity 1) with
+        ``s = 10 * gaussian_noise_multiplier(epsilon, delta)``
+        (:func:`count_noise_multiplier`, the rule of the DP-SGD nets), whose
+        event is the first of the composition.  The gradient noise
+        multiplier is calibrated so that the whole composition equals
+        ``(epsilon, delta)``.  A replace-one guarantee follows by group
+        privacy: ``(2 eps, 2 e^eps delta)``.
 
     Deviations from the paper
         * Theorem 4 / Eq. 4 account each step as a subsampled Gaussian at rate
@@ -256,6 +324,14 @@ class DPGenerativeMixture(
         DPNorm histogram's noise multiplier over the gradient's.
     n_chains : int, default=100
         Persistent chains of each RBM.
+    n_samples : int or "auto", default="auto"
+        Training-set size ``N`` used by the plan when ``n_clusters == 1``:
+        an int declares it public (no privacy spent on it; Poisson sampling
+        at ``q = min(1, L / n_samples)`` runs over the rows given, so the
+        guarantee holds even if the declaration is wrong); ``"auto"``
+        releases a noisy count of the rows (see Privacy).  Ignored when
+        ``n_clusters > 1``, where the clustering's released noisy sizes
+        size the plan.
     epsilon : float, default=1.0
         Privacy budget of the whole fit.
     delta : float, default=1e-5
@@ -266,7 +342,12 @@ class DPGenerativeMixture(
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
         Seeds the clustering, the models' initialisation, the batches and
-        the noise (on CPU a seeded fit is reproducible).
+        the noise (on CPU a seeded fit is reproducible).  Noise must be
+        unpredictable to be private: a fixed seed is for experiments.  The
+        fitted model keeps no seed or generator: the clustering draws from a
+        generator spawned from this one and its ``random_state`` is reset to
+        None; torch draws from local generators dropped at the end of
+        ``fit`` (torch's global generator is neither seeded nor read).
 
     secure_noise : bool or None, default=None
         Sample every Laplace and Gaussian release exactly on a grid (discrete
@@ -279,13 +360,15 @@ class DPGenerativeMixture(
     Attributes
     ----------
     clusterer_ : DPKernelKMeans or None
-        The fitted private clustering (None when ``n_clusters == 1``).
+        The fitted private clustering (None when ``n_clusters == 1``), with
+        ``random_state=None``: the generator it drew from is not kept.
     weights_ : ndarray of shape (n_clusters,)
         Selection probabilities ``p_s`` from the noisy cluster sizes; also the
         mixture weights of :meth:`sample`.
     cluster_sizes_ : ndarray of shape (n_clusters,)
-        Noisy cluster sizes used by the schedule (at least 1; ``n_samples``
-        when ``n_clusters == 1``).
+        Noisy cluster sizes used by the schedule, at least 1.  When
+        ``n_clusters == 1``: the declared ``n_samples``, or the released
+        noisy count of the rows.
     sampling_rates_ : ndarray of shape (n_clusters,)
         Poisson rates ``q_s`` of the batches.
     n_steps_ : int
@@ -301,9 +384,6 @@ class DPGenerativeMixture(
         DPNorm's noise multiplier (None with a fixed bound).
     generators_ : list of torch.nn.Module
         The trained models, on the CPU.
-    labels_ : ndarray of shape (n_samples,)
-        Cluster of every training record (nearest released centre); not
-        covered by the guarantee.
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of the fit, under add/remove neighbours.
     n_features_in_ : int
@@ -340,6 +420,37 @@ class DPGenerativeMixture(
 
     _neighbouring = ADD_REMOVE
 
+    # Everything a fitted model holds besides its parameters (and
+    # n_features_in_, feature_names_in_, privacy_spent_, _privacy_ledger).
+    # No labels_: the partition of the training rows is an exact function of
+    # every row; fit_predict returns it, never stores it.
+    _released_attributes = frozenset(
+        {
+            # Released: its centres, sizes and DPNorm bound are accounted
+            # (its events are on the ledger); its random features are
+            # data-independent; its random_state is None (no seed kept).
+            "clusterer_",
+            # Trained by DP-SGD (accounted steps) from data-independent
+            # initialisation; the RBM's chains never see a record.
+            "generators_",
+            # Post-processing of the released noisy sizes (or the declared
+            # n_samples): p_s, the sizes floored at 1, q_s, T_S.
+            "weights_",
+            "cluster_sizes_",
+            "sampling_rates_",
+            "n_steps_",
+            # Drawn from the public p_s with data-independent randomness;
+            # the accounting treats the model updated at each step as public.
+            "cluster_steps_",
+            # Calibrated from the public plan (functions of the above and of
+            # the clustering's data-independent plan).
+            "noise_multiplier_",
+            "clip_noise_multiplier_",
+            # "ghost" or "vmap": chosen from the model's layer types only.
+            "clipping_mode_",
+        }
+    )
+
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "delta": [Interval(Real, 0, 1, closed="neither")],
@@ -361,6 +472,7 @@ class DPGenerativeMixture(
         "clip_bins": [Interval(Integral, 1, None, closed="left")],
         "clip_noise_ratio": [Interval(Real, 0, None, closed="neither")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str],
     }
 
@@ -385,6 +497,7 @@ class DPGenerativeMixture(
         clip_bins=100,
         clip_noise_ratio=5.0,
         n_chains=100,
+        n_samples="auto",
         epsilon=1.0,
         delta=1e-5,
         device="cpu",
@@ -410,6 +523,7 @@ class DPGenerativeMixture(
         self.clip_bins = clip_bins
         self.clip_noise_ratio = clip_noise_ratio
         self.n_chains = n_chains
+        self.n_samples = n_samples
         self.epsilon = epsilon
         self.delta = delta
         self.device = device
@@ -428,13 +542,28 @@ class DPGenerativeMixture(
         return self.clip_noise_ratio if self.clipping == "adaptive" else None
 
     def _cluster(self, X, rng, ledger):
-        """Alg. 1 line 1: DP kernel k-means; returns (events, labels, noisy sizes, clusterer)."""
+        """Alg. 1 line 1: DP kernel k-means; returns (events, labels, public sizes, clusterer).
+
+        ``events`` are those recorded on ``ledger`` before the DP-SGD steps
+        (the clustering's, or the size count's); the sizes are released
+        (noisy) or declared, never exact.
+
+        The labels of ``X`` are returned for the fit's partition only; the
+        caller must not store them (they are exact functions of every row).
+        """
         from ..cluster import DPKernelKMeans
 
         n = X.shape[0]
         if self.n_clusters == 1:
-            # One model on the whole data: N is public, as in every DP-SGD fit.
-            return [], np.zeros(n, dtype=np.intp), np.array([float(n)]), None
+            # One model on the whole data.  Under add/remove neighbours N is
+            # private: the plan reads a declared size, or a noisy count
+            # whose event goes on the ledger (and into the calibration).
+            labels = np.zeros(n, dtype=np.intp)
+            if self.n_samples != "auto":
+                return [], labels, np.array([float(self.n_samples)]), None
+            mechanism = count_mechanism(self.epsilon, self.delta)
+            noisy_n = mechanism.release(float(n), rng, ledger)
+            return [mechanism.event()], labels, np.atleast_1d(noisy_n), None
         gamma = 1.0 / X.shape[1] if self.gamma is None else self.gamma
         km = DPKernelKMeans(
             n_clusters=self.n_clusters,
@@ -444,25 +573,42 @@ class DPGenerativeMixture(
             n_components=self.n_components,
             max_iter=self.kmeans_iter,
             init=self.cluster_init,
-            random_state=int(rng.integers(2**32)),
+            # A generator spawned from the fit's: every noise draw of the
+            # clustering comes from the parent's entropy, and no seed exists
+            # that a nested estimator could keep.  (Nested validation is
+            # skipped inside this fit, so the Generator is accepted.)
+            random_state=_spawn_generator(rng),
         ).fit(X)
+        # The spawned generator has been stepped past the clustering's noise
+        # draws and can be run back to them: the released clusterer keeps
+        # none.  Its get_params() shows random_state=None.
+        km.random_state = None
+        # Fitted state of the training rows (older DPKernelKMeans stored
+        # them), outside the guarantee: never part of the released clusterer.
+        for name in ("labels_", "inertia_"):
+            km.__dict__.pop(name, None)
         # The base mixin's per-fit ledger holds every event the clustering recorded.
         events = clustering_events_as_add_remove(km._privacy_ledger.events)
         for event in events:
             ledger.record(event)
         return events, km.predict(X), np.asarray(km.noisy_counts_, dtype=float), km
 
-    def _build(self, n_features, torch_generator):
+    def _build(self, n_features, init_generator):
+        """One generative model, initialised from ``init_generator`` (CPU), on ``self.device``.
+
+        Returns ``(module, loss, batch_loss)``.  The VAE's losses take the
+        reparametrisation noise as a second input (see :meth:`fit`).
+        """
         import torch
 
         if self.generator == "vae":
             from ._vae import VAE, vae_batch_loss, vae_loss
 
-            module = VAE(n_features, self.hidden_units, self.latent_dim, self.likelihood)
+            module = VAE(n_features, self.hidden_units, self.latent_dim, self.likelihood, init_generator)
             return module.to(self.device), vae_loss, vae_batch_loss
         from ._rbm import RBM, rbm_loss
 
-        module = RBM(n_features, self.hidden_units, self.n_chains, torch_generator)
+        module = RBM(n_features, self.hidden_units, self.n_chains, init_generator)
         with torch.no_grad():
             module = module.to(self.device)
         # The RBM's weights are raw Parameters, not ghost-supported layers:
@@ -517,50 +663,63 @@ class DPGenerativeMixture(
         clip_z = None if ratio is None else ratio * z
 
         members = [np.flatnonzero(labels == s) for s in range(k)]
+        del labels  # the partition of the training rows is never stored
         step_ledger = _StepLedger()
         picks = np.zeros(k, dtype=np.intp)
-        with torch.random.fork_rng(devices=[]):
-            # Module initialisation and the VAE's reparametrisation draws use
-            # torch's global RNG: seed it from random_state for this fit only.
-            torch.manual_seed(int(rng.integers(2**62)))
-            gen = torch.Generator(device=self.device)
-            gen.manual_seed(int(rng.integers(2**62)))
-            Xt = torch.as_tensor(X, dtype=torch.float32, device=self.device)
-            modules, engines, optimizers = [], [], []
-            for s in range(k):
-                module, loss, batch_loss = self._build(m, gen)
-                clipping = (
-                    DPNormClipping(self.clip_max, self.clip_bins, clip_z)
-                    if ratio is not None
-                    else FixedClipping(float(self.clipping))
+        # Local torch generators, seeded from the fit's generator and dropped
+        # when fit returns: torch's global RNG is neither seeded nor read, and
+        # no generator (or its state) stays on the model.  init_gen draws the
+        # initial weights (on the CPU, where the modules are built); model_gen
+        # the VAE's reparametrisation noise and the RBM's Gibbs sweeps;
+        # noise_gen the gradient and DPNorm noise, alone, so nothing the
+        # released models carry (the RBM's fantasy chains) comes from the
+        # stream of the privacy noise.
+        init_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        model_gen = torch.Generator(device=self.device).manual_seed(int(rng.integers(2**62)))
+        noise_gen = torch.Generator(device=self.device).manual_seed(int(rng.integers(2**62)))
+        Xt = torch.as_tensor(X, dtype=torch.float32, device=self.device)
+        modules, engines, optimizers = [], [], []
+        for s in range(k):
+            module, loss, batch_loss = self._build(m, init_gen)
+            clipping = (
+                DPNormClipping(self.clip_max, self.clip_bins, clip_z)
+                if ratio is not None
+                else FixedClipping(float(self.clipping))
+            )
+            engines.append(
+                DPSGDEngine(
+                    module,
+                    loss,
+                    batch_loss_fn=batch_loss,
+                    noise_multiplier=z,
+                    sampling_rate=float(rates[s]),
+                    expected_batch_size=float(rates[s] * max(sizes[s], 1.0)),
+                    clipping=clipping,
+                    max_steps=n_steps,
+                    generator=noise_gen,
                 )
-                engines.append(
-                    DPSGDEngine(
-                        module,
-                        loss,
-                        batch_loss_fn=batch_loss,
-                        noise_multiplier=z,
-                        sampling_rate=float(rates[s]),
-                        expected_batch_size=float(rates[s] * max(sizes[s], 1.0)),
-                        clipping=clipping,
-                        max_steps=n_steps,
-                        generator=gen,
-                    )
-                )
-                modules.append(module)
-                optimizers.append(torch.optim.Adam(module.parameters(), lr=self.learning_rate))
-            try:
-                for _ in range(n_steps):
-                    s = int(rng.choice(k, p=probs))  # Alg. 1 line 4
-                    picks[s] += 1
-                    idx = members[s][poisson_batch_indices(len(members[s]), rates[s], rng)]
-                    step_ledger.expected = dpsgd_step_event(z, float(rates[s]), clip_z)
-                    engines[s].step((Xt[torch.as_tensor(idx, device=self.device)],), step_ledger)
-                    optimizers[s].step()
-                    if self.generator == "rbm":
-                        modules[s].advance_chains(gen)
-            finally:
-                step_ledger.flush(ledger, lambda count: sgd_plan_event(z, ratio, rates, probs, count))
+            )
+            modules.append(module)
+            optimizers.append(torch.optim.Adam(module.parameters(), lr=self.learning_rate))
+        try:
+            for _ in range(n_steps):
+                s = int(rng.choice(k, p=probs))  # Alg. 1 line 4
+                picks[s] += 1
+                idx = members[s][poisson_batch_indices(len(members[s]), rates[s], rng)]
+                batch = (Xt[torch.as_tensor(idx, device=self.device)],)
+                if self.generator == "vae":
+                    # The VAE's reparametrisation noise, one row per record,
+                    # enters as an input: each record's loss is then a fixed
+                    # function of the record and its own row (ghost
+                    # clipping's contract), and no global RNG is read.
+                    batch += (torch.randn(len(idx), self.latent_dim, generator=model_gen, device=self.device),)
+                step_ledger.expected = dpsgd_step_event(z, float(rates[s]), clip_z)
+                engines[s].step(batch, step_ledger)
+                optimizers[s].step()
+                if self.generator == "rbm":
+                    modules[s].advance_chains(model_gen)
+        finally:
+            step_ledger.flush(ledger, lambda count: sgd_plan_event(z, ratio, rates, probs, count))
         self._end_private_fit(ledger)
 
         for module in modules:
@@ -577,8 +736,6 @@ class DPGenerativeMixture(
         self.noise_multiplier_ = float(z)
         self.clip_noise_multiplier_ = clip_z
         self.clipping_mode_ = engines[0].clipping_mode
-        # Assignment of the private training rows: outside the guarantee.
-        self.labels_ = labels
         return self
 
     # -- post-processing ---------------------------------------------------------
@@ -601,7 +758,12 @@ class DPGenerativeMixture(
         return self.clusterer_.predict(X)
 
     def fit_predict(self, X, y=None):
-        """Fit and return ``labels_`` (not covered by the guarantee).
+        """Fit, then return the cluster of every record of ``X`` under the released model.
+
+        ``fit(X).predict(X)``: the nearest released centre of each record.
+        The labels are returned, never stored on the model: labels of the
+        *training* records are exact functions of those records, not covered
+        by the guarantee, and publishing them is the caller's decision.
 
         Parameters
         ----------
@@ -613,7 +775,7 @@ class DPGenerativeMixture(
         -------
         labels : ndarray of shape (n_samples,)
         """
-        return self.fit(X).labels_
+        return self.fit(X).predict(X)
 
     def transform(self, X):
         """Distances of each record to the released centres in the random feature space.
@@ -710,6 +872,11 @@ class DPGenerativeMixture(
         return_clusters : bool, default=False
             Also return the cluster of every record.
         random_state : int, RandomState instance or None, default=None
+            ``None`` draws with fresh OS entropy.  An int makes the draw
+            reproducible from a stream spawned for sampling
+            (``SeedSequence(random_state, spawn_key=...)``), never the
+            stream of a fit seeded with the same int.  The model's own
+            ``random_state`` is not used.
 
         Returns
         -------
@@ -724,7 +891,7 @@ class DPGenerativeMixture(
         check_is_fitted(self)
         if not (isinstance(n_samples, Integral) and n_samples >= 1):
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
-        rng = check_generator(random_state)
+        rng = _sample_generator(random_state)
         k = len(self.generators_)
         if cluster is None:
             clusters = rng.choice(k, size=n_samples, p=self.weights_)
@@ -732,6 +899,7 @@ class DPGenerativeMixture(
             clusters = np.full(n_samples, int(cluster), dtype=np.intp)
         else:
             raise ValueError(f"cluster must be None or an integer in [0, {k}), got {cluster!r}.")
+        # A local generator, dropped on return: nothing of it stays on the model.
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         if self.generator == "vae":
             from ._vae import vae_sample as draw

@@ -34,9 +34,13 @@ class VAE(torch.nn.Module):
     hidden_units : int
     latent_dim : int
     likelihood : {"bernoulli", "gaussian"}
+    generator : torch.Generator or None, default=None
+        Draws the initial weights (torch's default ``Linear`` initialisation)
+        from this generator instead of torch's global one, which a fit must
+        neither seed nor read; ``None`` keeps the global one.
     """
 
-    def __init__(self, n_features, hidden_units, latent_dim, likelihood):
+    def __init__(self, n_features, hidden_units, latent_dim, likelihood, generator=None):
         super().__init__()
         self.encoder = torch.nn.Linear(n_features, hidden_units)
         self.mu = torch.nn.Linear(hidden_units, latent_dim)
@@ -45,6 +49,17 @@ class VAE(torch.nn.Module):
         self.output = torch.nn.Linear(hidden_units, n_features)
         self.latent_dim = int(latent_dim)
         self.likelihood = likelihood
+        if generator is not None:
+            self._reset_parameters(generator)
+
+    @torch.no_grad()
+    def _reset_parameters(self, generator):
+        # The same distributions as torch.nn.Linear.reset_parameters, drawn
+        # from ``generator``.
+        for layer in (self.encoder, self.mu, self.logvar, self.decoder, self.output):
+            torch.nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+            bound = 1.0 / math.sqrt(layer.in_features)
+            torch.nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
 
     def encode(self, x):
         h = torch.relu(self.encoder(x))
@@ -74,9 +89,13 @@ def elbo(module, x, noise=None):
     return log_likelihood(module.decode(z), x, module.likelihood) - kl
 
 
-def vae_loss(module, x):
-    """Negative ELBO of a batch (the DP-SGD engine calls it on one record at a time)."""
-    return -elbo(module, x).mean()
+def vae_loss(module, x, noise=None):
+    """Negative ELBO of a batch (the DP-SGD engine calls it on one record at a time).
+
+    ``noise``: the reparametrisation draws, one row per record (see
+    :func:`vae_batch_loss`); drawn from torch's global generator if None.
+    """
+    return -elbo(module, x, noise).mean()
 
 
 def vae_sample(module, n_samples, generator):
@@ -89,10 +108,15 @@ def vae_sample(module, n_samples, generator):
     return noisy.clamp(0.0, 1.0)
 
 
-def vae_batch_loss(module, x):
+def vae_batch_loss(module, x, noise=None):
     """Per-record negative ELBO of a whole batch, shape ``(B,)``.
 
     Lets the DP-SGD engine clip by ghost norms (one backward pass, no
     per-example gradient tensor): the VAE is made of Linear layers only.
+    ``noise`` holds the reparametrisation draws, row ``i`` for record ``i``:
+    passed with the batch, it makes each record's loss a deterministic
+    function of that record and its own noise row (ghost clipping's
+    per-example contract, checked by its probe), and training reads no
+    global random state.  Drawn from torch's global generator if None.
     """
-    return -elbo(module, x)
+    return -elbo(module, x, noise)
