@@ -162,7 +162,10 @@ def _check_column(column, d):
             if not isinstance(value, (str, numbers.Number)):
                 # Neither the value, its type nor its feature: at fit this
                 # fires after the reservation, on private training data.
-                raise TypeError("X must hold categorical labels: every value a string or a number.")
+                # (The wording matches scikit-learn's check_dtype_object.)
+                raise TypeError(
+                    "X must hold categorical labels: every value's argument must be a string or a number."
+                )
     return column
 
 
