@@ -139,6 +139,14 @@ class DPEstimatorMixin:
     #: :data:`PRIVACY_METADATA` are added by :meth:`_release_surface`.
     _released_attributes = frozenset()
 
+    #: Private working state: statistics of the data that a fitted model keeps
+    #: *in memory only*, because a release it makes after ``fit`` needs them and
+    #: charges that release to the budget when it happens (OPS's further
+    #: posterior samples).  Never a release: :meth:`__getstate__` drops every
+    #: name here, so no pickle, copy by pickling, or process boundary carries
+    #: them, and the release-surface test checks that.
+    _working_state = frozenset()
+
     @classmethod
     def _release_surface(cls):
         """Every attribute name a fitted instance may hold besides its parameters."""
@@ -153,6 +161,8 @@ class DPEstimatorMixin:
         state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
         if isinstance(state.get("random_state"), np.random.Generator | np.random.RandomState):
             state = dict(state, random_state=None)
+        if self._working_state & state.keys():
+            state = {k: v for k, v in state.items() if k not in self._working_state}
         return state
 
     def _noise_context(self):

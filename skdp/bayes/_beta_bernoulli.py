@@ -187,7 +187,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     # exception, OPS only: _ops_posterior, the exact tempered posterior (a
     # function of the exact counts), is no release but the private input of
     # the exponential mechanism behind sample_posterior, whose every draw is
-    # charged; it lives in memory only (never pickled, see __getstate__).
+    # charged; it lives in memory only (``_working_state``: never pickled).
     # No generator, no seed.
     _released_attributes = frozenset(
         {
@@ -197,9 +197,9 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
             "posterior_sample_",
             "temperature_",
             "_n_draws_after_fit",
-            "_ops_posterior",
         }
     )
+    _working_state = frozenset({"_ops_posterior"})
 
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
@@ -359,12 +359,6 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     def _draw_ops(self, temperature, rng, size=None):
         a, b, _ = self._ops_posterior
         return sample_truncated_beta(a, b, self.truncation, 1 - self.truncation, rng, size=size)
-
-    def __getstate__(self):
-        # The OPS posterior is a function of the exact counts: never serialise it.
-        state = super().__getstate__()
-        state.pop("_ops_posterior", None)
-        return state
 
     def sample_posterior(self, n_samples=1):
         """Draw posterior samples of ``p``.
