@@ -20,7 +20,7 @@ from skdp.nn import (  # noqa: E402
     dpsgd_step_event,
     find_unsupported_layer,
 )
-from skdp.nn._ghost import linear_form_sq_norms  # noqa: E402
+from skdp.nn._ghost import _synthetic_batch, linear_form_sq_norms  # noqa: E402
 from skdp.privacy import ADD_REMOVE, PrivacyAccountant  # noqa: E402
 
 F64 = torch.float64
@@ -505,3 +505,221 @@ def test_layout_probe_leaves_torch_random_state_alone():
     torch.manual_seed(3)
     probed.clipped_sum(module, _loss, (x, y), lambda n: 0.5)
     torch.testing.assert_close(torch.rand(3), after_probe)
+
+
+# ------------------------------------- per-example contract (issue 18, break 5) ---
+
+
+class Centred(torch.nn.Module):
+    """Hidden units centred over the batch: every loss depends on every example."""
+
+    def __init__(self, detach=False):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 16)
+        self.out = torch.nn.Linear(16, 3)
+        self.detach = detach
+
+    def forward(self, x):
+        h = self.lin(x)
+        mean = h.mean(0)
+        return self.out(torch.relu(h - (mean.detach() if self.detach else mean)))
+
+
+class TimesBatchSize(torch.nn.Module):
+    """Outputs scaled by the batch size: no value of another example is read, but one more moves all."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.lin(x) * x.shape[0]
+
+
+class TokensCentred(torch.nn.Module):
+    """Integer inputs; embeddings centred over the batch outside autograd."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(11, 4)
+        self.out = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        e = self.emb(x).mean(1)
+        return self.out(e - e.mean(0).detach())
+
+
+class Mixup(torch.nn.Module):
+    """Training-time mixing of each example with a random other one (dropout-like randomness too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 8)
+        self.drop = torch.nn.Dropout(0.3)
+        self.out = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.drop(torch.tanh(self.lin(x)))
+        if self.training:
+            h = 0.5 * (h + h[torch.randperm(h.shape[0])])
+        return self.out(h)
+
+
+MIXING = {
+    "x - x.mean(0)": (Centred, lambda g: torch.randn(9, 5, generator=g)),
+    "x - x.mean(0).detach()": (lambda: Centred(detach=True), lambda g: torch.randn(9, 5, generator=g)),
+    "output * batch size": (TimesBatchSize, lambda g: torch.randn(9, 5, generator=g)),
+    "integer inputs, detached centring": (TokensCentred, lambda g: torch.randint(0, 11, (9, 3), generator=g)),
+    "mixup in training mode": (Mixup, lambda g: torch.randn(9, 5, generator=g)),
+}
+
+
+def _summed_clipped_step(module, x, y, C, mode=None):
+    """One engine step with negligible noise; returns expected_batch_size * grad = the clipped sum."""
+    engine = _engine(
+        module,
+        clipping_mode=mode,
+        clipping=FixedClipping(C),
+        noise_multiplier=1e-12,
+        expected_batch_size=1.0,
+    )
+    engine.step((x, y), PrivacyAccountant(neighbouring=ADD_REMOVE))
+    return torch.cat([p.grad.flatten() for p in module.parameters()]), engine
+
+
+@pytest.mark.parametrize("mode", [None, "ghost", "vmap"])
+def test_one_added_record_moves_the_clipped_sum_by_at_most_C_for_a_batch_mixing_module(mode):
+    """Neighbouring batches (one record added) under the default (ghost) engine.
+
+    Ghost norms of a module computing ``h - h.mean(0)`` read every example's
+    loss off each row, so without the contract check the sum moved by about
+    6 C here (vmap evaluates each example alone: exactly C).
+    """
+    torch.manual_seed(0)
+    module = Centred()
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(21, 5, generator=g), torch.randint(0, 3, (21,), generator=g)
+    x[-1] *= 100  # the added record: a large gradient, clipped to C
+    C = 0.1
+    sums, notices, modes = [], [], []
+    for n in (20, 21):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always", GhostClippingFallbackWarning)
+            total, engine = _summed_clipped_step(module, x[:n], y[:n], C, mode)
+        sums.append(total)
+        notices += [w for w in record if w.category is GhostClippingFallbackWarning]
+        modes.append(engine.clipping_mode)
+    assert float((sums[1] - sums[0]).norm()) <= C * (1 + 1e-5)
+    assert modes == ["vmap", "vmap"]
+    assert len(notices) == (0 if mode == "vmap" else 2)  # one per engine (fit)
+    assert all("this module" in str(w.message) for w in notices)
+
+
+@pytest.mark.parametrize("case", list(MIXING))
+def test_batch_mixing_modules_fall_back_to_vmap_with_one_notice(case):
+    factory, make_x = MIXING[case]
+    torch.manual_seed(0)
+    module = factory()
+    g = torch.Generator().manual_seed(1)
+    x = make_x(g)
+    y = torch.randint(0, 3, (x.shape[0],), generator=g)
+    strategy = GhostClipping(_batch_loss)
+    with pytest.warns(GhostClippingFallbackWarning, match="this module") as record:
+        strategy.clipped_sum(module, _loss, (x, y), lambda n: 0.1)
+    assert len(record) == 1 and strategy.name == "vmap"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GhostClippingFallbackWarning)
+        strategy.clipped_sum(module, _loss, (x, y), lambda n: 0.1)
+
+
+def _dropout_mlp():
+    return torch.nn.Sequential(
+        torch.nn.Linear(5, 7), torch.nn.Dropout(0.5), torch.nn.ReLU(), torch.nn.Linear(7, 3)
+    )
+
+
+def _own_generator_noise():
+    """A Linear net adding noise from a generator of its own (as the VAE's reparametrisation does)."""
+
+    class Noisy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(5, 3)
+            self.gen = torch.Generator().manual_seed(0)
+
+        def forward(self, x):
+            out = self.lin(x)
+            return out + torch.randn(out.shape, generator=self.gen, dtype=out.dtype)
+
+    return Noisy()
+
+
+PER_EXAMPLE = {
+    **CASES,
+    "dropout": (_dropout_mlp, CASES["linear"][1]),
+    "own random generator": (_own_generator_noise, CASES["linear"][1]),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+@pytest.mark.parametrize("case", list(PER_EXAMPLE))
+def test_per_example_modules_keep_ghost_clipping_without_notice(case, dtype):
+    """MLP, Embedding, LayerNorm, Conv, shared weights, dropout: the probe passes in float32 and float64."""
+    torch.manual_seed(0)
+    factory, make_x = PER_EXAMPLE[case]
+    module = factory().to(dtype)
+    g = torch.Generator().manual_seed(0)
+    x = make_x(g)
+    x = x.to(dtype) if x.is_floating_point() else x
+    y = torch.randint(0, 3, (x.shape[0],), generator=g)
+    strategy = GhostClipping(_batch_loss)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GhostClippingFallbackWarning)
+        strategy.clipped_sum(module, _loss, (x, y), lambda n: 0.5)
+        assert _engine(module).clipping_mode == "ghost"
+    assert strategy.name == "ghost" and strategy._fallback is None
+
+
+def test_contract_probe_reads_shapes_and_dtypes_only():
+    """The decision is the same for a batch of NaNs: the probe never evaluates the real values."""
+    x, y = torch.randn(9, 5, dtype=F64), torch.randint(0, 3, (9,))
+    nan = torch.full_like(x, float("nan"))
+    torch.testing.assert_close(
+        _synthetic_batch((x, y), 8, 0), _synthetic_batch((nan, y + 1), 8, 0), equal_nan=False
+    )
+    for module, expected in ((_mlp().double(), "ghost"), (Centred().double(), "vmap")):
+        for batch in ((x, y), (nan, y)):
+            strategy = GhostClipping(_batch_loss)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", GhostClippingFallbackWarning)
+                strategy.clipped_sum(module, _loss, batch, lambda n: 0.5)
+            assert strategy.name == expected
+
+
+def test_contract_probe_leaves_the_module_as_it_found_it():
+    """Dropout back in training mode, buffers a custom forward updates restored, no .grad written."""
+
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = _dropout_mlp()
+            self.register_buffer("calls", torch.zeros(()))
+
+        def forward(self, x):
+            self.calls += 1
+            return self.net(x)
+
+    module = Counting().double()
+    x, y = torch.randn(9, 5, dtype=F64), torch.randint(0, 3, (9,))
+    GhostClipping(_batch_loss).clipped_sum(module, _loss, (x, y), lambda n: 0.5)
+    assert module.net[1].training
+    assert float(module.calls) == 1  # the real forward only; the probes' passes are undone
+    assert all(p.grad is None for p in module.parameters())
+
+
+def test_net_with_batch_mixing_module_falls_back_with_one_notice(data):
+    X, y = data
+    with pytest.warns(GhostClippingFallbackWarning, match="this module") as record:
+        net = _net(module=Centred, criterion=torch.nn.CrossEntropyLoss, classes=[0, 1, 2]).fit(X, y)
+    assert len([w for w in record if w.category is GhostClippingFallbackWarning]) == 1
+    assert net.clipping_mode_ == "vmap"

@@ -8,7 +8,9 @@ count of memory.  For the layers below both quantities follow from what one
 ordinary backward pass already has: each layer's input activations ``a`` and
 the gradients ``g`` of the summed loss ``sum_i l_i`` with respect to its
 outputs (examples do not interact in the forward pass, so the rows of ``g``
-for example ``i`` are exactly ``d l_i / d output_i``).
+for example ``i`` are exactly ``d l_i / d output_i``; this per-example
+contract is checked on a synthetic batch before the first step, see
+:meth:`GhostClipping._probe_contract`).
 
 Linear layer, ``T`` positions per example (Goodfellow 2015; Li et al. 2021,
 Sec. 4, "ghost clipping"; Bu et al. 2022)
@@ -45,6 +47,7 @@ floating-point rounding, so the privacy analysis of the engine is unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import torch
@@ -113,11 +116,16 @@ def find_unsupported_layer(module):
 
 
 def warn_fallback(name, reason):
-    """The one-time notice of a fit that falls back to vmap per-example gradients."""
+    """The one-time notice of a fit that falls back to vmap per-example gradients.
+
+    ``name`` is the layer to blame, or None when the module as a whole fails
+    the per-example contract (:meth:`GhostClipping._probe_contract`).
+    """
+    what = "this module" if name is None else f"layer {name!r}"
     warnings.warn(
-        f"Ghost clipping does not support layer {name!r} ({reason}); falling back to vmap "
-        "per-example gradients (same privacy, more memory and time). Pass clipping_mode='vmap' "
-        "to silence this notice.",
+        f"Ghost clipping does not support {what} ({reason}); falling back to vmap "
+        "per-example gradients, which evaluate each example alone (same privacy, more memory "
+        "and time). Pass clipping_mode='vmap' to silence this notice.",
         GhostClippingFallbackWarning,
         stacklevel=3,
     )
@@ -311,6 +319,93 @@ def _leading_dim_problem(in_shape, out_shape, n):
     return None
 
 
+#: Rows of the synthetic batch of the per-example contract probe (two
+#: interleaved halves of 4; a half-batch run gives the second batch size).
+_PROBE_ROWS = 8
+#: Public seed of the probe's inputs, perturbations and torch random state:
+#: the probe's outcome may depend on the module and the batch's trailing
+#: shapes and dtypes only, never on the values of private records.
+_PROBE_SEED = 0x5EED
+
+
+def _synthetic_batch(batch, m, seed):
+    """A data-independent batch of ``m`` rows with ``batch``'s structure, trailing shapes and dtypes.
+
+    Floating leaves are uniform on ``[0, 1)`` (valid for probabilities,
+    logarithms, Bernoulli targets); other leaves (indices, class labels,
+    masks) are zeros, the one value valid for every index range.  Only
+    shapes and dtypes of the real batch are read, never its values.
+    """
+    gen = torch.Generator().manual_seed(seed)
+
+    def leaf(t):
+        shape = (m, *t.shape[1:]) if t.dim() > 0 else ()
+        if t.is_floating_point():
+            return torch.rand(shape, generator=gen, dtype=torch.float64).to(device=t.device, dtype=t.dtype)
+        return torch.zeros(shape, dtype=t.dtype, device=t.device)
+
+    from ._engine import _tree_map
+
+    return _tree_map(leaf, tuple(batch))
+
+
+#: Torch's dropout layers: masks drawn per element, or per example and
+#: channel, so they keep the per-example contract; the probe runs them in
+#: eval mode so that its passes are deterministic (exact types: a subclass
+#: may override ``forward``).
+_DROPOUTS = (
+    torch.nn.Dropout,
+    torch.nn.Dropout1d,
+    torch.nn.Dropout2d,
+    torch.nn.Dropout3d,
+    torch.nn.AlphaDropout,
+    torch.nn.FeatureAlphaDropout,
+)
+
+
+@contextlib.contextmanager
+def _probe_context(module):
+    """Run probe passes without a trace on training.
+
+    Torch's random state (CPU and the module's CUDA devices) is restored,
+    so training draws what it would have drawn; buffers a custom forward
+    may update are restored; dropout layers run in eval mode meanwhile.
+    """
+    cuda = sorted({p.device.index or 0 for p in module.parameters() if p.device.type == "cuda"})
+    dropouts = [layer for layer in module.modules() if type(layer) in _DROPOUTS and layer.training]
+    buffers = [(b, b.detach().clone()) for b in module.buffers()]
+    try:
+        with torch.random.fork_rng(devices=cuda):
+            for layer in dropouts:
+                layer.eval()
+            yield
+    finally:
+        for layer in dropouts:
+            layer.train()
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+
+
+def _rows_where(mask, new, old):
+    """``old`` with the rows of ``mask`` taken from ``new`` (leaf by leaf; scalars stay)."""
+    if isinstance(old, torch.Tensor):
+        if old.dim() == 0:
+            return old
+        return torch.where(mask.to(old.device).view(-1, *([1] * (old.dim() - 1))), new, old)
+    if isinstance(old, dict):
+        return {k: _rows_where(mask, new[k], v) for k, v in old.items()}
+    if isinstance(old, (list, tuple)):
+        return type(old)(_rows_where(mask, a, b) for a, b in zip(new, old, strict=True))
+    return old
+
+
+def _close(a, b, tol):
+    """``|a - b| <= tol * max(|a|, |b|)`` elementwise, scale taken over the whole tensors."""
+    scale = torch.maximum(a.abs().max(), b.abs().max())
+    return bool(((a - b).abs() <= tol * scale).all())
+
+
 def _split_loss(out, n):
     losses, aux = out if isinstance(out, tuple) else (out, None)
     if not isinstance(losses, torch.Tensor) or losses.shape != (n,):
@@ -336,16 +431,37 @@ class GhostClipping:
 
     Every layer with trainable parameters must be supported
     (:func:`find_unsupported_layer`) and use its parameters only through its
-    ``forward``; examples must not interact in the forward pass (no
-    BatchNorm, see :func:`~skdp.nn.check_per_example_support`).  The result
-    equals :class:`~skdp.nn.VmapPerExampleGradients` up to rounding.  A
-    layer whose input or output is modified in place after its forward
+    ``forward``.  The result equals
+    :class:`~skdp.nn.VmapPerExampleGradients` up to rounding.  A layer whose
+    input or output is modified in place after its forward
     (``ReLU(inplace=True)``) is detected on the first step, which then, like
     every later one, is computed by vmap (with the fallback notice).  So is
     a layer whose calls are not batch-first (a sequence-first tensor, a
     positional ``Embedding(arange(T))`` shared by the batch): leading
     dimensions are checked on every step and, once, on a forward pass of a
-    sub-batch of another size (:meth:`_probe_layout`).
+    synthetic batch of another size (:meth:`_probe_layout`).
+
+    Per-example contract: loss ``i`` of ``batch_loss_fn`` depends on
+    example ``i`` alone, in value and gradient.  Ghost clipping reads
+    example ``i``'s gradient off row ``i`` of the gradients of the summed
+    loss, so a module that mixes examples (``x - x.mean(0)``, a softmax or
+    attention across the batch, mixup, an output scaled by the batch size)
+    gives each row every example's contribution, and one added record moves
+    the clipped sum by far more than the clipping bound ``C``: the
+    sensitivity of the engine's privacy analysis would be false.  BatchNorm
+    is refused outright (:func:`~skdp.nn.check_per_example_support`); any
+    other module is checked once, on the first non-empty batch, by
+    :meth:`_probe_contract`: gradient, value and batch-size checks on a
+    synthetic batch built from the real batch's trailing shapes and dtypes
+    only (no value of a record is read, so the outcome, which is released
+    through the notice and ``clipping_mode``, reveals nothing about the
+    data).  A module that fails, or on which the probe cannot run, is
+    computed by vmap from then on, with the fallback notice: vmap evaluates
+    ``loss_fn`` on each example alone (a batch of one), so the contract
+    holds for it by construction, whatever the module does with its batch.
+    The probe is a test on one synthetic batch, not a proof; a module that
+    mixes examples only for some values or batch sizes needs
+    ``clipping_mode='vmap'``.
 
     Parameters
     ----------
@@ -410,17 +526,16 @@ class GhostClipping:
         breaks that, and its norms would be wrong, possibly too small, which
         breaks the sensitivity.  Checking that leading dimensions equal the
         batch size catches these unless a constant leading dimension happens
-        to equal ``n``; a forward pass of a sub-batch of another size (1, or
-        2 when ``n = 1``) cannot coincide with the same constant, so the two
-        checks together are exact for shapes.  The probe runs once, without
-        gradients, and restores torch's random state (dropout, a VAE's
-        reparameterisation), so training draws what it would have drawn.
+        to equal ``n``; a forward pass of a batch of another size (1, or 2
+        when ``n = 1``) cannot coincide with the same constant, so the two
+        checks together are exact for shapes.  That batch is synthetic
+        (:func:`_synthetic_batch`: the real batch's trailing shapes and
+        dtypes, no values).  The probe runs once, without gradients, and
+        restores torch's random state (dropout, a VAE's reparameterisation),
+        so training draws what it would have drawn.
         """
-        from ._engine import _tree_map
-
-        idx = torch.zeros(2, dtype=torch.long) if n == 1 else torch.zeros(1, dtype=torch.long)
-        m = len(idx)
-        sub = _tree_map(lambda t: t[idx.to(t.device)] if t.dim() > 0 else t, tuple(batch))
+        m = 2 if n == 1 else 1
+        sub = _synthetic_batch(batch, m, _PROBE_SEED)
         seen = {name: [] for name, _ in layers}
 
         def tap(name):
@@ -430,9 +545,8 @@ class GhostClipping:
             return hook
 
         handles = [layer.register_forward_hook(tap(name)) for name, layer in layers]
-        cuda = sorted({p.device.index or 0 for p in module.parameters() if p.device.type == "cuda"})
         try:
-            with torch.random.fork_rng(devices=cuda), torch.no_grad():
+            with _probe_context(module), torch.no_grad():
                 self.batch_loss_fn(module, *sub)
         finally:
             for h in handles:
@@ -442,6 +556,122 @@ class GhostClipping:
                 problem = _leading_dim_problem(in_shape, out_shape, m)
                 if problem is not None:
                     return name, problem
+        return None
+
+    def _probe_contract(self, module, layers, batch):
+        """Why the module breaks the per-example contract on a probe batch, or None.
+
+        The contract: loss ``i`` of ``batch_loss_fn`` depends on example
+        ``i`` alone, through values and gradients.  Ghost clipping reads
+        example ``i``'s gradient off row ``i`` of the output gradients of
+        the summed loss; a module that mixes examples (``x - x.mean(0)``,
+        attention or a softmax across the batch, mixup) makes that row
+        carry the other examples' losses too, and one added record then
+        moves every clipped gradient: the sensitivity ``C`` is false.  On a
+        synthetic batch of :data:`_PROBE_ROWS` rows (:func:`_synthetic_batch`),
+        torch's random state reseeded to the same public seed before every
+        pass (dropout masks and reparameterisation noise are then the same
+        in every pass), the checks are:
+
+        1. gradients (one pass): the gradient of the summed losses of one
+           half of the rows (even, then odd) with respect to the floating
+           inputs and to every parameterised layer's outputs is zero on the
+           other half's rows.  Per-example arithmetic gives exact zeros, so
+           the tolerance is one rounding, ``eps * max|grad|``;
+        2. values: with the other half's floating inputs redrawn and noise
+           added to its rows of every parameterised layer's output (this
+           also varies examples whose inputs are all integer zeros), the
+           half's losses are unchanged.  This catches mixing that autograd
+           does not see (``x - x.mean(0).detach()``, integer arithmetic);
+        3. batch size: the first half evaluated alone gives the same
+           losses (unless the losses are random under torch's global
+           generator, which a pass with another seed tells).
+
+        Checks 2 and 3 compare passes, so they need the losses to repeat
+        under the same seed; a module drawing from a generator of its own
+        (the VAE of :mod:`skdp.generative`) does not, is checked by 1 only,
+        and its generator advances by the probe's passes (data-independent
+        draws).  Values are compared up to ``sqrt(eps) * max|loss|``
+        (``eps`` of the losses' dtype; 3.5e-4 in float32): batches of
+        different sizes may round differently, while mixing of any
+        practical strength moves the losses by far more.  Cost, once per
+        fit: four forward passes of 8 rows and one of 4 (one more when the
+        batch-size check fails) and two backward passes of 8 rows.
+
+        Torch ``Dropout`` layers are put in eval mode for the probe: their
+        masks are drawn per element (per example and channel), so they keep
+        the contract, and without them the batch-size check is meaningful.
+        The probe is a test, not a proof: a module that mixes examples only
+        on some inputs or batch sizes can pass it (use
+        ``clipping_mode='vmap'`` for such modules).
+        """
+        from ._engine import _batch_len, _leaves, _tree_map
+
+        m = _PROBE_ROWS
+        base = _synthetic_batch(batch, m, _PROBE_SEED)
+        other = _synthetic_batch(batch, m, _PROBE_SEED + 1)
+        even = torch.arange(m) % 2 == 0
+        halves = (even, ~even)
+        state = {"changed": None, "gen": None, "outputs": []}
+
+        def hook(layer, inputs, output):
+            rows_ok = isinstance(output, torch.Tensor) and output.is_floating_point() and output.dim() > 0
+            if not (rows_ok and output.shape[0] == m):
+                return None
+            changed = state["changed"]
+            if changed is None:
+                state["outputs"].append(output)
+                return None
+            noise = torch.randn(output.shape, generator=state["gen"], dtype=torch.float64)
+            noise = noise.to(device=output.device, dtype=output.dtype)
+            return output + noise * changed.to(output.device).view(-1, *([1] * (output.dim() - 1)))
+
+        def run(inputs, seed, changed=None):
+            state.update(changed=changed, gen=torch.Generator().manual_seed(_PROBE_SEED + 2), outputs=[])
+            torch.manual_seed(seed)
+            return _split_loss(self.batch_loss_fn(module, *inputs), _batch_len(inputs))[0]
+
+        leaves = [t.requires_grad_() for t in _leaves(base) if t.is_floating_point() and t.dim() > 0]
+        # Clones enter the module, so that it may modify its inputs in place.
+        inputs = _tree_map(lambda t: t.clone() if t.requires_grad else t, base)
+        handles = [layer.register_forward_hook(hook) for _, layer in layers]
+        try:
+            with _probe_context(module):
+                with torch.enable_grad():
+                    losses = run(inputs, _PROBE_SEED)
+                if not bool(torch.isfinite(losses).all()):
+                    return "its losses on the synthetic probe batch are not finite, so the contract cannot be checked"
+                eps = torch.finfo(losses.dtype).eps
+                targets = leaves + [o for o in state["outputs"] if o.requires_grad]
+                if losses.requires_grad and targets:
+                    for part in halves:
+                        grads = torch.autograd.grad(
+                            losses[part].sum(), targets, retain_graph=True, allow_unused=True
+                        )
+                        for g in grads:
+                            if g is not None and g[~part].abs().max() > eps * g.abs().max():
+                                return "the gradient of one example's loss reaches other examples' inputs"
+                losses = losses.detach()
+                tol = eps**0.5
+                with torch.no_grad():
+                    if not _close(run(base, _PROBE_SEED), losses, tol):
+                        # Random beyond torch's global generator (a generator
+                        # of the module's own): passes cannot be compared, and
+                        # only the one-pass gradient check applies.
+                        return None
+                    for part in halves:
+                        moved = run(_rows_where(~part, other, base), _PROBE_SEED, changed=~part)
+                        if not _close(moved[part], losses[part], tol):
+                            return "one example's loss changes when other examples of the batch change"
+                    h = m // 2
+                    alone = run(_tree_map(lambda t: t[:h] if t.dim() > 0 else t, base), _PROBE_SEED)
+                    if not _close(alone, losses[:h], tol):
+                        reseeded = run(base, _PROBE_SEED + 1)
+                        if _close(reseeded, losses, tol):  # deterministic: the size itself matters
+                            return "one example's loss changes with the batch size"
+        finally:
+            for h in handles:
+                h.remove()
         return None
 
     def clipped_sum(self, module, loss_fn, batch, threshold_fn):
@@ -470,11 +700,6 @@ class GhostClipping:
 
             return hook
 
-        if not self._probed:
-            problem = self._probe_layout(module, layers, batch, n)
-            self._probed = True
-            if problem is not None:
-                return self._fall_back(*problem, module, loss_fn, batch, threshold_fn)
         handles = [layer.register_forward_hook(tap(name)) for name, layer in layers]
         try:
             with torch.enable_grad():
@@ -482,6 +707,23 @@ class GhostClipping:
         finally:
             for h in handles:
                 h.remove()
+        if not self._probed:
+            # After the real forward, so that a loss of the wrong shape is
+            # reported for the real batch; the probes touch no real value.
+            self._probed = True
+            try:
+                problem = self._probe_layout(module, layers, batch, n)
+                if problem is None:
+                    reason = self._probe_contract(module, layers, batch)
+                    problem = None if reason is None else (None, reason)
+            except Exception as exc:  # noqa: BLE001 -- any failure means "unchecked": vmap is exact
+                problem = (
+                    None,
+                    "the per-example contract could not be checked on a synthetic probe batch: "
+                    f"{type(exc).__name__}: {exc}",
+                )
+            if problem is not None:
+                return self._fall_back(*problem, module, loss_fn, batch, threshold_fn)
         for name, _ in layers:
             for x, _, out, _ in calls[name]:
                 problem = _leading_dim_problem(x.shape, out.shape, n)
