@@ -28,6 +28,9 @@ from skdp.nn import (  # noqa: E402
     calibrate_dpsgd_noise,
     check_per_example_support,
     combined_noise_multiplier,
+    count_noise_multiplier,
+    dataset_size_event,
+    dpsgd_plan,
     dpsgd_step_event,
     norm_histogram,
     poisson_batch_indices,
@@ -37,9 +40,11 @@ from skdp.nn._callbacks import merge_events  # noqa: E402
 from skdp.privacy import (  # noqa: E402
     ADD_REMOVE,
     BudgetAccountant,
+    GaussianEvent,
     PrivacyAccountant,
     SubsampledGaussianEvent,
     compose,
+    gaussian_noise_multiplier,
 )
 
 DELTA = 1e-5
@@ -81,6 +86,9 @@ def _net(**kw):
         verbose=0,
         random_state=0,
         noise_multiplier=1.0,
+        # The data fixture's size, declared public: the plan is then the same as
+        # the test's arithmetic (q = 50 / 200); n_samples='auto' is tested apart.
+        n_samples=200,
     )
     params.update(kw)
     return DPNeuralNetClassifier(**params)
@@ -539,8 +547,10 @@ def test_bad_data(data):
         _net().fit(torch.as_tensor(Xn), torch.as_tensor(y))
     with pytest.raises(ValueError, match="inconsistent"):
         _net().fit(X, y[:-1])
-    with pytest.raises(ValueError, match=r"labels \['a', 'b'\] that are not in classes=\[0, 1\]"):
+    with pytest.raises(ValueError, match="not in `classes`") as err:
         _net().fit(X, np.where(y == 1, "a", "b"))
+    # Labels are data: the message names the parameter, never the values.
+    assert "'a'" not in str(err.value) and "'b'" not in str(err.value)
     with pytest.raises(ValueError, match="Unknown label type"):
         _net().fit(X, X[:, 0])
     with pytest.raises(ValueError, match="requires y"):
@@ -644,3 +654,159 @@ def test_empirical_epsilon_of_one_step_does_not_exceed_the_claim():
         if lo1 > DELTA:
             best = max(best, math.log(max(lo1 - DELTA, 1e-300) / hi0))
     assert 0.5 < best <= claim
+
+
+# ------------------------------------- the plan never reads N (issue 18, break 4) ---
+
+_PLAN_ATTRIBUTES = (
+    "sampling_rate_",
+    "n_steps_",
+    "noise_multiplier_",
+    "clip_noise_multiplier_",
+    "noisy_n_samples_",
+)
+
+
+def _plan_of(net):
+    return {name: getattr(net, name) for name in _PLAN_ATTRIBUTES}
+
+
+@pytest.mark.parametrize("budget", [{"noise_multiplier": None, "epsilon": 1.5}, {"noise_multiplier": 1.0}])
+def test_declared_plan_is_the_same_on_n_and_n_plus_one_rows(data, budget):
+    """Add/remove neighbours: with n_samples declared, nothing released about the plan moves.
+
+    Before the fix q and the steps were read off len(X), so N and N + 1 rows
+    gave different deterministic sampling_rate_, n_steps_ and noise_multiplier_.
+    """
+    X, y = data
+    nets = [_net(**budget).fit(X[:n], y[:n]) for n in (199, 200)]
+    assert _plan_of(nets[0]) == _plan_of(nets[1])
+    assert nets[0]._privacy_ledger.events == nets[1]._privacy_ledger.events
+    assert nets[0].privacy_spent_ == nets[1].privacy_spent_
+    assert nets[0].history[:, "train_batch_count"] == nets[1].history[:, "train_batch_count"]
+    # Declaring the size of the data reproduces the old plan: q = 50 / 200, 4 steps an epoch.
+    assert nets[0].sampling_rate_ == 0.25 and nets[0].n_steps_ == 8 and nets[0].noisy_n_samples_ is None
+
+
+def test_auto_plan_is_post_processing_of_a_noisy_count_on_the_ledger(data):
+    X, y = data
+    net = _net(n_samples="auto", noise_multiplier=None, epsilon=1.5).fit(X, y)
+    count, steps = net._privacy_ledger.events[0], net._privacy_ledger.events[1:]
+    std = count_noise_multiplier(1.5, DELTA)
+    assert count == dataset_size_event(std) == GaussianEvent(1, ADD_REMOVE, std)
+    assert std == pytest.approx(10 * gaussian_noise_multiplier(1.5, DELTA))
+    # The plan is a function of the released noisy count (and hyperparameters) only.
+    plan = dpsgd_plan(net.noisy_n_samples_, 50, 2)
+    assert net.noisy_n_samples_ != 200.0
+    assert (net.sampling_rate_, net.n_steps_) == (plan.sampling_rate, plan.n_steps)
+    assert all(e == dpsgd_step_event(net.noise_multiplier_, plan.sampling_rate) for e in steps)
+    assert len(steps) == net.n_steps_
+    # Count and steps compose to the requested budget.
+    assert net.privacy_spent_.epsilon == pytest.approx(1.5, rel=1e-5)
+    # Same noise draw, one more row: the count moves by exactly one, the plan only through it.
+    other = _net(n_samples="auto", noise_multiplier=None, epsilon=1.5).fit(X[:199], y[:199])
+    assert other.noisy_n_samples_ == pytest.approx(net.noisy_n_samples_ - 1)
+
+
+def test_auto_plan_privacy_spent_matches_dp_accounting(data):
+    dp_accounting = pytest.importorskip("dp_accounting")
+    X, y = data
+    net = _net(n_samples="auto", noise_multiplier=0.9, max_epochs=3).fit(X, y)
+    std = count_noise_multiplier(None, DELTA, 0.9)
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(std))
+    acc.compose(
+        dp_accounting.PoissonSampledDpEvent(net.sampling_rate_, dp_accounting.GaussianDpEvent(0.9)),
+        net.n_steps_,
+    )
+    assert net.privacy_spent_.epsilon == pytest.approx(acc.get_epsilon(DELTA), rel=0.02)
+    # Without the count the same steps cost less: the count is accounted.
+    steps_only = compose([dpsgd_step_event(0.9, net.sampling_rate_, count=net.n_steps_)], DELTA).epsilon
+    assert net.privacy_spent_.epsilon > steps_only
+
+
+def test_history_and_printout_hold_no_exact_training_statistic(data, capsys):
+    X, y = data
+    net = _net(verbose=1, max_epochs=2, clipping="adaptive").fit(X, y)
+    out = capsys.readouterr().out
+    keys = set()
+    for epoch in net.history:
+        keys |= set(epoch)
+        for batch in epoch["batches"]:
+            keys |= set(batch)
+    # The epsilon spent, DPNorm's noisy bounds and the plan's batch count only.
+    assert keys == {"epoch", "epsilon", "train_batch_count", "batches", "clip_norm"}
+    assert "loss" not in out and "dur" not in out and "epsilon" in out
+
+
+def test_user_train_split_warns_that_validation_is_outside_the_guarantee(data):
+    from skorch.dataset import ValidSplit
+
+    X, y = data
+    with pytest.warns(PrivacyLeakWarning, match="train_split"):
+        _net(train_split=ValidSplit(4), max_epochs=1).fit(X, y)
+    assert DPNeuralNetClassifier().train_split is None
+
+
+@pytest.mark.parametrize("n_samples", [200, "auto"])
+def test_budget_is_reserved_before_the_data_with_a_given_noise(data, n_samples, monkeypatch):
+    X, y = data
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    order = []
+    original = DPNeuralNetClassifier._validate_dp_data
+
+    def validating(self, X, y):
+        order.append(("data", len(budget.history)))
+        return original(self, X, y)
+
+    monkeypatch.setattr(DPNeuralNetClassifier, "_validate_dp_data", validating)
+    budget = BudgetAccountant(epsilon=100.0, neighbouring=ADD_REMOVE)
+    with pytest.raises(ValueError, match="NaN"):
+        _net(noise_multiplier=1.0, n_samples=n_samples, accountant=budget).fit(Xn, y)
+    # The data was read after one reservation, which stays charged.
+    assert order == [("data", 1)] and len(budget.reservations) == 1
+    if n_samples == "auto":
+        expect = compose([dataset_size_event(count_noise_multiplier(None, DELTA, 1.0))], DELTA)
+    else:
+        expect = compose([dpsgd_step_event(1.0, 0.25, count=8)], DELTA)
+    assert budget.reservations[0][0] == pytest.approx(expect.epsilon)
+
+
+def test_auto_plan_with_a_given_noise_charges_what_it_spent(data):
+    X, y = data
+    budget = BudgetAccountant(epsilon=100.0, neighbouring=ADD_REMOVE)
+    net = _net(noise_multiplier=1.0, n_samples="auto", accountant=budget).fit(X, y)
+    assert budget.reservations == []
+    assert budget.spent.epsilon == pytest.approx(net.privacy_spent_.epsilon, rel=1e-9)
+
+
+def test_fitted_net_holds_no_generator_or_fit_state(data):
+    X, y = data
+    net = _net(n_samples="auto", random_state=np.random.default_rng(3), clipping="adaptive").fit(X, y)
+    assert not any(k.startswith("_dp") for k in vars(net))
+    params = set(net.get_params(deep=False))
+    assert set(vars(net)) - params <= type(net)._release_surface()
+    found = []
+
+    class Finder(pickle.Pickler):
+        def persistent_id(self, obj):
+            if isinstance(obj, np.random.Generator | np.random.RandomState | np.random.BitGenerator):
+                found.append(obj)
+            if isinstance(obj, torch.Generator):
+                found.append(obj)
+            return None
+
+    import io
+
+    Finder(io.BytesIO()).dump(net)
+    assert found == []
+
+
+def test_bad_n_samples_is_refused_before_the_budget(data):
+    X, y = data
+    budget = BudgetAccountant(epsilon=100.0, neighbouring=ADD_REMOVE)
+    for bad in (0, -3, 2.5, True, "all"):
+        with pytest.raises(ValueError, match="n_samples"):
+            _net(n_samples=bad, accountant=budget).fit(X, y)
+    assert budget.history == []

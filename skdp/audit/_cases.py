@@ -676,3 +676,82 @@ def run_case(case, n_runs=None, random_state=0):
             y_neighbour=y_neighbour,
             random_state=random_state,
         )
+
+
+# -- DP-SGD's plan under add/remove (issue 18): N and N + 1 rows --------------
+
+
+@functools.cache
+def _net_on_x_alone():
+    # The audit refits from X alone (tests/test_audit.py checks broken cases
+    # with fit(X)); the target is 0 for every record, a per-record constant,
+    # so the neighbours still differ by exactly one record.
+    from ..nn import DPNeuralNetRegressor
+
+    class DPNeuralNetRegressorOnX(DPNeuralNetRegressor):
+        def fit(self, X, y=None, **fit_params):
+            y = np.zeros(len(X), dtype=np.float32) if y is None else y
+            return super().fit(X, y, **fit_params)
+
+    return DPNeuralNetRegressorOnX
+
+
+def _dpsgd_plan_net():
+    import torch
+
+    torch.set_num_threads(1)
+    # epsilon=1: the count's noise is 37 (COUNT_NOISE_FACTOR times the
+    # one-release multiplier); the two steps are calibrated to the rest.
+    return _net_on_x_alone()(
+        torch.nn.Linear(1, 1), epsilon=1.0, delta=1e-5, max_epochs=1, batch_size=10, verbose=0,
+        n_samples="auto",
+    )  # fmt: skip
+
+
+def _dpsgd_plan_neighbours():
+    # Add/remove: twenty rows, and the neighbour adds a twenty-first (target
+    # 0 everywhere).  The rows' values do not matter to the statistic: the
+    # plan can only see N.
+    X, y = np.zeros((20, 1), dtype=np.float32), np.zeros(20, dtype=np.float32)
+    return X, np.vstack([X, X[:1]]), y, np.append(y, np.float32(0.0))
+
+
+def _plan_statistic(model):
+    return float(model.sampling_rate_)
+
+
+@contextlib.contextmanager
+def _plan_from_len_x():
+    # The bug: q and the steps read off len(X).  The ledger still records the
+    # count's event, so the claim is the real estimator's.
+    from ..nn import _net
+
+    def exact_size(n_samples, noise_std, rng, ledger):
+        ledger.record(_net.dataset_size_event(noise_std))
+        return float(n_samples)
+
+    with _patched(_net, "release_dataset_size", exact_size):
+        yield
+
+
+if _torch_available():
+    CASES += [
+        AuditCase(
+            "DPNeuralNetRegressor(plan, n_samples='auto', eps=1, add/remove N -> N + 1)",
+            _dpsgd_plan_net,
+            _dpsgd_plan_neighbours,
+            _plan_statistic,
+            max_runs=1000,
+            test_runs=200,
+        ),
+        AuditCase(
+            "BROKEN DPNeuralNetRegressor: plan read off len(X)",
+            _dpsgd_plan_net,
+            _dpsgd_plan_neighbours,
+            _plan_statistic,
+            broken=True,
+            patch=_plan_from_len_x,
+            max_runs=1000,
+            test_runs=200,
+        ),
+    ]

@@ -9,12 +9,16 @@ Importing this subpackage imports torch and skorch; ``import skdp`` does not.
   gradient strategy: :class:`GhostClipping` (per-example norms from
   activations and output gradients, no per-example gradients; the default
   of the nets) or :class:`VmapPerExampleGradients`.
+* :func:`dpsgd_plan`, :func:`release_dataset_size`: the plan (sampling rate,
+  steps) from a public dataset size, declared or privately estimated.
 """
 
 from ._adaptive_clipping import DPNormClipping, norm_histogram
 from ._callbacks import EpsilonSpent
 from ._engine import (
+    COUNT_NOISE_FACTOR,
     DPSGDEngine,
+    DPSGDPlan,
     FixedClipping,
     GaussianNoise,
     PoissonBatchIterator,
@@ -22,18 +26,24 @@ from ._engine import (
     calibrate_dpsgd_noise,
     check_per_example_support,
     combined_noise_multiplier,
+    count_noise_multiplier,
+    dataset_size_event,
+    dpsgd_plan,
     dpsgd_step_event,
     poisson_batch_indices,
+    release_dataset_size,
     steps_per_epoch,
 )
 from ._ghost import GhostClipping, GhostClippingFallbackWarning, find_unsupported_layer
 from ._net import DefaultMLP, DPNeuralNetClassifier, DPNeuralNetRegressor
 
 __all__ = [
+    "COUNT_NOISE_FACTOR",
     "DPNeuralNetClassifier",
     "DPNeuralNetRegressor",
     "DPNormClipping",
     "DPSGDEngine",
+    "DPSGDPlan",
     "DefaultMLP",
     "EpsilonSpent",
     "FixedClipping",
@@ -45,9 +55,13 @@ __all__ = [
     "calibrate_dpsgd_noise",
     "check_per_example_support",
     "combined_noise_multiplier",
+    "count_noise_multiplier",
+    "dataset_size_event",
+    "dpsgd_plan",
     "dpsgd_step_event",
     "find_unsupported_layer",
     "norm_histogram",
     "poisson_batch_indices",
+    "release_dataset_size",
     "steps_per_epoch",
 ]

@@ -20,8 +20,11 @@ class EpsilonSpent(Callback):
     """
 
     def on_epoch_end(self, net, **kwargs):
-        ledger = getattr(net, "_dp_ledger", None)
-        if ledger is not None:
+        # The ledger of the fit in progress lives in the net's fit state,
+        # which fit drops at the end (it also holds the noise generators).
+        state = getattr(net, "_dp_fit", None)
+        if state is not None:
+            ledger = state.ledger
             spent = compose(merge_events(ledger.events), net.delta, ledger.composition)
             net.history.record("epsilon", float(spent.epsilon))
 

@@ -41,6 +41,7 @@ Swappable pieces
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,10 +50,18 @@ from torch.func import functional_call, grad_and_value, vmap
 from torch.utils.data import default_collate
 
 from .._config import get_config
-from ..privacy import ADD_REMOVE, SubsampledGaussianEvent, calibrate_noise_multiplier
+from ..privacy import (
+    ADD_REMOVE,
+    GaussianMechanism,
+    SubsampledGaussianEvent,
+    calibrate_noise_multiplier,
+    gaussian_noise_multiplier,
+)
 
 __all__ = [
+    "COUNT_NOISE_FACTOR",
     "DPSGDEngine",
+    "DPSGDPlan",
     "FixedClipping",
     "GaussianNoise",
     "PoissonBatchIterator",
@@ -61,8 +70,12 @@ __all__ = [
     "check_noise_setting",
     "check_per_example_support",
     "combined_noise_multiplier",
+    "count_noise_multiplier",
+    "dataset_size_event",
+    "dpsgd_plan",
     "dpsgd_step_event",
     "poisson_batch_indices",
+    "release_dataset_size",
     "steps_per_epoch",
 ]
 
@@ -128,20 +141,125 @@ def steps_per_epoch(n_samples, batch_size):
     return max(1, int(round(n_samples / batch_size)))
 
 
-def calibrate_dpsgd_noise(epsilon, delta, sampling_rate, n_steps, clip_noise_ratio=None):
+def calibrate_dpsgd_noise(epsilon, delta, sampling_rate, n_steps, clip_noise_ratio=None, extra_events=()):
     """Smallest gradient noise multiplier meeting ``(epsilon, delta)``.
 
     The plan is ``n_steps`` events of :func:`dpsgd_step_event`; with DPNorm the
     histogram's multiplier is ``clip_noise_ratio`` times the gradient's, so one
     scalar is bisected (:func:`skdp.privacy.calibrate_noise_multiplier`, RDP
-    composition, add/remove neighbours).
+    composition, add/remove neighbours).  ``extra_events`` are releases of the
+    same fit whose noise is already fixed (the private dataset size of
+    :func:`release_dataset_size`): they are composed with the steps, so the
+    whole fit spends ``(epsilon, delta)``.
     """
+    extra = list(extra_events)
 
     def make_events(z):
         clip_z = None if clip_noise_ratio is None else clip_noise_ratio * z
-        return [dpsgd_step_event(z, sampling_rate, clip_z, count=n_steps)]
+        return [*extra, dpsgd_step_event(z, sampling_rate, clip_z, count=n_steps)]
 
     return calibrate_noise_multiplier(make_events, epsilon, delta, composition="rdp", neighbouring=ADD_REMOVE)
+
+
+# --------------------------------------------------------------------------
+# The plan: sampling rate and steps from a public (declared or noisy) size.
+# --------------------------------------------------------------------------
+
+#: The count's noise over the noise of the rest of the fit (see
+#: :func:`count_noise_multiplier`): its Gaussian DP ``mu`` is a tenth, so it
+#: takes about 1% of ``mu^2``, which is what Gaussian mechanisms compose by.
+COUNT_NOISE_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class DPSGDPlan:
+    """The public plan of a DP-SGD fit, a function of a public size only.
+
+    Attributes
+    ----------
+    sampling_rate : float
+        Poisson rate ``q = min(1, L / n)``.
+    steps_per_epoch : int
+        ``max(1, round(n / L))`` (:func:`steps_per_epoch`).
+    n_steps : int
+        ``max_epochs * steps_per_epoch``.
+    expected_batch_size : float
+        ``q * n``: the public divisor of the clipped sum (``L`` unless ``q``
+        is capped at 1).
+    """
+
+    sampling_rate: float
+    steps_per_epoch: int
+    n_steps: int
+    expected_batch_size: float
+
+
+def dpsgd_plan(n_samples, batch_size, max_epochs):
+    """Plan ``max_epochs`` epochs of Poisson batches of expected size ``batch_size``.
+
+    Parameters
+    ----------
+    n_samples : float
+        A *public* dataset size: declared by the user, or the noisy count of
+        :func:`release_dataset_size` (post-processing).  Never ``len(X)``:
+        under add/remove neighbours ``N`` and ``N + 1`` rows would give
+        different deterministic plans, which an attacker reads off the model.
+        Values below 1 (a noisy count can be) are taken as 1.
+    batch_size : int
+        Expected batch size ``L``, or -1 for full batches (``q = 1``).
+    max_epochs : int
+
+    Returns
+    -------
+    plan : DPSGDPlan
+    """
+    n = max(1.0, float(n_samples))
+    if batch_size == -1:
+        batch_size = n
+    elif not (
+        isinstance(batch_size, numbers.Integral) and not isinstance(batch_size, bool) and batch_size >= 1
+    ):
+        raise ValueError(f"batch_size must be a positive integer or -1, got {batch_size!r}.")
+    q = min(1.0, batch_size / n)
+    per_epoch = steps_per_epoch(n, batch_size)
+    return DPSGDPlan(q, per_epoch, per_epoch * int(max_epochs), q * n)
+
+
+def count_noise_multiplier(epsilon, delta, noise_multiplier=None):
+    """Noise std of the private dataset size (sensitivity 1), by a fixed rule.
+
+    ``COUNT_NOISE_FACTOR`` (10) times the gradient's ``noise_multiplier`` when
+    it is given, else 10 times the Gaussian multiplier that would spend all of
+    ``(epsilon, delta)`` on one release
+    (:func:`skdp.privacy.gaussian_noise_multiplier`).  Either way the count's
+    Gaussian DP is a tenth of the fit's scale, a small share of the budget, and
+    its relative error (std over ``N``) only rescales the expected batch size,
+    never the guarantee.
+    """
+    if noise_multiplier is not None:
+        return COUNT_NOISE_FACTOR * float(noise_multiplier)
+    return COUNT_NOISE_FACTOR * gaussian_noise_multiplier(epsilon, delta)
+
+
+def dataset_size_event(noise_std):
+    """Privacy event of :func:`release_dataset_size` (a Gaussian count, add/remove)."""
+    return _count_mechanism(noise_std).event()
+
+
+def _count_mechanism(noise_std):
+    # Adding or removing a record changes the number of rows by exactly one.
+    return GaussianMechanism(sensitivity=1.0, scale=float(noise_std), neighbouring=ADD_REMOVE)
+
+
+def release_dataset_size(n_samples, noise_std, rng, ledger):
+    """The number of training records plus ``N(0, noise_std^2)``, recorded on ``ledger``.
+
+    Through :class:`skdp.privacy.GaussianMechanism` (sensitivity 1 under
+    add/remove neighbours): the event is on the fit's ledger before the noisy
+    count exists.  Everything planned from the returned float is
+    post-processing.
+    """
+    return float(_count_mechanism(noise_std).release(float(n_samples), rng, ledger))
 
 
 # --------------------------------------------------------------------------

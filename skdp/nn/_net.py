@@ -3,14 +3,19 @@
 The nets override exactly the steps of skorch's training loop that DP changes
 (skorch's design: small overridable methods, no forked loop):
 
-* ``get_iterator(training=True)`` plans the privacy (sampling rate, number of
-  steps, noise multiplier), builds the :class:`~skdp.nn.DPSGDEngine` and
-  returns a Poisson-sampling iterator;
+* ``fit`` wraps skorch's fit in the privacy life cycle of
+  :class:`skdp.base.DPEstimatorMixin`: the plan's cost is reserved on the
+  budget before the data is read, on every path;
+* ``fit_loop`` makes the plan (sampling rate, number of steps, noise
+  multiplier) from a *public* dataset size -- ``n_samples`` when declared,
+  else a noisy count released on the fit's ledger -- and builds the
+  :class:`~skdp.nn.DPSGDEngine`;
+* ``get_iterator(training=True)`` returns the Poisson-sampling iterator of
+  that plan;
 * ``train_step`` hands each batch to the engine, which writes the noisy
   clipped gradient into ``param.grad``, then runs the optimiser;
-* ``fit`` wraps skorch's fit in the privacy life cycle of
-  :class:`skdp.base.DPEstimatorMixin` (budget reservation and settlement,
-  ledger, ``privacy_spent_``).
+* ``run_single_epoch`` records only released quantities in the history (no
+  exact training loss, no realised batch size).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +37,7 @@ from skorch.utils import TeeGenerator, is_dataset, to_tensor
 
 from .._random import check_generator
 from ..base import DPEstimatorMixin, warn_privacy_leak
+from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacyAccountant, PrivacySpent, compose
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
@@ -39,7 +47,11 @@ from ._engine import (
     PoissonBatchIterator,
     calibrate_dpsgd_noise,
     check_noise_setting,
-    steps_per_epoch,
+    count_noise_multiplier,
+    dataset_size_event,
+    dpsgd_plan,
+    dpsgd_step_event,
+    release_dataset_size,
 )
 
 __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
@@ -56,6 +68,41 @@ _DP_PARAMS = (
     "secure_noise",
     "accountant",
     "random_state",
+    "n_samples",
+)
+
+#: What a fitted net holds besides its parameters (see
+#: ``DPEstimatorMixin._released_attributes``).  skorch's own state: the
+#: module, optimiser and criterion (trained by DP-SGD: post-processing of the
+#: accounted steps), the callbacks and the history (which records only the
+#: epsilon spent and the clipping bounds, see ``run_single_epoch``), and
+#: skorch's bookkeeping of which of them exist.  The plan attributes are
+#: functions of hyperparameters and of the declared or noisy dataset size.
+_NET_RELEASED_ATTRIBUTES = frozenset(
+    {
+        # skorch
+        "module_",
+        "optimizer_",
+        "criterion_",
+        "history_",
+        "callbacks_",
+        "initialized_",
+        "virtual_params_",
+        "prefixes_",
+        "cuda_dependent_attributes_",
+        "init_context_",
+        "_modules",
+        "_optimizers",
+        "_criteria",
+        "_params_to_validate",
+        # the DP plan
+        "noise_multiplier_",
+        "clip_noise_multiplier_",
+        "sampling_rate_",
+        "n_steps_",
+        "noisy_n_samples_",
+        "clipping_mode_",
+    }
 )
 
 
@@ -97,6 +144,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
     # Poisson sampling amplifies only under add/remove neighbours.
     _neighbouring = ADD_REMOVE
 
+    _released_attributes = _NET_RELEASED_ATTRIBUTES
+
     def _store_dp_params(self, **params):
         for name in _DP_PARAMS:
             setattr(self, name, params[name])
@@ -110,7 +159,12 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
 
     @property
     def _default_callbacks(self):
-        callbacks = list(super()._default_callbacks)
+        # skorch's train_loss (the exact mean loss of the private batches) and
+        # epoch_timer (the wall time of Poisson batches of unnoised sizes) are
+        # releases outside the guarantee: not installed.  The validation
+        # scorers only act when the user sets train_split (warned in fit).
+        dropped = {"train_loss", "epoch_timer"}
+        callbacks = [(name, cb) for name, cb in super()._default_callbacks if name not in dropped]
         names = [name for name, _ in callbacks]
         at = names.index("print_log") if "print_log" in names else len(callbacks)
         callbacks.insert(at, ("epsilon", EpsilonSpent()))
@@ -153,17 +207,35 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             )
         if not (isinstance(self.max_epochs, numbers.Integral) and self.max_epochs >= 1):
             raise ValueError(f"max_epochs must be a positive integer, got {self.max_epochs!r}.")
+        if not (
+            (isinstance(self.n_samples, str) and self.n_samples == "auto")
+            or (
+                isinstance(self.n_samples, numbers.Integral)
+                and not isinstance(self.n_samples, bool)
+                and self.n_samples >= 1
+            )
+        ):
+            raise ValueError(f"n_samples must be 'auto' or a positive integer, got {self.n_samples!r}.")
+        batch_size = self._batch_size_param()
+        if batch_size != -1 and not (
+            isinstance(batch_size, numbers.Integral) and not isinstance(batch_size, bool) and batch_size >= 1
+        ):
+            raise ValueError(f"batch_size must be a positive integer or -1, got {batch_size!r}.")
         if self.warm_start:
             raise ValueError(
                 "warm_start=True would continue training outside the privacy plan of a fit; "
                 "DP nets always train from scratch (set warm_start=False)."
             )
 
+    def _batch_size_param(self):
+        return self.get_params_for("iterator_train").get("batch_size", self.batch_size)
+
     def initialize_module(self):
         """skorch's module initialisation, or :class:`DefaultMLP` sized from the data when ``module=None``."""
         if self.module is not None:
             return super().initialize_module()
-        shape = getattr(self, "_dp_default_sizes", None)
+        state = getattr(self, "_dp_fit", None)
+        shape = None if state is None else state.default_sizes
         if shape is None:
             # Before any data: a placeholder; fit rebuilds it from the data's shape.
             shape = (1, 1)
@@ -195,7 +267,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         if self.module is None:
             if X.ndim != 2:
                 raise ValueError(f"module=None needs 2-D X, got shape {X.shape}; pass a module.")
-            self._dp_default_sizes = (X.shape[1], self._n_outputs(y))
+            self._dp_fit.default_sizes = (X.shape[1], self._n_outputs(y))
         return X, y
 
     def _validate_predict_X(self, X):
@@ -231,32 +303,82 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 f"fit parameters {sorted(fit_params)} are not supported by DP nets; pass extra inputs in a dict X."
             )
         self._check_dp_params()
+        if self.train_split is not None:
+            warnings.warn(
+                "train_split is set: the validation records are scored without noise, so the validation "
+                "scores in history (valid_loss, valid_acc, ...) and anything chosen from them are outside "
+                "privacy_spent_, which covers the training split only. Use train_split=None and "
+                "validate on public data.",
+                PrivacyLeakWarning,
+                stacklevel=2,
+            )
         with self._noise_context():
             # Before the budget check and the data: DP-SGD has no secure sampler.
             check_noise_setting()
             return self._fit_private(X, y)
 
-    def _fit_private(self, X, y):
-        if self.noise_multiplier is None:
-            # The request is known before the data: reserve the budget first.
-            ledger, rng = self._begin_private_fit(composition="rdp")
+    def _plan_before_data(self):
+        """Fit state with everything decided before the data: plan (if ``n_samples`` is declared), reservation."""
+        batch_size = self._batch_size_param()
+        ratio = self.clipping_noise_ratio if self.clipping == "adaptive" else None
+        state = SimpleNamespace(
+            ledger=PrivacyAccountant(composition="rdp", neighbouring=self._neighbouring),
+            rng=check_generator(self.random_state),
+            batch_size=batch_size,
+            ratio=ratio,
+            plan=None,
+            noise_multiplier=None if self.noise_multiplier is None else float(self.noise_multiplier),
+            count_std=None,
+            first_cost=None,
+            extra_reservation=None,
+            engine=None,
+            default_sizes=None,
+        )
+        if self.n_samples == "auto":
+            # The size is released with noise in fit_loop; its noise is fixed now.
+            state.count_std = count_noise_multiplier(self.epsilon, self.delta, self.noise_multiplier)
         else:
-            ledger = PrivacyAccountant(composition="rdp", neighbouring=self._neighbouring)
-            rng = check_generator(self.random_state)
-        X, y = self._validate_dp_data(X, y)
-        self._dp_ledger, self._dp_rng, self._dp_fitting = ledger, rng, True
+            state.plan = dpsgd_plan(self.n_samples, batch_size, self.max_epochs)
+        if state.noise_multiplier is None:
+            if state.plan is not None:
+                state.noise_multiplier = calibrate_dpsgd_noise(
+                    self.epsilon, self.delta, state.plan.sampling_rate, state.plan.n_steps, ratio
+                )
+            # Last: whatever fails after the reservation keeps it charged.
+            self._reserve_budget(self.epsilon, self.delta)
+            return state
+        if state.plan is not None:
+            # The whole plan is known from hyperparameters: reserve its cost.
+            planned = [self._step_event(state, state.plan.n_steps)]
+        else:
+            # Only the count is known before the data; the steps are reserved
+            # after it, from the noisy count (fit_loop), before the first step.
+            planned = [dataset_size_event(state.count_std)]
+        cost = compose(planned, self.delta, "rdp")
+        state.first_cost = PrivacySpent(float(cost.epsilon), float(cost.delta))
+        self._reserve_budget(*state.first_cost)
+        return state
+
+    def _step_event(self, state, count):
+        z = state.noise_multiplier
+        clip_z = None if state.ratio is None else state.ratio * z
+        return dpsgd_step_event(z, state.plan.sampling_rate, clip_z, count=count)
+
+    def _fit_private(self, X, y):
+        self._dp_fit = state = self._plan_before_data()
         try:
-            with _torch_seeded(rng if self.random_state is not None else None):
+            X, y = self._validate_dp_data(X, y)
+            with _torch_seeded(state.rng if self.random_state is not None else None):
                 # NeuralNet.fit without its call to the (refused) public partial_fit.
                 self.initialize()
                 NeuralNet.partial_fit(self, X, y, _routing_method="fit")
             # Ghost clipping may have fallen back to vmap during training.
-            self.clipping_mode_ = self._dp_engine.clipping_mode
-            self._finish_private_fit(ledger)
+            self.clipping_mode_ = state.engine.clipping_mode
+            self._finish_private_fit(state)
         finally:
-            self._dp_fitting = False
-            for name in ("_dp_engine", "_dp_rng"):
-                self.__dict__.pop(name, None)
+            # The fit state holds the noise generators (numpy and torch) and
+            # the engine: none of it outlives the fit.
+            self.__dict__.pop("_dp_fit", None)
         return self
 
     @property
@@ -272,78 +394,149 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             "(epsilon, steps, noise). Call fit instead."
         )
 
-    def _finish_private_fit(self, ledger):
+    def _finish_private_fit(self, state):
+        ledger = state.ledger
         if self.noise_multiplier is None:
             self._end_private_fit(ledger)
             return
         # epsilon is reported, not enforced, when the noise was given; the
-        # budget was reserved for the planned steps in get_iterator, and a
-        # run never takes more steps than planned.
+        # budget was reserved for the planned steps before they were taken,
+        # and a run never takes more steps than planned.
         spent = ledger.privacy_spent(self.delta)
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self._privacy_ledger = ledger
-        self._settle_budget(self.privacy_spent_)
+        if state.extra_reservation is None:
+            self._settle_budget(self.privacy_spent_)
+            return
+        # Two reservations (count, then steps): the first is what the count
+        # cost, the second the rest; their sum is privacy_spent_.
+        first = state.first_cost
+        self.accountant.settle(self.__dict__.pop("_budget_reservation"), *first, self._neighbouring)
+        self._budget_reservation = state.extra_reservation
+        rest = (max(0.0, spent.epsilon - first.epsilon), max(0.0, spent.delta - first.delta))
+        self._settle_budget(PrivacySpent(*rest))
 
-    def get_iterator(self, dataset, training=False):
-        """Poisson-sampling iterator for training (and skorch's loader otherwise).
+    def fit_loop(self, X, y=None, epochs=None, *, _routing_method="fit", **fit_params):
+        """skorch's fit loop with the DP-SGD plan made where the training set is known.
 
-        Building the training iterator is where the privacy plan is made, as
-        this is the first point where the training-set size ``N`` is known:
-        ``q = batch_size / N``, ``steps = max_epochs * round(N / batch_size)``,
-        the noise multiplier calibrated to ``(epsilon, delta)`` unless given.
-        ``N`` is treated as public, as in Abadi et al. and Opacus.
+        With ``n_samples='auto'`` the number of training records is released
+        with Gaussian noise (:func:`~skdp.nn.release_dataset_size`, on the
+        fit's ledger) and the plan is computed from that noisy count; with a
+        declared ``n_samples`` it was made before the data.  The loop runs
+        the plan's ``max_epochs`` epochs (``epochs`` cannot change a plan).
         """
-        if not training:
-            return super().get_iterator(dataset, training=False)
-        if not getattr(self, "_dp_fitting", False):
-            raise RuntimeError("DP training batches are only drawn inside fit.")
-        n = len(dataset)
-        if n < 1:
+        state = getattr(self, "_dp_fit", None)
+        if state is None:
+            raise RuntimeError("DP nets train only inside fit.")
+        if fit_params:
+            raise TypeError(f"fit parameters {sorted(fit_params)} are not supported by DP nets.")
+        self.check_data(X, y)
+        self.check_training_readiness()
+        dataset_train, dataset_valid = self.get_split_datasets(X, y)
+        self._plan_training(state, dataset_train)
+        on_epoch_kwargs = {"dataset_train": dataset_train, "dataset_valid": dataset_valid}
+        iterator_train = self.get_iterator(dataset_train, training=True)
+        iterator_valid = None if dataset_valid is None else self.get_iterator(dataset_valid, training=False)
+        for _ in range(self.max_epochs):
+            self.notify("on_epoch_begin", **on_epoch_kwargs)
+            self.run_single_epoch(iterator_train, training=True, prefix="train", step_fn=self.train_step)
+            self.run_single_epoch(
+                iterator_valid, training=False, prefix="valid", step_fn=self.validation_step
+            )
+            self.notify("on_epoch_end", **on_epoch_kwargs)
+        return self
+
+    def _plan_training(self, state, dataset):
+        if len(dataset) < 1:
             raise ValueError("The training set is empty.")
-        batch_size = self.get_params_for("iterator_train").get("batch_size", self.batch_size)
-        batch_size = n if batch_size == -1 else batch_size
-        if not (isinstance(batch_size, numbers.Integral) and batch_size >= 1):
-            raise ValueError(f"batch_size must be a positive integer or -1, got {batch_size!r}.")
-        q = min(1.0, batch_size / n)
-        per_epoch = steps_per_epoch(n, batch_size)
-        n_steps = per_epoch * self.max_epochs
-        adaptive = self.clipping == "adaptive"
-        ratio = self.clipping_noise_ratio if adaptive else None
-        if self.noise_multiplier is None:
-            z = calibrate_dpsgd_noise(self.epsilon, self.delta, q, n_steps, ratio)
+        if state.plan is None:
+            # Rounded (post-processing): a count is a whole number, and whole
+            # numbers repeat across fits, so their RDP curves are cached.
+            noisy_n = max(
+                1, round(release_dataset_size(len(dataset), state.count_std, state.rng, state.ledger))
+            )
+            state.plan = dpsgd_plan(noisy_n, state.batch_size, self.max_epochs)
+            count_event = dataset_size_event(state.count_std)
+            if state.noise_multiplier is None:
+                state.noise_multiplier = calibrate_dpsgd_noise(
+                    self.epsilon,
+                    self.delta,
+                    state.plan.sampling_rate,
+                    state.plan.n_steps,
+                    state.ratio,
+                    extra_events=[count_event],
+                )
+            elif self.accountant is not None:
+                # The steps' cost is a function of the noisy count (public):
+                # reserve it before the first step.
+                total = compose([count_event, self._step_event(state, state.plan.n_steps)], self.delta, "rdp")
+                first = state.first_cost
+                state.extra_reservation = self.accountant.reserve(
+                    max(0.0, total.epsilon - first.epsilon),
+                    max(0.0, total.delta - first.delta),
+                    self._neighbouring,
+                    type(self).__name__,
+                )
+            self.noisy_n_samples_ = noisy_n
         else:
-            z = float(self.noise_multiplier)
-        if adaptive:
-            clipping = DPNormClipping(self.max_grad_norm, self.clipping_bins, ratio * z)
+            self.noisy_n_samples_ = None
+        plan, z = state.plan, state.noise_multiplier
+        if state.ratio is not None:
+            clipping = DPNormClipping(self.max_grad_norm, self.clipping_bins, state.ratio * z)
         else:
             clipping = FixedClipping(self.max_grad_norm)
         device = next(self.module_.parameters()).device
         generator = torch.Generator(device=device)
-        generator.manual_seed(int(self._dp_rng.integers(2**62)))
-        engine = DPSGDEngine(
+        generator.manual_seed(int(state.rng.integers(2**62)))
+        state.engine = DPSGDEngine(
             self.module_,
             self._per_example_loss,
             noise_multiplier=z,
-            sampling_rate=q,
-            expected_batch_size=q * n,
+            sampling_rate=plan.sampling_rate,
+            expected_batch_size=plan.expected_batch_size,
             clipping=clipping,
-            max_steps=n_steps,
+            max_steps=plan.n_steps,
             generator=generator,
             batch_loss_fn=self._batch_per_example_loss,
             clipping_mode=self.clipping_mode,
         )
-        if self.noise_multiplier is not None and self.accountant is not None:
-            # The cost of a given noise is known only now (it depends on N):
-            # reserve it before the first batch is drawn.
-            planned = compose([engine.event(n_steps)], self.delta, "rdp")
-            self._reserve_budget(planned.epsilon, planned.delta)
-        self._dp_engine = engine
         self.noise_multiplier_ = z
         self.clip_noise_multiplier_ = clipping.clip_noise_multiplier
-        self.sampling_rate_ = q
-        self.n_steps_ = n_steps
-        self.clipping_mode_ = engine.clipping_mode
-        return PoissonBatchIterator(dataset, q, per_epoch, self._dp_rng)
+        self.sampling_rate_ = plan.sampling_rate
+        self.n_steps_ = plan.n_steps
+        self.clipping_mode_ = state.engine.clipping_mode
+
+    def get_iterator(self, dataset, training=False):
+        """Poisson-sampling iterator of the fit's plan for training (skorch's loader otherwise).
+
+        Every record of ``dataset`` enters each batch independently with the
+        plan's rate ``q``, ``steps_per_epoch`` batches per epoch; ``len(dataset)``
+        only sets how many coins are flipped, never ``q`` or the steps.
+        """
+        if not training:
+            return super().get_iterator(dataset, training=False)
+        state = getattr(self, "_dp_fit", None)
+        if state is None or state.engine is None:
+            raise RuntimeError("DP training batches are only drawn inside fit.")
+        return PoissonBatchIterator(dataset, state.plan.sampling_rate, state.plan.steps_per_epoch, state.rng)
+
+    def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
+        """skorch's epoch, recording only released quantities when training.
+
+        skorch records each training batch's exact mean loss and its size; under
+        Poisson sampling both are unnoised functions of the private batch, so
+        the training epoch records neither (``train_step`` records the batch's
+        clipping bound, public or DPNorm's noisy choice).  The number of
+        batches is the plan's.  Validation (only with a user-set
+        ``train_split``) is skorch's, outside the guarantee.
+        """
+        if not training:
+            return super().run_single_epoch(iterator, training, prefix, step_fn, **fit_params)
+        for batch in iterator:
+            self.notify("on_batch_begin", batch=batch, training=training)
+            step = step_fn(batch, **fit_params)
+            self.notify("on_batch_end", batch=batch, training=training, **step)
+        self.history.record(prefix + "_batch_count", len(iterator))
 
     def _per_example_loss(self, module, Xi, yi):
         y_pred = module(**Xi) if isinstance(Xi, dict) else module(Xi)
@@ -368,7 +561,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         Xi, yi = unpack_data(batch)
         Xi, yi = to_tensor(Xi, self.device), to_tensor(yi, self.device)
         self._zero_grad_optimizer()
-        result = self._dp_engine.step((Xi, yi), self._dp_ledger)
+        state = self._dp_fit
+        result = state.engine.step((Xi, yi), state.ledger)
         self.notify(
             "on_grad_computed",
             named_parameters=TeeGenerator(self.get_all_learnable_params()),
@@ -426,7 +620,8 @@ def _tensor_leaves(obj):
 
 _COMMON_DOC = """
     The module is trained by DP-SGD (Acs et al. 2018, Alg. 4; Abadi et al.
-    2016): Poisson batches with rate ``q = batch_size / N``, per-example
+    2016): Poisson batches with rate ``q = batch_size / n`` for a *public*
+    size ``n`` (``n_samples``, or a noisy count), per-example
     gradient norms (ghost clipping, or ``torch.func`` per-example gradients), clipping to ``max_grad_norm`` (or to a bound
     chosen per batch by DPNorm, Alg. 3, with ``clipping='adaptive'``),
     Gaussian noise ``N(0, sigma^2 C^2)`` on the clipped sum, division by the
@@ -438,11 +633,20 @@ _COMMON_DOC = """
         ``privacy_spent_`` is an (epsilon, delta) guarantee under **add/remove**
         neighbours (datasets differing by the presence of one record), the
         relation under which Poisson sampling amplifies privacy; it covers the
-        trained parameters and everything computed from them.  It does *not*
-        cover ``history``'s ``train_loss`` (a non-private diagnostic for the
-        data owner) nor, if ``train_split`` is set, the validation scores and
-        the records of the validation split (not trained on, but scored without
-        noise).  The training-set size ``N`` (hence ``q``) is treated as public.
+        trained parameters, the plan attributes, the history (the epsilon
+        spent per epoch and the clipping bound per batch: skorch's exact
+        ``train_loss``, realised batch sizes and epoch timings are not
+        recorded) and everything computed from them.  It does *not* cover,
+        if ``train_split`` is set, the validation scores and the records of
+        the validation split (scored without noise; ``fit`` warns).
+        The plan (``q``, steps, calibrated noise) never reads ``len(X)``:
+        under add/remove, ``N`` and ``N + 1`` rows would otherwise give
+        different deterministic plans.  It comes from ``n_samples`` when
+        declared (public), else from the number of training records
+        released once with Gaussian noise (sensitivity 1, std
+        ``COUNT_NOISE_FACTOR = 10`` times ``noise_multiplier``, or 10 times the
+        multiplier spending all of ``(epsilon, delta)`` on one release),
+        recorded on the ledger and composed with the steps.
         Each step's sensitivity: one record changes the clipped gradient sum by
         at most ``C`` in L2 norm (add/remove), so noise ``sigma * C`` is a
         Gaussian mechanism with multiplier ``sigma``; with DPNorm the norm
@@ -471,7 +675,11 @@ _COMMON_DOC = """
         histogram (Acs et al. Alg. 3).
     noise_multiplier : float or None, default=None
         sigma of Alg. 4 (noise std over ``C``).  None: calibrated from
-        ``epsilon, delta, q, max_epochs``.
+        ``epsilon, delta, q, max_epochs`` (and the count's event with
+        ``n_samples='auto'``).  Given, its plan's cost is reserved on
+        ``accountant`` before the data is read (with ``n_samples='auto'``:
+        the count's cost before the data, the steps' from the noisy count
+        before the first step).
     clipping_bins : int, default=20
         DPNorm's number of candidate bounds ``w``.
     clipping_noise_ratio : float, default=5.0
@@ -503,6 +711,17 @@ _COMMON_DOC = """
         follows torch's global seed, as in skorch).
     train_split : callable or None, default=None
         skorch's validation split; None (the default) trains on all records.
+        A split is outside the guarantee (validation scores are exact):
+        ``fit`` raises a ``PrivacyLeakWarning``.
+    n_samples : int or "auto", default="auto"
+        Public number of training records the plan is made for:
+        ``q = min(1, batch_size / n_samples)``, ``max_epochs *
+        round(n_samples / batch_size)`` steps, gradient sums divided by
+        ``q * n_samples``.  Declaring it costs nothing and the guarantee holds
+        whatever the true size (Poisson sampling at rate ``q`` over the given
+        rows); a wrong value only changes the realised batch sizes.
+        ``"auto"``: the size is released with Gaussian noise on the ledger
+        (see Privacy) and the plan made from the rounded noisy count.
     **kwargs
         Any other skorch parameter (``lr``, ``max_epochs``, ``batch_size``,
         ``optimizer``, ``callbacks``, ``device``, ``module__*``, ...).
@@ -517,14 +736,25 @@ _COMMON_DOC = """
     clip_noise_multiplier_ : float or None
         DPNorm's sigma_C (None with fixed clipping).
     sampling_rate_ : float
-        Poisson sampling rate ``q``.
+        Poisson sampling rate ``q`` (from ``n_samples`` or the noisy count).
     n_steps_ : int
         DP-SGD steps of the plan.
+    noisy_n_samples_ : int or None
+        The released noisy number of training records (rounded, at least 1)
+        with ``n_samples='auto'``; None when ``n_samples`` is declared.
     clipping_mode_ : str
         The strategy used (``"ghost"``, or ``"vmap"`` after a fallback).
     history_ : skorch History
-        skorch's history, with the columns ``epsilon`` (spent so far) per
-        epoch and ``clip_norm`` per batch.
+        skorch's history with only released columns: ``epsilon`` (spent so
+        far) and ``train_batch_count`` (the plan's) per epoch, ``clip_norm``
+        per batch.  No ``train_loss``, ``train_batch_size`` or ``dur``.
+
+    Raises
+    ------
+    ValueError
+        From ``fit``, for labels outside ``classes`` (classifier): the
+        message names the parameter, never the labels; the budget reserved
+        before the data stays charged, as for any input error.
 """
 
 
@@ -584,6 +814,7 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         accountant=None,
         random_state=None,
         train_split=None,
+        n_samples="auto",
         **kwargs,
     ):
         super().__init__(module, *args, train_split=train_split, **kwargs)
@@ -599,6 +830,7 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
             secure_noise=secure_noise,
             accountant=accountant,
             random_state=random_state,
+            n_samples=n_samples,
         )
 
     _default_softmax = True
@@ -619,9 +851,11 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         pos = np.clip(np.searchsorted(classes, y, sorter=sorter), 0, len(classes) - 1)
         idx = sorter[pos]
         if not np.all(classes[idx] == y):
-            unknown = np.setdiff1d(y, classes)
+            # Never quote the offending labels: they are data.  The budget is
+            # already reserved (and stays charged), as for any input error.
             raise ValueError(
-                f"y has labels {unknown[:5].tolist()} that are not in classes={classes.tolist()}."
+                "y has labels that are not in `classes`; declare every label the data may hold in "
+                "classes (the labels are not quoted: they are private data)."
             )
         return idx.astype(np.int64)
 
@@ -631,7 +865,7 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
     def check_data(self, X, y):
         # In fit, y holds class indices: classes_ come from ``classes`` or from
         # the raw labels (set by _validate_target), not from the indices.
-        if not (getattr(self, "_dp_fitting", False) and y is not None):
+        if not (getattr(self, "_dp_fit", None) is not None and y is not None):
             super().check_data(X, y)
 
     def predict(self, X):
@@ -695,6 +929,7 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         accountant=None,
         random_state=None,
         train_split=None,
+        n_samples="auto",
         **kwargs,
     ):
         super().__init__(module, *args, train_split=train_split, **kwargs)
@@ -710,6 +945,7 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
             secure_noise=secure_noise,
             accountant=accountant,
             random_state=random_state,
+            n_samples=n_samples,
         )
 
     _default_softmax = False
