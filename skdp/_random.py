@@ -94,3 +94,34 @@ def generator_after_fit(random_state, draw):
         seq = np.random.SeedSequence(int(random_state), spawn_key=(AFTER_FIT_SPAWN_TAG, int(draw)))
         return np.random.default_rng(seq)
     return check_generator(random_state)
+
+
+def released_stream(rng):
+    """A generator for draws that are released as they are, independent of ``rng``.
+
+    Some randomness is published verbatim: the random Fourier features of
+    :class:`~skdp.cluster.DPKernelKMeans` (``random_weights_``, thousands of
+    normal draws).  Drawn from the noise generator itself, they would be
+    consecutive outputs of the very stream that then draws the noise, and
+    PCG64's state can be recovered from a few hundred of its outputs
+    (Bouillaguet, Martinez & Sauvage 2020), hence the noise.  This returns a
+    child spawned through the generator's ``SeedSequence``: a different
+    stream, whose outputs say nothing of ``rng``'s.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The fit's noise generator (:func:`check_generator`).
+
+    Returns
+    -------
+    child : numpy.random.Generator
+    """
+    bit_generator = rng.bit_generator
+    seed_seq = getattr(bit_generator, "seed_seq", None) or getattr(bit_generator, "_seed_seq", None)
+    if isinstance(seed_seq, np.random.SeedSequence):
+        return np.random.default_rng(seed_seq.spawn(1)[0])
+    # A generator built from an explicit state has no SeedSequence: seed the
+    # child with 256 fresh bits from the OS, which reproducibility gives up
+    # only for this unusual input.
+    return np.random.default_rng()

@@ -36,7 +36,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 
 from ._config import config_context
-from ._random import check_generator
+from ._random import check_generator, generator_after_fit
 from .exceptions import PrivacyLeakWarning, without_data_values
 from .privacy import BudgetAccountant, PrivacyAccountant, PrivacySpent
 from .privacy.events import REPLACE_ONE
@@ -62,6 +62,11 @@ SKLEARN_METADATA = frozenset({"n_features_in_", "feature_names_in_"})
 #: ledger of data-independent events it was computed from.
 PRIVACY_METADATA = frozenset({"privacy_spent_", "_privacy_ledger"})
 
+#: How many random calls (``sample``, further posterior samples) were made
+#: since ``fit``: the user's own calls, counted so that an int ``random_state``
+#: gives each its own reproducible stream (:func:`generator_after_fit`).
+AFTER_FIT_COUNTER = "_n_draws_after_fit"
+
 
 def private_fit_context(prefer_skip_nested_validation=True):
     """scikit-learn's ``_fit_context`` plus the estimator's ``secure_noise``.
@@ -82,19 +87,35 @@ def private_fit_context(prefer_skip_nested_validation=True):
         @functools.wraps(method)
         def wrapper(estimator, *args, **kwargs):
             with estimator._noise_context():
-                try:
-                    return validated(estimator, *args, **kwargs)
-                except (ValueError, TypeError) as exc:
-                    clean = without_data_values(exc)
-                    if clean is exc:
-                        raise
-            # Raised outside the ``except`` so the original message, which
-            # quotes a training value, is not chained into the traceback.
-            raise clean
+                return validated(estimator, *args, **kwargs)
 
-        return wrapper
+        return errors_without_data_values(wrapper)
 
     return decorator
+
+
+def errors_without_data_values(method):
+    """Decorate a method that reads the data so its errors never quote a value.
+
+    A ``ValueError``/``TypeError`` whose message quotes a value of the data
+    (NumPy's conversion errors) is re-raised as
+    :func:`~skdp.exceptions.without_data_values` makes it, unchained; any
+    other error passes through unchanged.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except (ValueError, TypeError) as exc:
+            clean = without_data_values(exc)
+            if clean is exc:
+                raise
+        # Raised outside the ``except`` so the original message, which
+        # quotes a training value, is not chained into the traceback.
+        raise clean
+
+    return wrapper
 
 
 def _user_stacklevel():
@@ -150,7 +171,7 @@ class DPEstimatorMixin:
     @classmethod
     def _release_surface(cls):
         """Every attribute name a fitted instance may hold besides its parameters."""
-        return SKLEARN_METADATA | PRIVACY_METADATA | frozenset(cls._released_attributes)
+        return SKLEARN_METADATA | PRIVACY_METADATA | {AFTER_FIT_COUNTER} | frozenset(cls._released_attributes)
 
     def __getstate__(self):
         # A Generator or RandomState handed in as ``random_state`` has been
@@ -170,10 +191,31 @@ class DPEstimatorMixin:
         secure = getattr(self, "secure_noise", None)
         return contextlib.nullcontext() if secure is None else config_context(secure_noise=secure)
 
+    def _generator_after_fit(self):
+        """Generator of the next random call made after ``fit`` (``sample`` and the like).
+
+        Never the fit's noise stream: fresh entropy for ``random_state=None``;
+        for an int seed the ``k``-th call since the fit draws from a stream
+        spawned from that seed (:func:`skdp._random.generator_after_fit`), so a
+        fit followed by the same calls reproduces exactly; a ``RandomState`` or
+        ``Generator`` the user passed is drawn from further.
+        """
+        draw = self.__dict__.get(AFTER_FIT_COUNTER, 0)
+        setattr(self, AFTER_FIT_COUNTER, draw + 1)
+        return generator_after_fit(self.random_state, draw)
+
+    def _fit_generator(self):
+        """The generator of this fit's noise: used during ``fit``, never stored.
+
+        Also restarts the count of the calls made after ``fit``.
+        """
+        self.__dict__.pop(AFTER_FIT_COUNTER, None)
+        return check_generator(self.random_state)
+
     def _begin_private_fit(self, composition="rdp"):
         """Reserve the requested budget before touching data; return (ledger, rng)."""
         ledger = PrivacyAccountant(composition=composition, neighbouring=self._neighbouring)
-        rng = check_generator(self.random_state)
+        rng = self._fit_generator()
         # Last: whatever fails after the reservation keeps it charged, so
         # nothing that can fail without the data comes after it.
         self._reserve_budget(self.epsilon, self.delta)

@@ -309,9 +309,11 @@ def test_dpkmeans_random_init_finds_blobs():
 def test_kernel_kmeans_separates_circles_where_kmeans_cannot():
     X, y = make_circles(n_samples=4000, factor=0.3, noise=0.05, random_state=0)
     init = [[0.0, 0.0], [1.0, 0.0]]  # public: a point of each circle
-    kernel = DPKernelKMeans(2, epsilon=3.0, gamma=5.0, init=init, random_state=0).fit(X)
+    # With 200 random features one draw in four or so separates the circles
+    # poorly (a feature map, not the noise): judge the method by its median.
+    kernel = [DPKernelKMeans(2, epsilon=3.0, gamma=5.0, init=init, random_state=s).fit(X) for s in range(5)]
     linear = DPKMeans(2, epsilon=3.0, data_norm=1.2, init=init, random_state=0).fit(X)
-    assert adjusted_rand_score(y, kernel.predict(X)) > 0.9
+    assert np.median([adjusted_rand_score(y, k.predict(X)) for k in kernel]) > 0.9
     assert adjusted_rand_score(y, linear.predict(X)) < 0.2
 
 
@@ -591,3 +593,20 @@ def test_auto_max_iter_grows_with_n_and_epsilon():
     assert n_iter(30, 0.1) == 1
     assert n_iter(30, 0.1) <= n_iter(300, 0.5) <= n_iter(3000, 0.5) <= n_iter(3000, 5.0)
     assert n_iter(3000, 5.0) > 1
+
+
+def test_kernel_kmeans_features_do_not_come_from_the_noise_stream():
+    # random_weights_ is released verbatim: thousands of consecutive outputs of
+    # the noise generator would let PCG64's state, hence the noise, be
+    # recovered.  They come from a spawned child stream instead, still
+    # reproducible from an int seed.
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    model = DPKernelKMeans(n_clusters=2, gamma=0.5, random_state=11).fit(X)
+    again = DPKernelKMeans(n_clusters=2, gamma=0.5, random_state=11).fit(X)
+    np.testing.assert_array_equal(model.random_weights_, again.random_weights_)
+    noise_stream = np.random.default_rng(11).standard_normal(model.random_weights_.shape)
+    assert not np.allclose(model.random_weights_, np.sqrt(2 * 0.5) * noise_stream)
+    child = np.random.default_rng(np.random.SeedSequence(11).spawn(1)[0])
+    np.testing.assert_allclose(
+        model.random_weights_, np.sqrt(2 * 0.5) * child.standard_normal(noise_stream.shape)
+    )

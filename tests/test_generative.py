@@ -12,6 +12,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
+from skdp.base import AFTER_FIT_COUNTER
 from skdp.cluster import DPKernelKMeans
 from skdp.generative import DPGenerativeMixture
 from skdp.generative._mixture import cluster_schedule, clustering_events_as_add_remove, sgd_plan_event
@@ -435,8 +436,11 @@ def _held_leaks(root, n_rows, user_seed):
     problems, seen, stack = [], set(), [("model", root)]
     while stack:
         path, obj = stack.pop()
-        if obj is None or isinstance(obj, (numbers.Number, str, bytes, type)) or callable(obj) and not hasattr(
-            obj, "__dict__"
+        if (
+            obj is None
+            or isinstance(obj, (numbers.Number, str, bytes, type))
+            or callable(obj)
+            and not hasattr(obj, "__dict__")
         ):
             continue
         if id(obj) in seen:
@@ -472,7 +476,11 @@ def test_walker_is_not_vacuous():
     X = binary_data(n=PRIME_ROWS)
     gm = small().fit(X)
     gm.clusterer_.random_state = 12345
-    gm.kept_ = [np.zeros((PRIME_ROWS, 2)), {"g": torch.Generator()}, np.random.default_rng(0).bit_generator.state]
+    gm.kept_ = [
+        np.zeros((PRIME_ROWS, 2)),
+        {"g": torch.Generator()},
+        np.random.default_rng(0).bit_generator.state,
+    ]
     problems = "\n".join(_held_leaks(gm, PRIME_ROWS, None))
     for needle in ("nested random_state=12345", "one entry per training row", "Generator", "generator state"):
         assert needle in problems
@@ -522,7 +530,8 @@ def test_released_attributes_are_exactly_what_a_fit_holds():
     for params in ({}, {"n_clusters": 1}):
         gm = small(**params).fit(binary_data())
         fitted = {k for k in vars(gm) if k.endswith("_") and not k.startswith("__")} | {"_privacy_ledger"}
-        assert fitted == set(type(gm)._release_surface()) - {"feature_names_in_"}
+        # sample() takes its own random_state, so no after-fit draw counter.
+        assert fitted == set(type(gm)._release_surface()) - {"feature_names_in_", AFTER_FIT_COUNTER}
 
 
 def test_single_model_plan_is_the_same_on_neighbouring_datasets():
@@ -544,7 +553,9 @@ def test_single_model_auto_size_is_a_noisy_accounted_count():
     n = PRIME_ROWS
     gm = small(n_clusters=1).fit(binary_data(n=n))
     count, sgd = gm._privacy_ledger.events
-    assert count == GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=count_noise_multiplier(3.0, 1e-5))
+    assert count == GaussianEvent(
+        count=1, neighbouring=ADD_REMOVE, noise_multiplier=count_noise_multiplier(3.0, 1e-5)
+    )
     # The plan is post-processing of the noisy count, never the exact N.
     assert gm.cluster_sizes_[0] != n
     assert gm.sampling_rates_[0] == pytest.approx(min(1.0, 16 / gm.cluster_sizes_[0]))
@@ -590,7 +601,9 @@ def test_fit_neither_seeds_nor_reads_torchs_global_generator():
     b = small(n_clusters=1).fit(X)
     after_b = torch.randn(4)
     # Not read: the same seed gives the same model whatever the global state.
-    for ta, tb in zip(a.generators_[0].state_dict().values(), b.generators_[0].state_dict().values(), strict=True):
+    for ta, tb in zip(
+        a.generators_[0].state_dict().values(), b.generators_[0].state_dict().values(), strict=True
+    ):
         assert torch.equal(ta, tb)
     # Not seeded: what the global generator draws next still depends on its own seed.
     assert not torch.equal(after_a, after_b)

@@ -208,7 +208,27 @@ def test_pickled_model_holds_only_releases(name, case, params, state_kind):
     assert not problems, f"{name} with random_state={state_kind} pickles:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize(("name", "case", "params"), MODE_CASES, ids=[c[0] for c in MODE_CASES])
+#: Modes whose plan is post-processing of an accounted release, so neighbours
+#: give different events through that noisy release alone (strict: each must
+#: fail, and flips to a pass if its plan stops depending on the release).
+_PLAN_FROM_A_RELEASE = (
+    "each cluster's DP-SGD plan is read off the clusterer's noisy counts (on the ledger): "
+    "with the same seed, N and N+1 rows give counts one apart"
+)
+PLAN_FROM_A_RELEASE = {
+    "DPGenerativeMixture": _PLAN_FROM_A_RELEASE,
+    "DPGenerativeMixture[generator=rbm,clipping=1.0]": _PLAN_FROM_A_RELEASE,
+}
+
+
+def _plan_cases():
+    for case_id, case, params in MODE_CASES:
+        reason = PLAN_FROM_A_RELEASE.get(case_id)
+        marks = [pytest.mark.xfail(strict=True, reason=reason, raises=AssertionError)] if reason else []
+        yield pytest.param(case_id, case, params, id=case_id, marks=marks)
+
+
+@pytest.mark.parametrize(("name", "case", "params"), list(_plan_cases()))
 def test_ledger_plan_is_public(name, case, params):
     """The ledger's events are the plan: the same on neighbouring datasets.
 

@@ -11,7 +11,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._chunks import as_chunked, is_chunked_input
-from .._random import generator_after_fit
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import ExponentialMechanism, LaplaceMechanism
 from ..privacy.selection import refuse_secure_noise_for_exponential_mechanism
@@ -196,7 +195,6 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
             "posterior_beta_",
             "posterior_sample_",
             "temperature_",
-            "_n_draws_after_fit",
         }
     )
     _working_state = frozenset({"_ops_posterior"})
@@ -335,12 +333,6 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
                 "/ epsilon); raise the prior or the truncation, or lower epsilon."
             )
         return mech
-
-    def _generator_after_fit(self):
-        """Generator of the next random call after ``fit`` (see ``random_state``)."""
-        draw = self.__dict__.get("_n_draws_after_fit", 0)
-        self._n_draws_after_fit = draw + 1
-        return generator_after_fit(self.random_state, draw)
 
     def _chunked_counts(self, data):
         """Exact per-feature counts of a memmap, Dask collection or chunk factory.

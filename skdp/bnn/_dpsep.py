@@ -494,7 +494,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         if private:
             ledger, rng = self._begin_private_fit(composition=self.composition)
         else:
-            rng = check_generator(self.random_state)
+            rng = self._fit_generator()
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
         n_samples = X.shape[0]
         if n_samples < 2:

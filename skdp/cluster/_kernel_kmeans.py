@@ -8,6 +8,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._random import released_stream
 from ..privacy import REPLACE_ONE, GaussianMechanism, histogram_sensitivity, noisy_histogram_mode
 from ..privacy.norm_selection import norm_bin_edges
 from ._base import _BaseDPLloyd
@@ -265,8 +266,10 @@ class DPKernelKMeans(_BaseDPLloyd):
         self.secure_noise = secure_noise
 
     def _fit_feature_map(self, n_features, rng):
+        # The features are released as drawn: a stream of their own, so their
+        # values cannot lead back to the noise generator's state.
         self.random_weights_, self.random_offset_ = draw_fourier_weights(
-            self.kernel, self.gamma, n_features, self.n_components, rng
+            self.kernel, self.gamma, n_features, self.n_components, released_stream(rng)
         )
 
     def _feature_map(self):

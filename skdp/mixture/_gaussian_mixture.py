@@ -12,7 +12,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._chunks import as_chunked, is_chunked_input
-from .._random import check_generator
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
 from ..privacy import (
     GaussianEvent,
@@ -208,8 +207,13 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Privacy budget; 0 requires ``mean_mechanism="laplace"`` (pure DP).
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the initialisation, the noise and :meth:`sample`.
+    random_state : int, RandomState instance, Generator or None, default=None
+        Seeds the initialisation and the noise; :meth:`sample` draws from a
+        stream spawned from an int seed, never the noise's own.  ``None`` (fresh
+        entropy) is the choice for a release: anyone who holds the seed, or the
+        generator object passed here, can regenerate the noise and remove it
+        (:doc:`/guarantee`, "Seeds and randomness").  A pickle of the model never
+        carries a generator.
 
     secure_noise : bool or None, default=None
         Sample every Laplace and Gaussian release exactly on a grid (discrete
@@ -861,7 +865,9 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         check_is_fitted(self)
         if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
-        rng = check_generator(self.random_state)
+        # Never the fit's noise stream (whose draws would correlate the
+        # synthetic rows with the noise): see ``random_state``.
+        rng = self._generator_after_fit()
         counts = rng.multinomial(n_samples, self.weights_ / self.weights_.sum())
         d = self.means_.shape[1]
         parts, labels = [], []

@@ -36,7 +36,7 @@ from skorch.dataset import unpack_data
 from skorch.utils import TeeGenerator, is_dataset, to_tensor
 
 from .._random import check_generator
-from ..base import DPEstimatorMixin, warn_privacy_leak
+from ..base import DPEstimatorMixin, errors_without_data_values, warn_privacy_leak
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacyAccountant, PrivacySpent, compose
 from ._adaptive_clipping import DPNormClipping
@@ -281,6 +281,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
 
     # -- fit -------------------------------------------------------------------
 
+    @errors_without_data_values
     def fit(self, X, y=None, **fit_params):
         """Train the module with DP-SGD and set ``privacy_spent_``.
 
@@ -912,6 +913,10 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
     True
 """
     )
+
+    #: skorch's regressor also keeps ``y_ndim_``, the number of dimensions of
+    #: ``y`` (its shape, public like ``n_features_in_``).
+    _released_attributes = _NET_RELEASED_ATTRIBUTES | {"y_ndim_"}
 
     def __init__(
         self,
