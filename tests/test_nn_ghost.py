@@ -340,7 +340,8 @@ def test_nets_ghost_and_vmap_train_the_same_model_with_the_same_privacy(data, cl
         ghost.module_.named_parameters(), vmap.module_.named_parameters(), strict=True
     ):
         torch.testing.assert_close(pg, pv, rtol=1e-4, atol=1e-5, msg=name)
-    np.testing.assert_allclose(ghost.history[:, "train_loss"], vmap.history[:, "train_loss"], rtol=1e-4)
+    # (The history records no training loss: an exact loss is not a release.)
+    np.testing.assert_allclose(ghost.predict_proba(X), vmap.predict_proba(X), rtol=1e-4, atol=1e-5)
 
 
 def test_regressor_ghost_matches_vmap(data):

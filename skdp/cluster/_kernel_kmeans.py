@@ -194,9 +194,10 @@ class DPKernelKMeans(_BaseDPLloyd):
     >>> from skdp.cluster import DPKernelKMeans
     >>> X, y = make_circles(n_samples=4000, factor=0.3, noise=0.05, random_state=0)
     >>> init = [[0.0, 0.0], [1.0, 0.0]]  # public: one point on each circle
-    >>> km = DPKernelKMeans(n_clusters=2, epsilon=3.0, gamma=5.0, init=init, random_state=0).fit(X)
+    >>> km = DPKernelKMeans(n_clusters=2, epsilon=3.0, gamma=5.0, n_components=500, init=init, random_state=0)
+    >>> km = km.fit(X)
     >>> km.cluster_centers_.shape
-    (2, 200)
+    (2, 500)
     >>> adjusted_rand_score(y, km.predict(X)) > 0.9
     True
     >>> km.privacy_spent_.epsilon <= 3.0
