@@ -28,9 +28,11 @@ import functools
 import io
 import numbers
 import pickle
+import re
 import traceback
 import types
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -309,3 +311,32 @@ def test_errors_never_quote_the_data(name):
             estimator.fit(rows, **case.fit_kwargs(rows))
     text = "".join(traceback.format_exception(info.value))
     assert SECRET not in text, f"{name} quotes the data in:\n{text}"
+
+
+def _holds_table():
+    """Rows of docs/guarantee.md's "What a fitted model holds" table: {estimator: names}."""
+    text = (Path(__file__).parents[1] / "docs" / "guarantee.md").read_text()
+    section = text.split("## What a fitted model holds", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) < 3 or not cells[1].strip().startswith("`DP"):
+            continue
+        names = set(re.findall(r"`([A-Za-z_]\w*_)`", "|".join(cells[2:])))
+        for estimator in re.findall(r"`(DP\w+)`", cells[1]):
+            rows[estimator] = names
+    return rows
+
+
+def test_docs_list_what_each_fitted_model_holds():
+    """The docs' table and each estimator's declaration name the same attributes."""
+    rows = _holds_table()
+    for cls in {type(case.estimator) for case in CASES.values()}:
+        documented = rows.get(cls.__name__)
+        assert documented is not None, f"docs/guarantee.md lists nothing for {cls.__name__}"
+        declared = {n for n in cls._released_attributes if not n.startswith("_")}
+        if cls.__name__.startswith("DPNeuralNet"):
+            declared -= {"y_ndim_"} if cls.__name__.endswith("Classifier") else set()
+        assert declared <= documented, f"{cls.__name__}: undocumented {sorted(declared - documented)}"
+        stale = documented - declared - {"privacy_spent_", "y_ndim_"}
+        assert not stale, f"{cls.__name__}: docs list attributes it does not hold: {sorted(stale)}"
