@@ -583,10 +583,6 @@ class DPGenerativeMixture(
         # draws and can be run back to them: the released clusterer keeps
         # none.  Its get_params() shows random_state=None.
         km.random_state = None
-        # Fitted state of the training rows (older DPKernelKMeans stored
-        # them), outside the guarantee: never part of the released clusterer.
-        for name in ("labels_", "inertia_"):
-            km.__dict__.pop(name, None)
         # The base mixin's per-fit ledger holds every event the clustering recorded.
         events = clustering_events_as_add_remove(km._privacy_ledger.events)
         for event in events:
