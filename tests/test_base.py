@@ -1,5 +1,8 @@
 """The DP estimator base: budget checks, leak warnings, the spent-never-above-request rule."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from sklearn.base import BaseEstimator
@@ -103,3 +106,20 @@ def test_check_generator_other_inputs():
         check_generator(True)
     with pytest.raises(ValueError, match="random_state"):
         check_generator("seed")
+
+
+def test_every_public_estimator_imports_from_the_top_level_without_torch():
+    # A fresh interpreter: the top level exports every estimator, and only
+    # touching a DP-SGD net imports torch.
+    code = (
+        "import sys, skdp\n"
+        "from skdp import DPBetaBernoulli, DPNaiveBayesHMM, DPGaussianMixture, DPKMeans, DPKernelKMeans\n"
+        "from skdp import DPSEPRegressor, DPGenerativeMixture\n"
+        "assert 'torch' not in sys.modules, 'import skdp imported torch'\n"
+        "assert set(skdp.__all__) <= set(dir(skdp))\n"
+        "from skdp import DPNeuralNetClassifier, DPNeuralNetRegressor\n"
+        "import skdp.nn\n"
+        "assert DPNeuralNetClassifier is skdp.nn.DPNeuralNetClassifier\n"
+        "assert 'torch' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
