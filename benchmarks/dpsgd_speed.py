@@ -158,7 +158,7 @@ def _poisson_batches(X, y, batch):
 
 def step_ours(X, y, batch, mode):
     from skdp.nn import DPSGDEngine, FixedClipping
-    from skdp.privacy import ADD_REMOVE, PrivacyAccountant
+    from skdp.privacy import ADD_REMOVE, PrivacyLedger
 
     torch.manual_seed(0)
     model = MLP(softmax=False)
@@ -176,7 +176,7 @@ def step_ours(X, y, batch, mode):
         batch_loss_fn=_ce_per_example,
         clipping_mode=mode,
     )
-    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
 
     def run():
         for xb, yb in batches:

@@ -10,7 +10,7 @@ import numpy as np
 
 from skdp import config_context
 from skdp.bayes import DPBetaBernoulli
-from skdp.privacy import GaussianMechanism, LaplaceMechanism, PrivacyAccountant
+from skdp.privacy import GaussianMechanism, LaplaceMechanism, PrivacyLedger
 
 
 def _time(fn, repeats=3):
@@ -31,10 +31,10 @@ def main():
     X = rng.binomial(1, 0.3, size=(10_000, 20))
     cases = {
         f"Laplace release, {n} values": lambda: LaplaceMechanism(1.0, 2.0).release(
-            np.zeros(n), rng, PrivacyAccountant()
+            np.zeros(n), rng, PrivacyLedger()
         ),
         f"Gaussian release, {n} values": lambda: GaussianMechanism(1.0, 2.0).release(
-            np.zeros(n), rng, PrivacyAccountant()
+            np.zeros(n), rng, PrivacyLedger()
         ),
         "DPBetaBernoulli fit, 10000 x 20": lambda: DPBetaBernoulli(random_state=0).fit(X),
     }

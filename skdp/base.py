@@ -8,7 +8,7 @@ The mixin owns the privacy life cycle of a fit, the same for every model:
    nothing if the request does not fit), and derive the noise generator from
    ``random_state``;
 2. during the fit: every release goes through a mechanism that records its
-   event on a fresh per-fit :class:`~skdp.privacy.PrivacyAccountant`;
+   event on a fresh per-fit :class:`~skdp.privacy.PrivacyLedger`;
 3. after the fit: ``privacy_spent_`` is read off that ledger, checked against
    the request, and the reservation is *settled* to it.
 
@@ -38,7 +38,7 @@ from sklearn.utils._param_validation import Interval
 from ._config import config_context
 from ._random import check_generator, generator_after_fit
 from .exceptions import PrivacyLeakWarning, without_data_values
-from .privacy import BudgetAccountant, PrivacyAccountant, PrivacySpent
+from .privacy import BudgetAccountant, PrivacyLedger, PrivacySpent
 from .privacy.events import REPLACE_ONE
 
 #: Constraints every DP estimator merges into its ``_parameter_constraints``.
@@ -60,7 +60,7 @@ SKLEARN_METADATA = frozenset({"n_features_in_", "feature_names_in_"})
 
 #: What every DP fit holds besides its own releases: the guarantee and the
 #: ledger of data-independent events it was computed from.
-PRIVACY_METADATA = frozenset({"privacy_spent_", "_privacy_ledger"})
+PRIVACY_METADATA = frozenset({"privacy_spent_", "privacy_ledger_"})
 
 #: How many random calls (``sample``, further posterior samples) were made
 #: since ``fit``: the user's own calls, counted so that an int ``random_state``
@@ -214,7 +214,7 @@ class DPEstimatorMixin:
 
     def _begin_private_fit(self, composition="rdp"):
         """Reserve the requested budget before touching data; return (ledger, rng)."""
-        ledger = PrivacyAccountant(composition=composition, neighbouring=self._neighbouring)
+        ledger = PrivacyLedger(composition=composition, neighbouring=self._neighbouring)
         rng = self._fit_generator()
         # Last: whatever fails after the reservation keeps it charged, so
         # nothing that can fail without the data comes after it.
@@ -259,7 +259,7 @@ class DPEstimatorMixin:
                 f"Internal error: the fit spent {tuple(spent)} > requested ({self.epsilon}, {self.delta})."
             )
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
-        self._privacy_ledger = ledger
+        self.privacy_ledger_ = ledger
         # Cannot raise BudgetExceededError: the amount is within the reservation.
         self._settle_budget(self.privacy_spent_)
 
@@ -274,8 +274,8 @@ class DPEstimatorMixin:
         fits.  ``privacy_spent_`` grows to the composition of everything
         released so far.
         """
-        trial = PrivacyAccountant(self._privacy_ledger.composition, self._neighbouring)
-        trial.events = list(self._privacy_ledger.events)
+        trial = PrivacyLedger(self.privacy_ledger_.composition, self._neighbouring)
+        trial.events = list(self.privacy_ledger_.events)
         for event in ledger_events:
             trial.record(event)
         total = trial.privacy_spent(self.delta)
@@ -287,6 +287,6 @@ class DPEstimatorMixin:
         )
         if self.accountant is not None:
             self.accountant.spend(*extra, self._neighbouring, type(self).__name__)
-        self._privacy_ledger = trial
+        self.privacy_ledger_ = trial
         self.privacy_spent_ = PrivacySpent(float(total.epsilon), float(total.delta))
         return trial

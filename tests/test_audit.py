@@ -108,10 +108,10 @@ def test_mu_lower_bound_on_known_gaussians():
 def test_gaussian_ledger_claims_its_gdp_and_others_do_not():
     X, _ = _cases._one_cluster_canary()
     model = _cases._dp_lloyd("gaussian", 2.0).set_params(random_state=0).fit(X)
-    events = model._privacy_ledger.events
+    events = model.privacy_ledger_.events
     expected = np.sqrt(sum(e.count / e.noise_multiplier**2 for e in events))
-    assert model._privacy_ledger.gaussian_dp_mu() == pytest.approx(expected)
-    assert _cases._dp_lloyd("laplace", 1.0).fit(X)._privacy_ledger.gaussian_dp_mu() is None
+    assert model.privacy_ledger_.gaussian_dp_mu() == pytest.approx(expected)
+    assert _cases._dp_lloyd("laplace", 1.0).fit(X).privacy_ledger_.gaussian_dp_mu() is None
 
 
 @pytest.mark.slow

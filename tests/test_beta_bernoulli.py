@@ -50,7 +50,7 @@ def test_laplace_posterior_is_prior_plus_projected_counts():
 
 def test_every_release_is_accounted():
     model = DPBetaBernoulli(epsilon=0.6, random_state=0).fit(_data(d=3))
-    events = model._privacy_ledger.events
+    events = model.privacy_ledger_.events
     assert len(events) == 3  # one release per feature
     assert all(e.noise_multiplier == pytest.approx(3 * 2 / 0.6 / 2) for e in events)
     assert model.privacy_spent_.epsilon == pytest.approx(0.6)
@@ -339,7 +339,7 @@ def test_feature_mismatch_at_score():
 def _same_fit(a, b):
     np.testing.assert_array_equal(a.noisy_counts_, b.noisy_counts_)
     assert a.privacy_spent_ == b.privacy_spent_
-    assert [type(e) for e in a._privacy_ledger.events] == [type(e) for e in b._privacy_ledger.events]
+    assert [type(e) for e in a.privacy_ledger_.events] == [type(e) for e in b.privacy_ledger_.events]
 
 
 def test_out_of_core_fit_equals_in_memory_fit(tmp_path):

@@ -333,7 +333,7 @@ def test_dp_fit_records_one_subsampled_event_per_step(recorded_releases, batch_s
     n_steps = math.ceil(n * T / n_batch)
     assert model.batch_size_ == n_batch == resolve_batch_size(batch_size, n)
     assert len(recorded_releases) == n_steps == model.n_iter_ == dpsep_n_steps(n, T, n_batch)
-    (event,) = model._privacy_ledger.events
+    (event,) = model.privacy_ledger_.events
     assert isinstance(event, SubsampledGaussianEvent)
     assert event.count == n_steps
     assert event.sampling == "without_replacement" and event.neighbouring == REPLACE_ONE

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from skdp.privacy import ADD_REMOVE, REPLACE_ONE, PrivacyAccountant, SubsampledGaussianEvent, compose
+from skdp.privacy import ADD_REMOVE, REPLACE_ONE, PrivacyLedger, SubsampledGaussianEvent, compose
 from skdp.privacy.subsampled_gaussian import SubsampledGaussianMechanism
 
 
@@ -22,7 +22,7 @@ def test_event_carries_sampling_and_relation():
 
 def test_release_adds_noise_of_the_stated_scale_and_records():
     mech = SubsampledGaussianMechanism(2.0, 3.0, sampling_rate=0.1)
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     n = 200_000
     out = mech.release(np.zeros(n), np.random.default_rng(0), ledger)
     assert abs(out.std() / 3.0 - 1) < 5 / math.sqrt(2 * n)
@@ -31,7 +31,7 @@ def test_release_adds_noise_of_the_stated_scale_and_records():
 
 def test_session_records_one_event_with_the_number_of_releases():
     mech = SubsampledGaussianMechanism(1.0, 2.0, sampling_rate=0.05)
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     rng = np.random.default_rng(1)
     outs = []
     with mech.session(rng, ledger) as release:
@@ -47,7 +47,7 @@ def test_session_records_one_event_with_the_number_of_releases():
 
 def test_session_records_partial_loops_and_rejects_nan():
     mech = SubsampledGaussianMechanism(1.0, 2.0, sampling_rate=0.05)
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     with pytest.raises(RuntimeError):
         with mech.session(np.random.default_rng(0), ledger) as release:
             release(np.zeros(3))
@@ -55,7 +55,7 @@ def test_session_records_partial_loops_and_rejects_nan():
             raise RuntimeError("interrupted")
     assert ledger.events[0].count == 2
     with pytest.raises(ValueError, match="NaN"):
-        with mech.session(np.random.default_rng(0), PrivacyAccountant()) as release:
+        with mech.session(np.random.default_rng(0), PrivacyLedger()) as release:
             release(np.array([np.nan]))
 
 

@@ -18,7 +18,7 @@ from skdp.cluster import DPKernelKMeans, DPKMeans
 from skdp.cluster import _lloyd as lloyd
 from skdp.cluster._kernel_kmeans import draw_fourier_weights, random_fourier_features
 from skdp.exceptions import PrivacyLeakWarning
-from skdp.privacy import BudgetAccountant, GaussianEvent, LaplaceEvent, PrivacyAccountant
+from skdp.privacy import BudgetAccountant, GaussianEvent, LaplaceEvent, PrivacyLedger
 from skdp.privacy import mechanisms as mech_module
 
 
@@ -213,7 +213,7 @@ def test_kernel_ledger_matches_plan(clip):
     X, _ = blobs(600)
     km = DPKernelKMeans(3, epsilon=1.0, n_components=50, clip=clip, max_iter=4, random_state=0).fit(X)
     z, w = km.noise_multiplier_, lloyd.count_noise_weight("gaussian", 50)
-    events = km._privacy_ledger.events
+    events = km.privacy_ledger_.events
     n_norm = int(clip == "auto")
     assert len(events) == 8 + n_norm
     assert all(type(e) is GaussianEvent and e.neighbouring == "replace_one" for e in events)
@@ -506,8 +506,8 @@ def test_ledger_is_fresh_per_fit():
     km = DPKMeans(3, data_norm=5.0, max_iter=2, random_state=0)
     km.fit(X)
     km.fit(X)
-    assert isinstance(km._privacy_ledger, PrivacyAccountant)
-    assert len(km._privacy_ledger) == 4
+    assert isinstance(km.privacy_ledger_, PrivacyLedger)
+    assert len(km.privacy_ledger_) == 4
 
 
 def test_huge_finite_rows_are_handled():
@@ -573,7 +573,7 @@ def test_auto_max_iter_in_fit_matches_rule_and_plan(Est):
     assert 1 < T <= lloyd.AUTO_MAX_ITER
     assert km.n_iter_ == T
     assert km.noise_multiplier_ == pytest.approx(z_of(T), rel=1e-12)
-    events = km._privacy_ledger.events
+    events = km.privacy_ledger_.events
     assert len(events) == 2 * T
     assert sorted(e.noise_multiplier for e in events) == pytest.approx(
         sorted([z_of(T)] * T + [w * z_of(T)] * T)

@@ -37,8 +37,8 @@ def assert_same_fit(a, b):
     np.testing.assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(a.noisy_counts_, b.noisy_counts_, rtol=1e-9, atol=1e-9)
     assert a.n_iter_ == b.n_iter_ and a.clip_bound_ == b.clip_bound_
-    assert [(type(e), e.count, e.noise_multiplier) for e in a._privacy_ledger.events] == [
-        (type(e), e.count, e.noise_multiplier) for e in b._privacy_ledger.events
+    assert [(type(e), e.count, e.noise_multiplier) for e in a.privacy_ledger_.events] == [
+        (type(e), e.count, e.noise_multiplier) for e in b.privacy_ledger_.events
     ]
     assert a.privacy_spent_ == b.privacy_spent_
 
@@ -205,7 +205,7 @@ def test_noise_added_once_per_statistic_per_iteration_whatever_the_chunks(est, m
     passes = chunk_passes
     ref = type(est)(**est.get_params()).fit(X)
     expected = 2 * ref.n_iter_ + ref._n_norm_selections()
-    assert len(releases) == expected == sum(e.count for e in ref._privacy_ledger.events)
+    assert len(releases) == expected == sum(e.count for e in ref.privacy_ledger_.events)
     assert not passes
     for n_chunks in (1, 5, 60):
         releases[:], passes[:] = [], []

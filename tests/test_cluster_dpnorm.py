@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from skdp.privacy import ADD_REMOVE, GaussianEvent, PrivacyAccountant
+from skdp.privacy import ADD_REMOVE, GaussianEvent, PrivacyLedger
 from skdp.privacy import mechanisms as mech_module
 from skdp.privacy.norm_selection import (
     dp_norm,
@@ -40,7 +40,7 @@ def test_bad_norms_rejected(bad):
 def test_bad_parameters_rejected(kwargs, name):
     args = {"c_max": 1.0, "n_bins": 10, **kwargs}
     with pytest.raises(ValueError, match=name):
-        dp_norm([0.5], args["c_max"], args["n_bins"], 1.0, np.random.default_rng(0), PrivacyAccountant())
+        dp_norm([0.5], args["c_max"], args["n_bins"], 1.0, np.random.default_rng(0), PrivacyLedger())
 
 
 def test_selects_mode_bin_and_records_one_event():
@@ -48,7 +48,7 @@ def test_selects_mode_bin_and_records_one_event():
     # 3000 norms in (0.6, 0.62], 1000 spread elsewhere: the mode bin wins by
     # far more than the noise (std sqrt(2) * 2 ~ 2.8 per bin).
     norms = np.r_[rng.uniform(0.601, 0.62, 3000), rng.uniform(0, 1.4, 1000)]
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     bound = dp_norm(norms, math.sqrt(2), 100, 2.0, rng, ledger)
     edges = norm_bin_edges(math.sqrt(2), 100)
     assert bound == edges[np.searchsorted(edges, 0.61)]
@@ -68,7 +68,7 @@ def test_histogram_noise_scale(monkeypatch, neighbouring, sensitivity):
 
     monkeypatch.setattr(mech_module._AdditiveMechanism, "release", spy)
     z = 3.0
-    ledger = PrivacyAccountant(neighbouring=neighbouring)
+    ledger = PrivacyLedger(neighbouring=neighbouring)
     dp_norm(np.full(10, 0.5), 1.0, 20000, z, np.random.default_rng(0), ledger, neighbouring=neighbouring)
     ((sens, scale, noise),) = seen
     assert sens == pytest.approx(sensitivity)
@@ -78,7 +78,7 @@ def test_histogram_noise_scale(monkeypatch, neighbouring, sensitivity):
 
 
 def test_event_helper_matches_release():
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     dp_norm([0.3, 0.4], 1.0, 10, 1.5, np.random.default_rng(0), ledger)
     assert ledger.events == [norm_selection_event(1.5)]
 

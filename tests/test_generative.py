@@ -215,9 +215,9 @@ def test_cluster_then_train_accounting_is_the_composition_of_its_parts():
     ).fit(X)
     km_events = [
         GaussianEvent(count=e.count, neighbouring=ADD_REMOVE, noise_multiplier=e.noise_multiplier)
-        for e in km._privacy_ledger.events
+        for e in km.privacy_ledger_.events
     ]
-    assert compose(km._privacy_ledger.events, 1e-5).epsilon == pytest.approx(0.4, rel=1e-3)
+    assert compose(km.privacy_ledger_.events, 1e-5).epsilon == pytest.approx(0.4, rel=1e-3)
     sgd = ClusterSampledGaussianEvent(
         count=gm.n_steps_,
         neighbouring=ADD_REMOVE,
@@ -240,7 +240,7 @@ def test_cluster_then_train_accounting_is_the_composition_of_its_parts():
     assert compose([*km_events, half], 1e-5).epsilon > 2.5
     assert compose([sgd], 1e-5).epsilon < total - 0.02
     # The fit's ledger holds one SGD event whose count is the number of steps taken.
-    (sgd_logged,) = [e for e in gm._privacy_ledger.events if isinstance(e, ClusterSampledGaussianEvent)]
+    (sgd_logged,) = [e for e in gm.privacy_ledger_.events if isinstance(e, ClusterSampledGaussianEvent)]
     assert sgd_logged.count == gm.n_steps_ == gm.cluster_steps_.sum()
 
 
@@ -273,7 +273,7 @@ def test_every_step_adds_noise_at_the_calibrated_multiplier(monkeypatch):
 def test_single_model_with_declared_size_spends_nothing_but_the_steps():
     gm = small(n_clusters=1, n_samples=160).fit(binary_data())
     assert gm.clusterer_ is None
-    assert all(isinstance(e, ClusterSampledGaussianEvent) for e in gm._privacy_ledger.events)
+    assert all(isinstance(e, ClusterSampledGaussianEvent) for e in gm.privacy_ledger_.events)
     assert gm.sampling_rates_[0] == pytest.approx(16 / 160)
     assert gm.n_steps_ == 2 * round(160 / 16)
 
@@ -495,7 +495,7 @@ def test_clusterer_keeps_no_seed(random_state):
     gm = small(random_state=rs).fit(binary_data())
     assert gm.clusterer_.get_params()["random_state"] is None
     # The clustering still spent its budget from the parent's noise.
-    assert any(isinstance(e, GaussianEvent) for e in gm._privacy_ledger.events)
+    assert any(isinstance(e, GaussianEvent) for e in gm.privacy_ledger_.events)
 
 
 def test_no_labels_of_training_rows_are_stored():
@@ -529,7 +529,7 @@ def test_pickled_model_holds_no_generator_seed_or_row(params, random_state):
 def test_released_attributes_are_exactly_what_a_fit_holds():
     for params in ({}, {"n_clusters": 1}):
         gm = small(**params).fit(binary_data())
-        fitted = {k for k in vars(gm) if k.endswith("_") and not k.startswith("__")} | {"_privacy_ledger"}
+        fitted = {k for k in vars(gm) if k.endswith("_") and not k.startswith("__")} | {"privacy_ledger_"}
         # sample() takes its own random_state, so no after-fit draw counter.
         assert fitted == set(type(gm)._release_surface()) - {"feature_names_in_", AFTER_FIT_COUNTER}
 
@@ -539,7 +539,7 @@ def test_single_model_plan_is_the_same_on_neighbouring_datasets():
     rows = binary_data(n=PRIME_ROWS + 1)
     fits = [small(n_clusters=1, n_samples=100, random_state=3).fit(data) for data in (rows, rows[:-1])]
     a, b = fits
-    assert a._privacy_ledger.events == b._privacy_ledger.events
+    assert a.privacy_ledger_.events == b.privacy_ledger_.events
     assert a.privacy_spent_ == b.privacy_spent_
     assert a.noise_multiplier_ == b.noise_multiplier_ and a.n_steps_ == b.n_steps_
     for name in ("sampling_rates_", "cluster_sizes_", "weights_", "cluster_steps_"):
@@ -552,7 +552,7 @@ def test_single_model_auto_size_is_a_noisy_accounted_count():
 
     n = PRIME_ROWS
     gm = small(n_clusters=1).fit(binary_data(n=n))
-    count, sgd = gm._privacy_ledger.events
+    count, sgd = gm.privacy_ledger_.events
     assert count == GaussianEvent(
         count=1, neighbouring=ADD_REMOVE, noise_multiplier=count_noise_multiplier(3.0, 1e-5)
     )
@@ -581,7 +581,7 @@ def test_fit_predict_returns_labels_under_the_released_model():
 def test_int_random_state_reproduces_the_fit_exactly(params):
     X = binary_data()
     a, b = small(**params).fit(X), small(**params).fit(X)
-    assert a._privacy_ledger.events == b._privacy_ledger.events
+    assert a.privacy_ledger_.events == b.privacy_ledger_.events
     assert a.noise_multiplier_ == b.noise_multiplier_
     np.testing.assert_array_equal(a.cluster_sizes_, b.cluster_sizes_)
     np.testing.assert_array_equal(a.cluster_steps_, b.cluster_steps_)

@@ -248,7 +248,7 @@ def test_counts_are_privatised_exactly_once_per_fit(monkeypatch, n_iter):
     for sensitivity, scale, _ in spy.laplace:
         assert sensitivity == 2.0
         assert scale == pytest.approx(2.0 * d / eps)
-    events = model._privacy_ledger.events
+    events = model.privacy_ledger_.events
     assert sum(e.count for e in events) == d
     assert all(isinstance(e, LaplaceEvent) and e.noise_multiplier == pytest.approx(d / eps) for e in events)
     assert model.privacy_spent_ == pytest.approx((eps, 0.0))
@@ -342,7 +342,7 @@ def test_ops_worst_case_accounts_every_gibbs_update(monkeypatch):
     eps_u = eps / (2 * n_iter)
     assert all(e == pytest.approx(eps_u) and s == pytest.approx(delta_u) for e, s in spy.exponential)
     assert model.temperature_ == pytest.approx(2 * delta_u / eps_u)
-    events = model._privacy_ledger.events
+    events = model.privacy_ledger_.events
     assert sum(e.count for e in events) == 2 * n_iter
     assert all(isinstance(e, PureDPEvent) for e in events)
     assert model.privacy_spent_ == pytest.approx((eps, 0.0))
@@ -388,7 +388,7 @@ def test_ops_converged_accounts_one_release_and_warns(monkeypatch):
             X, sequence_ids=seq, timesteps=ts
         )
     assert len(spy.exponential) == 1
-    assert sum(e.count for e in model._privacy_ledger.events) == 1
+    assert sum(e.count for e in model.privacy_ledger_.events) == 1
     delta_u = dirichlet_log_likelihood_sensitivity(N_CATEGORIES, 1 / (100 * np.array(N_CATEGORIES)))
     assert model.temperature_ == pytest.approx(2 * delta_u)
     assert model.privacy_spent_ == pytest.approx((1.0, 0.0))

@@ -62,8 +62,8 @@ def assert_same_fit(a, b):
     assert a.n_features_in_ == b.n_features_in_
     assert a.privacy_spent_ == b.privacy_spent_
     if a.mechanism != "none":
-        assert [(type(e), e.count) for e in a._privacy_ledger.events] == [
-            (type(e), e.count) for e in b._privacy_ledger.events
+        assert [(type(e), e.count) for e in a.privacy_ledger_.events] == [
+            (type(e), e.count) for e in b.privacy_ledger_.events
         ]
 
 
@@ -193,7 +193,7 @@ def test_laplace_releases_do_not_depend_on_the_number_of_chunks(n_components, la
     passes = chunk_passes
     ref = _model(n_components=n_components).fit(X, sequence_ids=s, timesteps=t)
     expected = list(releases)
-    assert len(expected) == X.shape[1] == sum(e.count for e in ref._privacy_ledger.events)
+    assert len(expected) == X.shape[1] == sum(e.count for e in ref.privacy_ledger_.events)
     assert not passes
     for n_chunks in (1, 5, 60):
         releases[:], passes[:] = [], []

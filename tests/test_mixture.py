@@ -333,7 +333,7 @@ def test_releases_follow_the_plan(monkeypatch, cov_type, estimator, mean_mechani
             assert mech.sensitivity == pytest.approx(expected)
         for mech, _, _ in block:
             assert mech.scale == pytest.approx(z * mech.sensitivity)
-    events = est._privacy_ledger.events
+    events = est.privacy_ledger_.events
     assert sum(e.count for e in events) == j * per_iter
     assert all(e.noise_multiplier == pytest.approx(z) for e in events)
 
@@ -435,7 +435,7 @@ def test_budget_split_meets_target(composition, mean_mechanism, releases):
     assert est.privacy_spent_.epsilon <= 0.8
     n_first, n_second = (2, 1) if releases == "joint" else (k + 1, k)
     z, n_rel = est.noise_multiplier_, j * (n_first + n_second)
-    events = est._privacy_ledger.events
+    events = est.privacy_ledger_.events
     first = LaplaceEvent if mean_mechanism == "laplace" else GaussianEvent
     types = [type(e) for e in events]
     assert len(events) == n_rel
@@ -452,7 +452,7 @@ def test_budget_split_meets_target(composition, mean_mechanism, releases):
 def test_rdp_spends_less_than_zcdp_and_advanced_for_the_same_noise():
     X = _blobs(50, seed=11)
     est = DPGaussianMixture(3, max_iter=10, data_norm=1.0, epsilon=1.0, random_state=0).fit(X)
-    events = est._privacy_ledger.events
+    events = est.privacy_ledger_.events
     rdp = compose(events, 1e-5, "rdp").epsilon
     zcdp = compose(events, 1e-5, "zcdp").epsilon
     adv = compose(events, 1e-5, "advanced").epsilon
@@ -482,7 +482,7 @@ def test_pure_dp_with_delta_zero():
             random_state=0,
         ).fit(X)
         assert est.privacy_spent_.delta == 0.0
-        assert all(isinstance(e, LaplaceEvent) for e in est._privacy_ledger.events)
+        assert all(isinstance(e, LaplaceEvent) for e in est.privacy_ledger_.events)
         # Basic composition of 3 iterations x 3 joint Laplace releases at multiplier z.
         assert 9 / est.noise_multiplier_ == pytest.approx(1.0, rel=1e-4)
 
@@ -748,7 +748,7 @@ def test_budget_split_shares_under_zcdp(split, mean_mechanism, expected):
         expected = expected[:2]
     assert cost / cost.sum() == pytest.approx(np.array(expected) / sum(expected), rel=1e-6)
     # Every release used its statistic's multiplier.
-    events = est._privacy_ledger.events
+    events = est.privacy_ledger_.events
     assert sum(e.count for e in events) == 3 * j
     got = sorted(e.noise_multiplier for e in events)
     want = sorted([z["weights"]] * j + [z["means"]] * j + [z["second_moments"]] * j)
@@ -791,7 +791,7 @@ def test_tied_releases_second_moment_once(monkeypatch, mean_mechanism, delta):
     assert mech.sensitivity == pytest.approx(expected_sens)
     assert mech.scale == pytest.approx(z["second_moments"] * expected_sens)
     assert est.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-4)
-    assert sum(e.count for e in est._privacy_ledger.events) == 2 * j + 1
+    assert sum(e.count for e in est.privacy_ledger_.events) == 2 * j + 1
     if delta:
         rho = j / (2 * z["weights"] ** 2) + j / (2 * z["means"] ** 2) + 1 / (2 * z["second_moments"] ** 2)
         assert rho + 2 * math.sqrt(rho * math.log(1 / delta)) == pytest.approx(1.0, rel=1e-4)

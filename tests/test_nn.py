@@ -41,7 +41,7 @@ from skdp.privacy import (  # noqa: E402
     ADD_REMOVE,
     BudgetAccountant,
     GaussianEvent,
-    PrivacyAccountant,
+    PrivacyLedger,
     SubsampledGaussianEvent,
     compose,
     gaussian_noise_multiplier,
@@ -168,7 +168,7 @@ def test_engine_noise_on_the_summed_gradient_is_sigma_times_clip():
         max_steps=100,
         generator=torch.Generator().manual_seed(1),
     )
-    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
     residuals = []
     for _ in range(40):
         engine.step((X, y), ledger)
@@ -192,7 +192,7 @@ def test_engine_refuses_steps_beyond_the_plan():
         clipping=FixedClipping(1.0),
         max_steps=2,
     )
-    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
     batch = (torch.randn(4, 3), torch.randint(0, 2, (4,)))
     engine.step(batch, ledger)
     engine.step(batch, ledger)
@@ -213,7 +213,7 @@ def test_empty_poisson_batch_still_gets_noise_and_an_event():
         max_steps=5,
         generator=torch.Generator().manual_seed(0),
     )
-    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
     res = engine.step((torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)), ledger)
     assert res.batch_size == 0 and len(ledger) == 1
     assert float(module.weight.grad.abs().sum()) > 0
@@ -294,7 +294,7 @@ def test_fit_privacy_spent_matches_calibration_and_ledger(data):
     assert net.privacy_spent_.epsilon == pytest.approx(1.5, rel=1e-5)
     assert net.privacy_spent_.delta == DELTA
     assert net.sampling_rate_ == 50 / 200 and net.n_steps_ == 3 * 4
-    events = net._privacy_ledger.events
+    events = net.privacy_ledger_.events
     assert sum(e.count for e in events) == net.n_steps_
     assert {e.noise_multiplier for e in events} == {net.noise_multiplier_}
     assert {e.sampling_rate for e in events} == {0.25}
@@ -386,8 +386,8 @@ def test_adaptive_fit_accounts_histogram_and_gradient_together(data):
     assert net.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-5)
     assert net.clip_noise_multiplier_ == pytest.approx(3.0 * net.noise_multiplier_)
     combined = combined_noise_multiplier(net.noise_multiplier_, net.clip_noise_multiplier_)
-    assert [e.noise_multiplier for e in net._privacy_ledger.events] == pytest.approx(
-        [combined] * len(net._privacy_ledger.events)
+    assert [e.noise_multiplier for e in net.privacy_ledger_.events] == pytest.approx(
+        [combined] * len(net.privacy_ledger_.events)
     )
     clip_norms = [b["clip_norm"] for epoch in net.history for b in epoch["batches"]]
     assert len(clip_norms) == net.n_steps_
@@ -636,7 +636,7 @@ def test_empirical_epsilon_of_one_step_does_not_exceed_the_claim():
         )
         x = torch.zeros(20 + n_extra, 1)
         x[20:] = 10.0  # gradient 10, clipped to C
-        ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+        ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
         out = np.empty(reps)
         for i in range(reps):
             engine.step((x,), ledger)
@@ -681,7 +681,7 @@ def test_declared_plan_is_the_same_on_n_and_n_plus_one_rows(data, budget):
     X, y = data
     nets = [_net(**budget).fit(X[:n], y[:n]) for n in (199, 200)]
     assert _plan_of(nets[0]) == _plan_of(nets[1])
-    assert nets[0]._privacy_ledger.events == nets[1]._privacy_ledger.events
+    assert nets[0].privacy_ledger_.events == nets[1].privacy_ledger_.events
     assert nets[0].privacy_spent_ == nets[1].privacy_spent_
     assert nets[0].history[:, "train_batch_count"] == nets[1].history[:, "train_batch_count"]
     # Declaring the size of the data reproduces the old plan: q = 50 / 200, 4 steps an epoch.
@@ -691,7 +691,7 @@ def test_declared_plan_is_the_same_on_n_and_n_plus_one_rows(data, budget):
 def test_auto_plan_is_post_processing_of_a_noisy_count_on_the_ledger(data):
     X, y = data
     net = _net(n_samples="auto", noise_multiplier=None, epsilon=1.5).fit(X, y)
-    count, steps = net._privacy_ledger.events[0], net._privacy_ledger.events[1:]
+    count, steps = net.privacy_ledger_.events[0], net.privacy_ledger_.events[1:]
     std = count_noise_multiplier(1.5, DELTA)
     assert count == dataset_size_event(std) == GaussianEvent(1, ADD_REMOVE, std)
     assert std == pytest.approx(10 * gaussian_noise_multiplier(1.5, DELTA))

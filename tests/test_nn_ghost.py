@@ -21,7 +21,7 @@ from skdp.nn import (  # noqa: E402
     find_unsupported_layer,
 )
 from skdp.nn._ghost import _synthetic_batch, linear_form_sq_norms  # noqa: E402
-from skdp.privacy import ADD_REMOVE, PrivacyAccountant  # noqa: E402
+from skdp.privacy import ADD_REMOVE, PrivacyLedger  # noqa: E402
 
 F64 = torch.float64
 
@@ -236,7 +236,7 @@ def test_unsupported_layer_falls_back_to_vmap_once_with_its_name():
         warnings.simplefilter("error")
         for _ in range(3):
             engine.step(
-                (torch.randn(6, 5), torch.randint(0, 3, (6,))), PrivacyAccountant(neighbouring=ADD_REMOVE)
+                (torch.randn(6, 5), torch.randint(0, 3, (6,))), PrivacyLedger(neighbouring=ADD_REMOVE)
             )
 
 
@@ -285,7 +285,7 @@ def test_engine_noise_is_sigma_times_clip_in_both_modes(mode):
     C, sigma, L = 0.3, 1.7, 4.0
     clipped = VmapPerExampleGradients().clipped_sum(module, _loss, (x, y), lambda n: C).grads
     engine = _engine(module, clipping_mode=mode, clipping=FixedClipping(C), noise_multiplier=sigma)
-    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
     residuals = []
     for _ in range(50):
         engine.step((x, y), ledger)
@@ -298,7 +298,7 @@ def test_engine_noise_is_sigma_times_clip_in_both_modes(mode):
 def test_ghost_engine_empty_batch_gets_noise_and_an_event():
     module = _mlp()
     engine = _engine(module)
-    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
     res = engine.step((torch.zeros(0, 5), torch.zeros(0, dtype=torch.long)), ledger)
     assert res.batch_size == 0 and len(ledger) == 1
     assert all(float(p.grad.abs().sum()) > 0 for p in module.parameters())
@@ -331,7 +331,7 @@ def test_nets_ghost_and_vmap_train_the_same_model_with_the_same_privacy(data, cl
     vmap = _net(clipping_mode="vmap", **kw).fit(X, y)
     assert ghost.clipping_mode_ == "ghost" and vmap.clipping_mode_ == "vmap"
     assert ghost.privacy_spent_ == vmap.privacy_spent_
-    assert ghost._privacy_ledger.events == vmap._privacy_ledger.events
+    assert ghost.privacy_ledger_.events == vmap.privacy_ledger_.events
     # Same seeds, same clipped sums up to rounding: the same noisy steps and parameters.
     clip_g = [b["clip_norm"] for e in ghost.history for b in e["batches"]]
     clip_v = [b["clip_norm"] for e in vmap.history for b in e["batches"]]
@@ -403,7 +403,7 @@ def test_engine_refuses_to_step_under_secure_noise():
     with config_context(secure_noise=True), pytest.raises(ValueError, match="secure_noise=True"):
         _engine(module)
     engine = _engine(module)
-    ledger = PrivacyAccountant(neighbouring=ADD_REMOVE)
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
     with config_context(secure_noise=True), pytest.raises(ValueError, match="floating-point"):
         engine.step((torch.randn(4, 5), torch.randint(0, 3, (4,))), ledger)
     assert len(ledger) == 0 and all(p.grad is None for p in module.parameters())
@@ -584,7 +584,7 @@ def _summed_clipped_step(module, x, y, C, mode=None):
         noise_multiplier=1e-12,
         expected_batch_size=1.0,
     )
-    engine.step((x, y), PrivacyAccountant(neighbouring=ADD_REMOVE))
+    engine.step((x, y), PrivacyLedger(neighbouring=ADD_REMOVE))
     return torch.cat([p.grad.flatten() for p in module.parameters()]), engine
 
 

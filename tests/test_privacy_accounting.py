@@ -15,7 +15,7 @@ from skdp.privacy import (
     DiscreteGaussianEvent,
     GaussianEvent,
     LaplaceEvent,
-    PrivacyAccountant,
+    PrivacyLedger,
     PureDPEvent,
     SubsampledGaussianEvent,
     _autodp,
@@ -172,7 +172,7 @@ def test_pure_history_is_basic_with_zero_delta():
 
 def test_subsampled_composition_matches_dp_accounting():
     sigma, q, steps, delta = 1.1, 0.01, 2000, 1e-5
-    acc = PrivacyAccountant("rdp", neighbouring=ADD_REMOVE)
+    acc = PrivacyLedger("rdp", neighbouring=ADD_REMOVE)
     acc.record(
         SubsampledGaussianEvent(count=steps, neighbouring=ADD_REMOVE, noise_multiplier=sigma, sampling_rate=q)
     )
@@ -210,14 +210,14 @@ def test_basic_splits_delta_over_gaussian_uses():
 
 def test_neighbouring_relations():
     lap = LaplaceEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=2.0)
-    acc = PrivacyAccountant("basic", neighbouring=REPLACE_ONE)
+    acc = PrivacyLedger("basic", neighbouring=REPLACE_ONE)
     acc.record(lap)
     # A replacement is a removal and an addition: twice the add/remove epsilon.
     assert acc.privacy_spent(0).epsilon == pytest.approx(1.0)
     with pytest.raises(ValueError, match="cannot be converted"):
-        PrivacyAccountant(neighbouring=ADD_REMOVE).record(LaplaceEvent(1, REPLACE_ONE, 2.0))
+        PrivacyLedger(neighbouring=ADD_REMOVE).record(LaplaceEvent(1, REPLACE_ONE, 2.0))
     with pytest.raises(ValueError, match="cannot be converted"):
-        PrivacyAccountant(neighbouring=REPLACE_ONE).record(
+        PrivacyLedger(neighbouring=REPLACE_ONE).record(
             SubsampledGaussianEvent(1, ADD_REMOVE, noise_multiplier=1.0, sampling_rate=0.1)
         )
     with pytest.raises(ValueError, match="different relations"):
@@ -228,12 +228,12 @@ def test_neighbouring_relations():
 
 def test_accountant_validation_and_pickle():
     with pytest.raises(ValueError, match="composition"):
-        PrivacyAccountant("moments")
+        PrivacyLedger("moments")
     with pytest.raises(TypeError, match="PrivacyEvent"):
-        PrivacyAccountant().record((1.0, 0.0))
+        PrivacyLedger().record((1.0, 0.0))
     with pytest.raises(ValueError, match="noise_multiplier"):
         GaussianEvent(1, REPLACE_ONE, noise_multiplier=0.0)
-    acc = PrivacyAccountant("zcdp")
+    acc = PrivacyLedger("zcdp")
     acc.record(GaussianEvent(2, REPLACE_ONE, 1.0))
     assert pickle.loads(pickle.dumps(acc)).privacy_spent(1e-5) == acc.privacy_spent(1e-5)
     assert len(acc) == 2
@@ -290,3 +290,15 @@ def test_discrete_gaussian_vector_release_is_within_its_rdp_curve(sigma2):
     exact = np.array([sum(_discrete_gaussian_renyi(sigma2, k, a) for k in shift) for a in orders])
     bound = DiscreteGaussianEvent(1, REPLACE_ONE, noise_multiplier=multiplier).rdp(orders)
     assert np.all(exact <= bound * (1 + 1e-9)), (exact, bound)
+
+
+def test_privacy_accountant_is_a_deprecated_alias_of_privacy_ledger():
+    import skdp.privacy
+    from skdp.privacy import PrivacyLedger
+
+    with pytest.warns(FutureWarning, match="renamed PrivacyLedger"):
+        alias = skdp.privacy.PrivacyAccountant
+    assert alias is PrivacyLedger
+    with pytest.warns(FutureWarning):
+        from skdp.privacy.accountant import PrivacyAccountant
+    assert PrivacyAccountant is PrivacyLedger

@@ -14,7 +14,7 @@ from skdp.privacy import (
     GaussianMechanism,
     LaplaceEvent,
     LaplaceMechanism,
-    PrivacyAccountant,
+    PrivacyLedger,
     SubsampledGaussianEvent,
     SymmetricMatrixGaussianMechanism,
     SymmetricMatrixLaplaceMechanism,
@@ -39,7 +39,7 @@ def test_laplace_noise_scale():
     rng = np.random.default_rng(0)
     mech = LaplaceMechanism.from_epsilon(0.5, sensitivity=2.0, n_uses=4)  # scale 16
     assert mech.scale == pytest.approx(16.0)
-    ledger = PrivacyAccountant("basic")
+    ledger = PrivacyLedger("basic")
     noisy = mech.release(np.full(N_DRAWS, 100.0), rng, ledger)
     # Laplace(b) has std sqrt(2) b and kurtosis 6.
     assert np.std(noisy - 100) == pytest.approx(math.sqrt(2) * 16, rel=_std_tolerance(6))
@@ -51,7 +51,7 @@ def test_laplace_noise_scale():
 def test_gaussian_noise_scale_and_event():
     rng = np.random.default_rng(1)
     mech = GaussianMechanism(sensitivity=0.5, scale=2.0)
-    ledger = PrivacyAccountant("rdp")
+    ledger = PrivacyLedger("rdp")
     noisy = mech.release(np.zeros(N_DRAWS), rng, ledger)
     assert np.std(noisy) == pytest.approx(2.0, rel=_std_tolerance(3))
     assert ledger.events == [GaussianEvent(count=1, neighbouring=REPLACE_ONE, noise_multiplier=4.0)]
@@ -59,7 +59,7 @@ def test_gaussian_noise_scale_and_event():
 
 def test_release_rejects_non_finite():
     with pytest.raises(ValueError, match="NaN or infinity"):
-        LaplaceMechanism(1.0, 1.0).release([1.0, np.nan], np.random.default_rng(), PrivacyAccountant())
+        LaplaceMechanism(1.0, 1.0).release([1.0, np.nan], np.random.default_rng(), PrivacyLedger())
     with pytest.raises(ValueError, match="sensitivity"):
         LaplaceMechanism(0.0, 1.0)
     with pytest.raises(ValueError, match="scale"):
@@ -123,7 +123,7 @@ def test_symmetric_matrix_gaussian_noise():
     rng = np.random.default_rng(2)
     d = 4
     mech = SymmetricMatrixGaussianMechanism(sensitivity=2.0, scale=1.5)
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     draws = np.array([mech.release(np.eye(d), rng, ledger) - np.eye(d) for _ in range(5000)])
     assert np.allclose(draws, np.transpose(draws, (0, 2, 1)))
     iu = np.triu_indices(d)
@@ -140,12 +140,12 @@ def test_symmetric_matrix_gaussian_noise():
 def test_symmetric_matrix_laplace_and_validation():
     rng = np.random.default_rng(3)
     mech = SymmetricMatrixLaplaceMechanism(sensitivity=1.0, scale=0.5)
-    out = mech.release(np.zeros((3, 3)), rng, PrivacyAccountant("basic"))
+    out = mech.release(np.zeros((3, 3)), rng, PrivacyLedger("basic"))
     assert np.allclose(out, out.T)
     with pytest.raises(ValueError, match="square"):
-        mech.release(np.zeros((2, 3)), rng, PrivacyAccountant())
+        mech.release(np.zeros((2, 3)), rng, PrivacyLedger())
     with pytest.raises(ValueError, match="symmetric"):
-        mech.release(np.triu(np.ones((3, 3))), rng, PrivacyAccountant())
+        mech.release(np.triu(np.ones((3, 3))), rng, PrivacyLedger())
 
 
 def test_project_to_psd():
@@ -162,7 +162,7 @@ def test_histogram_sensitivity_and_mode():
     assert histogram_sensitivity(1, ADD_REMOVE) == 1.0
     counts = np.array([0, 0, 500, 3, 0.0])
     mech = GaussianMechanism(histogram_sensitivity(2), scale=5.0)
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     assert noisy_histogram_mode(counts, mech, np.random.default_rng(0), ledger) == 2
     assert len(ledger) == 1
 
@@ -172,7 +172,7 @@ def test_exponential_mechanism_distribution():
     assert mech.temperature == pytest.approx(1.0)
     u = np.array([0.0, 1.0, 2.0])
     rng = np.random.default_rng(4)
-    ledger = PrivacyAccountant("basic")
+    ledger = PrivacyLedger("basic")
     picks = np.bincount([mech.select(u, rng, ledger) for _ in range(6000)], minlength=3)
     expected = np.exp(u) / np.exp(u).sum() * 6000
     assert stats.chisquare(picks, expected).pvalue > 1e-3

@@ -252,11 +252,11 @@ def test_ledger_plan_is_public(name, case, params):
             params = dict(params, n_samples=N_ROWS)
         pair = (rows, rows[:-1])
     fits = [_fit(case, params, 3, rows=data) for data in pair]
-    if not hasattr(fits[0], "_privacy_ledger"):
+    if not hasattr(fits[0], "privacy_ledger_"):
         # A non-private reference mode: it claims nothing, and says so.
         assert all(f.privacy_spent_.epsilon == np.inf for f in fits)
         return
-    events = [f._privacy_ledger.events for f in fits]
+    events = [f.privacy_ledger_.events for f in fits]
     assert events[0] == events[1], f"{name}: the plan depends on the data"
     assert fits[0].privacy_spent_ == fits[1].privacy_spent_
 

@@ -195,7 +195,7 @@ def test_noise_added_once_per_statistic_per_iteration_whatever_the_chunks(monkey
         fits.append(est.fit(as_chunked(X, chunk_size=-(-len(X) // n_chunks))))
         assert counter.calls == per_fit(j)
         assert len(passes) == j
-        assert sum(e.count for e in est._privacy_ledger.events) == per_fit(j)
+        assert sum(e.count for e in est.privacy_ledger_.events) == per_fit(j)
     for other in fits[1:]:
         _assert_same_fit(other, fits[0])
 
@@ -243,8 +243,8 @@ def _same_counts(a, b):
     np.testing.assert_array_equal(a.noisy_counts_, b.noisy_counts_)
     np.testing.assert_array_equal(a.posterior_sample_, b.posterior_sample_)
     assert a.privacy_spent_ == b.privacy_spent_
-    assert [(type(e), e.count) for e in a._privacy_ledger.events] == [
-        (type(e), e.count) for e in b._privacy_ledger.events
+    assert [(type(e), e.count) for e in a.privacy_ledger_.events] == [
+        (type(e), e.count) for e in b.privacy_ledger_.events
     ]
 
 
@@ -303,7 +303,7 @@ def test_beta_bernoulli_noise_added_once_whatever_the_chunks(monkeypatch, mechan
         est = DPBetaBernoulli(mechanism=mechanism, random_state=0)
         est.fit(as_chunked(X, chunk_size=-(-len(X) // n_chunks)))
         assert counter.calls == expected and len(passes) == 1
-        assert sum(e.count for e in est._privacy_ledger.events) == expected
+        assert sum(e.count for e in est.privacy_ledger_.events) == expected
         if mechanism == "laplace":
             _same_counts(est, ref)
         np.testing.assert_array_equal(est.posterior_sample_, ref.posterior_sample_)

@@ -26,7 +26,7 @@ from skdp.privacy import (
     GaussianMechanism,
     LaplaceEvent,
     LaplaceMechanism,
-    PrivacyAccountant,
+    PrivacyLedger,
     compose,
 )
 from skdp.privacy.secure import bernoulli_exp, discrete_gaussian, discrete_laplace, grid_step
@@ -63,7 +63,7 @@ def test_discrete_laplace_and_gaussian_pmfs():
 )
 def test_secure_release_has_the_claimed_scale_on_a_data_independent_grid(mechanism, std):
     rng = np.random.default_rng(2)
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     with config_context(secure_noise=True):
         out = mechanism.release(np.full(N, 0.123456789), rng, ledger)
     assert get_config()["secure_noise"] is False  # the context restores the setting
@@ -88,7 +88,7 @@ def _event_impossible_under_one(outputs):
 def _outputs(value, secure, seed):
     rng = np.random.default_rng(seed)
     with config_context(secure_noise=secure):
-        return LaplaceMechanism(1.0, 1.0).release(np.full(N, value), rng, PrivacyAccountant())
+        return LaplaceMechanism(1.0, 1.0).release(np.full(N, value), rng, PrivacyLedger())
 
 
 def test_floating_point_attack_breaks_naive_laplace_but_not_secure():
@@ -159,7 +159,7 @@ def test_every_estimator_honours_secure_noise(name):
             assert not hasattr(model, "privacy_spent_")
             return
         model.fit(X, **case.fit_kwargs(X))
-    events = model._privacy_ledger.events
+    events = model.privacy_ledger_.events
     assert events and all(_is_secure_event(e) for e in events), events
     assert model.privacy_spent_.epsilon <= model.epsilon * (1 + 1e-9)
     # Control: the same fit in floating point is caught by the same check (a
@@ -167,7 +167,7 @@ def test_every_estimator_honours_secure_noise(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = clone(case.estimator).set_params(secure_noise=False).fit(X, **case.fit_kwargs(X))
-    assert not any(_is_secure_event(e) for e in plain._privacy_ledger.events)
+    assert not any(_is_secure_event(e) for e in plain.privacy_ledger_.events)
 
 
 @pytest.mark.parametrize("name", ["DPKMeans", "DPKernelKMeans"])
@@ -180,19 +180,19 @@ def test_calibration_cache_follows_the_noise_setting(name):
     with config_context(secure_noise=True):
         secure = clone(case.estimator).fit(X)
     assert secure.privacy_spent_.epsilon <= secure.epsilon * (1 + 1e-9)
-    secure_noise = np.array([e.noise_multiplier for e in secure._privacy_ledger.events])
-    plain_noise = np.array([e.noise_multiplier for e in plain._privacy_ledger.events])
+    secure_noise = np.array([e.noise_multiplier for e in secure.privacy_ledger_.events])
+    plain_noise = np.array([e.noise_multiplier for e in plain.privacy_ledger_.events])
     assert np.all(secure_noise > plain_noise)
 
 
 def test_per_estimator_setting_overrides_the_package_setting():
     X = np.random.default_rng(2).normal(size=(80, 2))
     secure = DPKMeans(n_clusters=2, data_norm=3.0, secure_noise=True, random_state=0).fit(X)
-    assert {type(e) for e in secure._privacy_ledger.events} == {DiscreteGaussianEvent}
+    assert {type(e) for e in secure.privacy_ledger_.events} == {DiscreteGaussianEvent}
     assert get_config()["secure_noise"] is False  # the fit's setting does not leak out
     with config_context(secure_noise=True):
         plain = DPKMeans(n_clusters=2, data_norm=3.0, secure_noise=False, random_state=0).fit(X)
-    assert {type(e).__name__ for e in plain._privacy_ledger.events} == {"GaussianEvent"}
+    assert {type(e).__name__ for e in plain.privacy_ledger_.events} == {"GaussianEvent"}
     for model in (secure, plain):
         assert model.privacy_spent_.epsilon <= 1.0 + 1e-9
     # Counts released on the discrete-Laplace grid only when asked for.
@@ -210,7 +210,7 @@ def test_laplace_events_record_whether_the_noise_was_discrete():
     rng = np.random.default_rng(7)
     mechanism = LaplaceMechanism(2.0, 4.0)
     for secure, expected in ((False, LaplaceEvent), (True, DiscreteLaplaceEvent)):
-        ledger = PrivacyAccountant()
+        ledger = PrivacyLedger()
         with config_context(secure_noise=secure):
             mechanism.release(np.zeros(3), rng, ledger)
             # Calibration costs a planned Laplace release like the one that will be recorded.
@@ -314,7 +314,7 @@ def test_exponential_mechanism_refuses_secure_noise_before_recording():
     from skdp.privacy import ExponentialMechanism
 
     mechanism = ExponentialMechanism(1.0, 1.0)
-    ledger = PrivacyAccountant()
+    ledger = PrivacyLedger()
     rng = np.random.default_rng(0)
     with config_context(secure_noise=True):
         with pytest.raises(ValueError, match="secure_noise"):
@@ -418,7 +418,7 @@ def test_config_context_restores_and_stays_in_its_thread(restore_config):
 
 def _record_events_scorer(log):
     def scorer(estimator, X, y=None):
-        log.append((threading.get_ident(), [type(e).__name__ for e in estimator._privacy_ledger.events]))
+        log.append((threading.get_ident(), [type(e).__name__ for e in estimator.privacy_ledger_.events]))
         return 0.0
 
     return scorer
@@ -471,7 +471,7 @@ def test_loky_workers_started_after_set_config_follow_it_and_stale_ones_are_flag
         # this test module (and the optional torch estimators of _registry).
         X = np.random.default_rng(seed).binomial(1, 0.4, size=(50, 2))
         model = DPBetaBernoulli(random_state=seed).fit(X)
-        events = model._privacy_ledger.events
+        events = model.privacy_ledger_.events
         return get_config()["secure_noise"], [type(e).__name__ == "DiscreteLaplaceEvent" for e in events]
 
     _shutdown_loky_executor()

@@ -25,7 +25,7 @@ class AuditResult:
     claimed_mu : float or None
         When every release of the fit is a plain Gaussian mechanism, the
         ``mu`` of the Gaussian DP its ledger implies
-        (:meth:`~skdp.privacy.PrivacyAccountant.gaussian_dp_mu`): the exact
+        (:meth:`~skdp.privacy.PrivacyLedger.gaussian_dp_mu`): the exact
         tradeoff curve behind ``privacy_spent_``.  None otherwise.
     mu_lower_bound : float or None
         Empirical lower bound on ``mu`` (:func:`mu_lower_bound`), when
@@ -74,7 +74,7 @@ def audit(
 
     When every release of the fit is a plain Gaussian mechanism, its ledger
     claims more than ``(epsilon, delta)``: the exact tradeoff curve of
-    ``mu``-GDP (:meth:`~skdp.privacy.PrivacyAccountant.gaussian_dp_mu`).  The
+    ``mu``-GDP (:meth:`~skdp.privacy.PrivacyLedger.gaussian_dp_mu`).  The
     same tests then also bound ``mu`` from below (:func:`mu_lower_bound`),
     which has power where a threshold test at ``delta = 1e-5`` has none: a
     Gaussian release with half its recorded noise is refuted in a few
@@ -120,7 +120,7 @@ def audit(
             model = clone(estimator).set_params(random_state=seed).fit(*args, **fit_params)
             scores[which].append(float(statistic(model)))
             claimed = max(claimed, tuple(model.privacy_spent_))
-            ledger = getattr(model, "_privacy_ledger", None)
+            ledger = getattr(model, "privacy_ledger_", None)
             mus.append(None if ledger is None else ledger.gaussian_dp_mu())
     delta = claimed[1]
     a, b = np.array(scores[0]), np.array(scores[1])

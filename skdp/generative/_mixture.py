@@ -421,7 +421,7 @@ class DPGenerativeMixture(
     _neighbouring = ADD_REMOVE
 
     # Everything a fitted model holds besides its parameters (and
-    # n_features_in_, feature_names_in_, privacy_spent_, _privacy_ledger).
+    # n_features_in_, feature_names_in_, privacy_spent_, privacy_ledger_).
     # No labels_: the partition of the training rows is an exact function of
     # every row; fit_predict returns it, never stores it.
     _released_attributes = frozenset(
@@ -584,7 +584,7 @@ class DPGenerativeMixture(
         # none.  Its get_params() shows random_state=None.
         km.random_state = None
         # The base mixin's per-fit ledger holds every event the clustering recorded.
-        events = clustering_events_as_add_remove(km._privacy_ledger.events)
+        events = clustering_events_as_add_remove(km.privacy_ledger_.events)
         for event in events:
             ledger.record(event)
         return events, km.predict(X), np.asarray(km.noisy_counts_, dtype=float), km

@@ -38,7 +38,7 @@ from skorch.utils import TeeGenerator, is_dataset, to_tensor
 from .._random import check_generator
 from ..base import DPEstimatorMixin, errors_without_data_values, warn_privacy_leak
 from ..exceptions import PrivacyLeakWarning
-from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacyAccountant, PrivacySpent, compose
+from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacyLedger, PrivacySpent, compose
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._engine import (
@@ -323,7 +323,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         batch_size = self._batch_size_param()
         ratio = self.clipping_noise_ratio if self.clipping == "adaptive" else None
         state = SimpleNamespace(
-            ledger=PrivacyAccountant(composition="rdp", neighbouring=self._neighbouring),
+            ledger=PrivacyLedger(composition="rdp", neighbouring=self._neighbouring),
             rng=check_generator(self.random_state),
             batch_size=batch_size,
             ratio=ratio,
@@ -405,7 +405,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # and a run never takes more steps than planned.
         spent = ledger.privacy_spent(self.delta)
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
-        self._privacy_ledger = ledger
+        self.privacy_ledger_ = ledger
         if state.extra_reservation is None:
             self._settle_budget(self.privacy_spent_)
             return

@@ -4,7 +4,7 @@ Estimators ask this package for every noise scale and every composition; they
 never compute one inline.
 """
 
-from .accountant import COMPOSITIONS, PrivacyAccountant, PrivacySpent, compose
+from .accountant import COMPOSITIONS, PrivacyLedger, PrivacySpent, compose
 from .budget import BudgetAccountant, BudgetReservation
 from .calibration import (
     calibrate_noise_multiplier,
@@ -58,7 +58,7 @@ __all__ = [
     "GaussianMechanism",
     "LaplaceEvent",
     "LaplaceMechanism",
-    "PrivacyAccountant",
+    "PrivacyLedger",
     "PrivacyEvent",
     "PrivacySpent",
     "PureDPEvent",
@@ -84,3 +84,12 @@ __all__ = [
     "rdp_to_epsilon",
     "zcdp_to_epsilon",
 ]
+
+
+def __getattr__(name):
+    # PEP 562: deprecated names, resolved (with their warning) by their module.
+    if name == "PrivacyAccountant":
+        from . import accountant
+
+        return accountant.PrivacyAccountant
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,7 @@ when that is smaller: every bound here is valid, so the smallest one is.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -133,7 +134,7 @@ def compose(events, delta, composition="rdp"):
     return PrivacySpent(float(_COMPOSE[composition](events, delta)), float(delta))
 
 
-class PrivacyAccountant:
+class PrivacyLedger:
     """Ledger of the privacy events of one fit.
 
     Estimators create one per call to ``fit``; every noisy release records its
@@ -190,6 +191,20 @@ class PrivacyAccountant:
 
     def __repr__(self):
         return (
-            f"PrivacyAccountant(composition={self.composition!r}, "
+            f"PrivacyLedger(composition={self.composition!r}, "
             f"neighbouring={self.neighbouring!r}, n_events={len(self)})"
         )
+
+
+def __getattr__(name):
+    # PEP 562: the old name of PrivacyLedger, kept for one release.
+    if name == "PrivacyAccountant":
+        warnings.warn(
+            "PrivacyAccountant was renamed PrivacyLedger (the per-fit ledger, not to be confused "
+            "with the accountant= parameter, a BudgetAccountant); the old name will be removed in "
+            "the next release.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return PrivacyLedger
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,7 +5,7 @@ neighbouring relation the sensitivity was derived under.  With
 ``skdp.config_context(secure_noise=True)`` its noise is sampled exactly on a
 grid (:mod:`skdp.privacy.secure`) instead of in floating point.  Its only way to
 touch data is :meth:`release`, which records the mechanism's privacy event on
-the fit's :class:`~skdp.privacy.PrivacyAccountant` before returning the noisy
+the fit's :class:`~skdp.privacy.PrivacyLedger` before returning the noisy
 value, so a release can never escape the accounting.
 """
 

@@ -79,7 +79,7 @@ def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, accountant, neighbourin
     noise_multiplier : float
         Gaussian noise std over the histogram's L2 sensitivity (``sigma_C``).
     rng : numpy.random.Generator
-    accountant : PrivacyAccountant
+    accountant : PrivacyLedger
         The fit's ledger; one :class:`~skdp.privacy.GaussianEvent` is recorded.
     neighbouring : {"replace_one", "add_remove"}, default="replace_one"
 
@@ -91,10 +91,10 @@ def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, accountant, neighbourin
     Examples
     --------
     >>> import numpy as np
-    >>> from skdp.privacy import PrivacyAccountant
+    >>> from skdp.privacy import PrivacyLedger
     >>> from skdp.privacy.norm_selection import dp_norm
     >>> norms = np.full(1000, 0.73)
-    >>> ledger = PrivacyAccountant()
+    >>> ledger = PrivacyLedger()
     >>> dp_norm(norms, 1.0, 100, 2.0, np.random.default_rng(0), ledger)
     0.73
     >>> len(ledger)

@@ -96,9 +96,9 @@ class SubsampledGaussianMechanism(GaussianMechanism):
         Examples
         --------
         >>> import numpy as np
-        >>> from skdp.privacy import PrivacyAccountant
+        >>> from skdp.privacy import PrivacyLedger
         >>> mech = SubsampledGaussianMechanism(1.0, 2.0, sampling_rate=0.01)
-        >>> ledger = PrivacyAccountant()
+        >>> ledger = PrivacyLedger()
         >>> with mech.session(np.random.default_rng(0), ledger) as release:
         ...     for _ in range(3):
         ...         _ = release(np.zeros(2))
