@@ -724,3 +724,23 @@ def test_net_with_batch_mixing_module_falls_back_with_one_notice(data):
         net = _net(module=Centred, criterion=torch.nn.CrossEntropyLoss, classes=[0, 1, 2]).fit(X, y)
     assert len([w for w in record if w.category is GhostClippingFallbackWarning]) == 1
     assert net.clipping_mode_ == "vmap"
+
+
+def test_overflowing_norms_clip_to_zero_not_nan():
+    # One row of 6e18 (found by the hostile-input suite): in float32 the
+    # activation's squared norm overflows to inf and meets the zero output
+    # gradient of a ReLU that is off, inf * 0 = NaN.  The example must count
+    # as infinitely large (factor 0, contribution 0 <= C), not poison the sum.
+    X = np.full((1, 9), 6.1489146e18)
+    net = DPNeuralNetClassifier(
+        classes=[0, 1],
+        noise_multiplier=1.0,
+        epsilon=None,
+        max_epochs=1,
+        batch_size=16,
+        random_state=0,
+        verbose=0,
+    ).fit(X, np.array([1]))
+    assert net.clipping_mode_ == "ghost"
+    for name, p in net.module_.named_parameters():
+        assert torch.isfinite(p).all(), name

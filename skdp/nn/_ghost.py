@@ -48,6 +48,7 @@ floating-point rounding, so the privacy analysis of the engine is unchanged.
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 
 import torch
@@ -756,6 +757,12 @@ class GhostClipping:
             layer_sq, state = _rule(layer).norms_and_state(layer, used)
             sq = sq + layer_sq.to(sq.dtype)
             states.append((name, layer, state))
+        # A squared norm that overflowed the float type meets a zero factor
+        # (inf * 0, e.g. a huge input through a ReLU that is off) as NaN.
+        # Counted as infinite, the example's factor is 0: it contributes
+        # nothing, which is within the bound, where a NaN factor would turn
+        # the whole clipped sum into NaN.
+        sq = torch.nan_to_num(sq, nan=math.inf)
         norms = sq.clamp(min=0).sqrt()
         threshold = float(threshold_fn(norms.detach()))
         factors = (threshold / norms.clamp(min=torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
