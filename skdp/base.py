@@ -1,34 +1,52 @@
-"""Base mixin shared by every skdp estimator.
+"""The privacy life cycle of every skdp fit, as one template (like scikit-learn's ``BaseMixture``).
 
-The mixin owns the privacy life cycle of a fit, the same for every model:
+:meth:`DPEstimatorMixin._private_fit` runs, in this order and nowhere else:
 
-1. before the data is touched: validate the budget, *reserve* it on the
-   user's :class:`~skdp.privacy.BudgetAccountant` (an atomic check-and-record
-   that raises :class:`~skdp.exceptions.BudgetExceededError` and charges
-   nothing if the request does not fit), and derive the noise generator from
-   ``random_state``;
-2. during the fit: every release goes through a mechanism that records its
-   event on a fresh per-fit :class:`~skdp.privacy.PrivacyLedger`;
-3. after the fit: ``privacy_spent_`` is read off that ledger, checked against
-   the request, and the reservation is *settled* to it.
+1. validate the parameters (scikit-learn's ``_parameter_constraints``, by
+   :func:`private_fit_context`, then :meth:`~DPEstimatorMixin._check_params`);
+2. build the privacy plan from public quantities only
+   (:meth:`~DPEstimatorMixin._privacy_plan`, a :class:`PrivacyPlan`);
+3. *reserve* the plan's budget on the user's
+   :class:`~skdp.privacy.BudgetAccountant` (an atomic check-and-record that
+   raises :class:`~skdp.exceptions.BudgetExceededError` and charges nothing
+   if the request does not fit), open the fit's
+   :class:`~skdp.privacy.PrivacyLedger` and derive the noise generator;
+4. validate the input (:meth:`~DPEstimatorMixin._validate_input`; one helper,
+   :func:`skdp._input.validate_fit_input`, for arrays, memmaps, Dask and
+   factories of chunks);
+5. calibrate the noise to the plan and the public size
+   (:meth:`~DPEstimatorMixin._calibrate`);
+6. fit and release (:meth:`~DPEstimatorMixin._fit_private`): every noisy
+   release goes through a mechanism that records its event on the ledger;
+7. *settle*: ``privacy_spent_`` is read off the ledger, checked against the
+   request, and the reservation is settled to it.
 
-A fit that raises between 1 and 3 leaves its reservation charged in full: it
+An estimator writes its plan and its releases, nothing else.  A non-private
+reference mode (``PrivacyPlan(private=False)``) is one switch: it skips 3
+and 7 and reports ``privacy_spent_ = (inf, 0)``.
+
+A fit that raises between 3 and 7 leaves its reservation charged in full: it
 may have read the data (even an input error depends on the data) or drawn a
 noisy statistic that is still in memory, so skdp never assumes it released
-nothing.  Errors raised before 1 (parameter validation) reserve nothing.
+nothing.  Errors raised before 3 (parameters, plan) reserve nothing.
 
 Hyperparameters are never written in ``fit``; anything derived from the data
-ends in ``_``.
+ends in ``_``; what a fitted model may hold is declared in one place
+(:attr:`DPEstimatorMixin._released_attributes`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import sys
 import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from numbers import Real
+from typing import Any
 
 import numpy as np
 import sklearn
@@ -36,6 +54,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 
 from ._config import config_context
+from ._input import validate_fit_input
 from ._random import check_generator, generator_after_fit
 from .exceptions import PrivacyLeakWarning, without_data_values
 from .privacy import BudgetAccountant, PrivacyLedger, PrivacySpent
@@ -66,6 +85,38 @@ PRIVACY_METADATA = frozenset({"privacy_spent_", "privacy_ledger_"})
 #: since ``fit``: the user's own calls, counted so that an int ``random_state``
 #: gives each its own reproducible stream (:func:`generator_after_fit`).
 AFTER_FIT_COUNTER = "_n_draws_after_fit"
+
+
+@dataclass(frozen=True)
+class PrivacyPlan:
+    """What a fit will release, decided from public quantities before the data is read.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The guarantee requested, reserved on the user's budget before the
+        data is read.
+    composition : str, default="rdp"
+        How the fit's ledger composes its events.
+    private : bool, default=True
+        False for a non-private reference mode: nothing is reserved or
+        accounted, and ``privacy_spent_`` is ``(inf, 0)``.
+    settings : mapping, default={}
+        The estimator's own public choices (noise multipliers, iteration
+        counts, mechanisms) for :meth:`DPEstimatorMixin._calibrate` and
+        :meth:`DPEstimatorMixin._fit_private`; public by construction,
+        since nothing here has seen the data.
+    """
+
+    epsilon: float
+    delta: float
+    composition: str = "rdp"
+    private: bool = True
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_settings(self, **settings):
+        """A copy with ``settings`` updated (calibration adds what it derived)."""
+        return replace(self, settings={**self.settings, **settings})
 
 
 def private_fit_context(prefer_skip_nested_validation=True):
@@ -212,13 +263,68 @@ class DPEstimatorMixin:
         self.__dict__.pop(AFTER_FIT_COUNTER, None)
         return check_generator(self.random_state)
 
-    def _begin_private_fit(self, composition="rdp"):
-        """Reserve the requested budget before touching data; return (ledger, rng)."""
+    # --- the template -------------------------------------------------------
+
+    def _private_fit(self, X, y=None, **fit_params):
+        """Run the privacy life cycle of one fit (see the module docstring); return self.
+
+        Each estimator's ``fit`` (decorated by :func:`private_fit_context`)
+        calls this, with its own signature and docstring in front.
+        """
+        self._check_params()
+        plan = self._privacy_plan()
+        if not plan.private:
+            rng = self._fit_generator()
+            data = self._validate_input(X, y, **fit_params)
+            self._fit_private(data, self._calibrate(data, plan), rng, None)
+            self.__dict__.pop("privacy_ledger_", None)
+            self.privacy_spent_ = PrivacySpent(math.inf, 0.0)
+            return self
+        ledger, rng = self._begin_private_fit(plan=plan)
+        data = self._validate_input(X, y, **fit_params)
+        plan = self._calibrate(data, plan)
+        self._fit_private(data, plan, rng, ledger)
+        self._end_private_fit(ledger)
+        return self
+
+    def _check_params(self):
+        """Checks of the parameters beyond ``_parameter_constraints`` (public: nothing reserved yet)."""
+
+    def _privacy_plan(self):
+        """The :class:`PrivacyPlan` of this fit, from the parameters alone."""
+        return PrivacyPlan(self.epsilon, self.delta, getattr(self, "composition", "rdp"))
+
+    def _validate_input(self, X, y=None, **fit_params):
+        """The validated training data (after the reservation: reading it is a release)."""
+        return validate_fit_input(self, X)
+
+    def _calibrate(self, data, plan):
+        """Complete ``plan`` with what needs the public size of ``data`` (noise scales)."""
+        return plan
+
+    def _fit_private(self, data, plan, rng, ledger):
+        """Fit on ``data`` and set the released attributes; every release records on ``ledger``."""
+        raise NotImplementedError
+
+    # --- the steps the template is made of ------------------------------------
+
+    def _begin_private_fit(self, composition="rdp", *, plan=None):
+        """Reserve the requested budget before touching data; return (ledger, rng).
+
+        ``plan``, a :class:`PrivacyPlan`, gives the composition and the budget
+        (the template's call); without it, ``composition`` and the
+        estimator's ``(epsilon, delta)`` (fits that manage their own plan).
+        """
+        if plan is not None:
+            composition = plan.composition
         ledger = PrivacyLedger(composition=composition, neighbouring=self._neighbouring)
         rng = self._fit_generator()
         # Last: whatever fails after the reservation keeps it charged, so
         # nothing that can fail without the data comes after it.
-        self._reserve_budget(self.epsilon, self.delta)
+        if plan is not None:
+            self._reserve_budget(plan.epsilon, plan.delta)
+        else:
+            self._reserve_budget(self.epsilon, self.delta)
         return ledger, rng
 
     def _reserve_budget(self, epsilon, delta):

@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._chunks import as_chunked, is_chunked_input
+from .._input import validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
 from ..privacy import (
     GaussianEvent,
@@ -432,7 +432,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         exponents = [1 if f is LaplaceEvent else 2 for f in (first, first, second)]
         return noise_weights(self._budget_shares(n_features), self._releases_per_fit(), exponents)
 
-    def _privacy_plan(self, z, n_features):
+    def _planned_events(self, z, n_features):
         """Events of a whole fit at noise multiplier ``z``: every release of every iteration."""
         first, second = self._mechanism_families()
         families = (first, first, second)
@@ -443,7 +443,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             for family, count, w in zip(families, self._releases_per_fit(), weights, strict=True)
         ]
 
-    def _check_budget_options(self):
+    def _check_params(self):
         if self.delta == 0 and self.mean_mechanism == "gaussian":
             raise ValueError(
                 "delta=0 asks for pure DP, which the Gaussian mechanism cannot give: "
@@ -524,14 +524,6 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             covariances = np.full(k, INIT_VARIANCE)
         return weights, means, covariances
 
-    def _set_chunked_features(self, data):
-        """``n_features_in_`` / ``feature_names_in_`` for chunked input (no whole-array validation)."""
-        self.n_features_in_ = data.n_features
-        if data.feature_names is not None:
-            self.feature_names_in_ = data.feature_names
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
-
     def _validate_X(self, X, reset):
         X = validate_data(self, X, reset=reset, dtype=[np.float64, np.float32], ensure_min_samples=1)
         return np.asarray(X, dtype=np.float64)
@@ -560,8 +552,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         -------
         self : DPGaussianMixture
         """
-        self._fit(X)
-        return self
+        return self._private_fit(X)
 
     def fit_predict(self, X, y=None):
         """Fit, then label the rows of ``X`` with the released model (post-processing).
@@ -578,62 +569,71 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         """
         return self.fit(X).predict(X)
 
-    def _fit(self, X):
-        self._check_budget_options()
-        ledger, rng = self._begin_private_fit(composition=self.composition)
-        if is_chunked_input(X):
-            data = as_chunked(X)
-            summary = data.scan()  # validates every chunk
-            n_samples, n_features = summary.n_samples, summary.n_features
-            self._set_chunked_features(data)
-        else:
-            data = None
-            X = self._validate_X(X, reset=True)
-            n_samples, n_features = X.shape
-        if n_samples < self.n_components:
+    # The template's steps (skdp.base.DPEstimatorMixin._private_fit): the
+    # plan is the requested budget under ``composition``; everything else is
+    # calibrated once the public size and dimension are known.
+    def _validate_input(self, X, y=None):
+        data = validate_fit_input(self, X, dtype=[np.float64, np.float32])
+        if not data.chunked:
+            data = data._replace(X=np.asarray(data.X, dtype=np.float64))
+        if data.n_samples < self.n_components:
             raise ValueError(
                 f"Expected n_samples >= n_components but got n_components = {self.n_components}, "
-                f"n_samples = {n_samples}."
+                f"n_samples = {data.n_samples}."
             )
+        return data
+
+    def _calibrate(self, data, plan):
+        """The scale (declared ``data_norm``) and the noise multipliers of the whole fit."""
+        n_features = data.n_features
         if self.data_norm is None:
             warn_privacy_leak("data_norm", "the largest row norm")
-            if data is None:
-                scale = float(np.sqrt(np.max(np.einsum("ij,ij->i", X, X))))
+            if data.chunked:
+                scale = data.summary.max_norm
             else:
-                scale = summary.max_norm
+                scale = float(np.sqrt(np.max(np.einsum("ij,ij->i", data.X, data.X))))
             scale = scale if scale > 0 else 1.0
         else:
             scale = float(self.data_norm)
-        public_weights, public_means = self._check_initial_parameters(n_features, scale)
-        prior = self._prior(n_features)
         z = calibrate_noise_multiplier(
-            lambda z: self._privacy_plan(z, n_features),
+            lambda z: self._planned_events(z, n_features),
             self.epsilon,
             self.delta,
             self.composition,
             self._neighbouring,
         )
         multipliers = tuple(z * w for w in self._noise_weights(n_features))
+        return plan.with_settings(scale=scale, noise_multiplier=z, multipliers=multipliers)
 
-        Xs = clip_to_unit_ball(X, scale) if data is None else None
+    def _fit_private(self, data, plan, rng, ledger):
+        """``max_iter`` iterations of DP-EM (Park et al. 2017, Alg. 1), every M-step released."""
+        n_samples, n_features = data.n_samples, data.n_features
+        scale, z, multipliers = (
+            plan.settings["scale"],
+            plan.settings["noise_multiplier"],
+            plan.settings["multipliers"],
+        )
+        public_weights, public_means = self._check_initial_parameters(n_features, scale)
+        prior = self._prior(n_features)
+
+        Xs = None if data.chunked else clip_to_unit_ball(data.X, scale)
         weights, means, covariances = self._initialize(rng, n_features, public_weights, public_means)
         bounds = []
         tied_second = None
         for _ in range(self.max_iter):
             prec_chol = compute_precision_cholesky(covariances, self.covariance_type)
             params = (weights, means, prec_chol, self.covariance_type)
-            if data is None:
+            if Xs is not None:
                 stats = expected_statistics(Xs, None, *params)
             else:
                 # One pass (one distributed reduction) per iteration; the
                 # noise is added below, on the driver, to the global sums.
-                stats = data.map_reduce(expected_statistics, scale, *params)
+                stats = data.chunks.map_reduce(expected_statistics, scale, *params)
             weights, means, covariances, bound, tied_second = self._private_m_step(
                 stats, n_samples, multipliers, prior, rng, ledger, tied_second
             )
             bounds.append(bound / n_samples - n_features * math.log(scale))
 
-        self._end_private_fit(ledger)
         self.noise_multiplier_ = z
         self.noise_multipliers_ = dict(zip(("weights", "means", "second_moments"), multipliers, strict=True))
         self.data_norm_ = scale
