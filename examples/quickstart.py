@@ -10,6 +10,8 @@ fits draw from one shared ``BudgetAccountant``.
 Run with ``python examples/quickstart.py``.
 """
 
+# sphinx_gallery_thumbnail_path = "_static/quickstart_thumbnail.png"
+
 import time
 import warnings
 
