@@ -128,8 +128,8 @@ class _KeepsItsGenerator(DPBetaBernoulli):
     # BROKEN: keeps its fit's noise generator on the model, as DPBetaBernoulli
     # once did (issue 18).  The ledger is untouched: only an attacker who reads
     # the pickle can tell.
-    def _begin_private_fit(self, composition="rdp"):
-        ledger, rng = super()._begin_private_fit(composition)
+    def _begin_private_fit(self, *args, **kwargs):
+        ledger, rng = super()._begin_private_fit(*args, **kwargs)
         self._rng = rng
         return ledger, rng
 
