@@ -16,7 +16,7 @@ from sklearn.pipeline import Pipeline
 
 from skdp.cluster import DPKernelKMeans, DPKMeans
 from skdp.cluster import _lloyd as lloyd
-from skdp.cluster._kernel_kmeans import draw_fourier_weights, random_fourier_features
+from skdp.cluster._fourier import draw_fourier_weights, random_fourier_features
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.privacy import BudgetAccountant, GaussianEvent, LaplaceEvent, PrivacyLedger
 from skdp.privacy import mechanisms as mech_module

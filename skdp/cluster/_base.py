@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from .._chunks import as_chunked, is_chunked_input
+from .._input import validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import COMPOSITIONS, GaussianMechanism, LaplaceMechanism
 from ._lloyd import (
@@ -37,7 +37,7 @@ from ._lloyd import (
     squared_distances,
     sum_sensitivity,
 )
-from ._rows import ChunkedRows, InMemoryRows, apply_feature_map
+from ._rows import apply_feature_map, training_rows
 
 _MECHANISMS = {"gaussian": (GaussianMechanism, 2), "laplace": (LaplaceMechanism, 1)}
 
@@ -45,7 +45,7 @@ _MECHANISMS = {"gaussian": (GaussianMechanism, 2), "laplace": (LaplaceMechanism,
 _BLAS_PARALLEL_WORK = 200_000
 
 
-def _blas_threads(X, n_clusters):
+def _blas_threads(rows, n_clusters):
     """BLAS thread limit of a fit: 1 for small products, None (no limit) for large ones.
 
     Small ``(n, k)`` products run faster on one thread (no oversubscription,
@@ -53,16 +53,9 @@ def _blas_threads(X, n_clusters):
     pairs the assignment's matrix product gains from every core.  Chunked
     input is read in large chunks, so it is never limited.
     """
-    if is_chunked_input(X):
+    if rows.chunked:
         return None
-    shape = getattr(X, "shape", None)
-    if shape is not None and len(shape) > 0:
-        n_rows = shape[0]
-    elif hasattr(X, "__len__"):
-        n_rows = len(X)
-    else:
-        return None
-    return 1 if n_rows * n_clusters < _BLAS_PARALLEL_WORK else None
+    return 1 if rows.n_samples * n_clusters < _BLAS_PARALLEL_WORK else None
 
 
 class _BaseDPLloyd(
@@ -167,8 +160,7 @@ class _BaseDPLloyd(
         self : object
             Fitted estimator.
         """
-        self._fit(X)
-        return self
+        return self._private_fit(X)
 
     @private_fit_context(prefer_skip_nested_validation=True)
     def fit_predict(self, X, y=None):
@@ -193,81 +185,85 @@ class _BaseDPLloyd(
         labels : ndarray of shape (n_samples,)
             Index of the nearest released centre of each (mapped, clipped) row.
         """
-        rows = self._fit(X)
-        with threadpool_limits(limits=_blas_threads(X, self.n_clusters), user_api="blas"):
+        # The fit's own (mapped, clipped) rows come back through this list,
+        # so labelling them costs no second mapping in memory and one pass
+        # when chunked; the list dies with this call.
+        fitted_rows = []
+        self._private_fit(X, rows_out=fitted_rows)
+        (rows,) = fitted_rows
+        with threadpool_limits(limits=_blas_threads(rows, self.n_clusters), user_api="blas"):
             return rows.labels(self.cluster_centers_)
 
-    def _fit(self, X):
-        """Fit on ``X``; return its row source (for :meth:`fit_predict` only, never stored)."""
+    # The template's steps (skdp.base.DPEstimatorMixin._private_fit).
+    def _check_params(self):
         if self.mechanism == "gaussian" and self.delta <= 0:
             raise ValueError("delta must be positive with the Gaussian mechanism; got delta=0.")
-        with threadpool_limits(limits=_blas_threads(X, self.n_clusters), user_api="blas"):
-            return self._fit_rows(X)
 
-    def _rows(self, X):
-        """The training rows as a source of exact statistics (in memory or chunked)."""
-        if is_chunked_input(X):
-            data = as_chunked(X)
-            summary = data.scan()  # validates every chunk
-            self.n_features_in_ = summary.n_features
-            if data.feature_names is not None:
-                self.feature_names_in_ = data.feature_names
-            elif hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-            return data, summary.n_features, lambda feature_map: ChunkedRows(data, summary, feature_map)
-        X = validate_data(self, X, dtype=np.float64)
-        return X, X.shape[1], lambda feature_map: InMemoryRows(X, feature_map)
-
-    def _fit_rows(self, X):
-        ledger, rng = self._begin_private_fit(composition=self.composition)
-        X, n_features, make_rows = self._rows(X)
-        init = self._check_init(n_features)
-        self._fit_feature_map(n_features, rng)
-        rows = make_rows(self._feature_map())
+    def _validate_input(self, X, y=None, rows_out=None):
+        """The training rows as a source of exact statistics (in memory or chunked: one scan)."""
+        rows = training_rows(validate_fit_input(self, X))
         if rows.n_samples < self.n_clusters:
             raise ValueError(f"n_samples={rows.n_samples} should be >= n_clusters={self.n_clusters}.")
-        dim = self._feature_dim(n_features)
+        if rows_out is not None:
+            rows_out.append(rows)
+        return rows
+
+    def _calibrate(self, rows, plan):
+        """Iterations and noise multiplier of the whole fit, from the public ``n`` and dimension."""
+        dim = self._feature_dim(rows.n_features)
         count_weight = self._count_weight(dim)
         n_iter = self._n_iter(rows.n_samples, dim, count_weight)
         noise_multiplier = self._noise_multiplier(count_weight, n_iter)
-        bound = self._select_bound(rows, noise_multiplier, rng, ledger)
-        rows.clip(bound)
+        return plan.with_settings(
+            dim=dim, count_weight=count_weight, n_iter=n_iter, noise_multiplier=noise_multiplier
+        )
 
-        mechanism_class, norm = _MECHANISMS[self.mechanism]
-        count_sens = count_sensitivity(norm)
-        sum_sens = sum_sensitivity(bound, norm, dim)
-        count_mechanism = mechanism_class(count_sens, noise_multiplier * count_weight * count_sens)
-        sum_mechanism = mechanism_class(sum_sens, noise_multiplier * sum_sens)
+    def _fit_private(self, rows, plan, rng, ledger):
+        """``n_iter`` DP Lloyd iterations (Acs et al., Alg. 2 lines 5-11), every one released."""
+        init = self._check_init(rows.n_features)
+        self._fit_feature_map(rows.n_features, rng)
+        dim, count_weight, n_iter, noise_multiplier = (
+            plan.settings[name] for name in ("dim", "count_weight", "n_iter", "noise_multiplier")
+        )
+        with threadpool_limits(limits=_blas_threads(rows, self.n_clusters), user_api="blas"):
+            rows.map_features(self._feature_map())
+            bound = self._select_bound(rows, noise_multiplier, rng, ledger)
+            rows.clip(bound)
 
-        k = self.n_clusters
-        n_reseeded = 0
-        if init is None:
+            mechanism_class, norm = _MECHANISMS[self.mechanism]
+            count_sens = count_sensitivity(norm)
+            sum_sens = sum_sensitivity(bound, norm, dim)
+            count_mechanism = mechanism_class(count_sens, noise_multiplier * count_weight * count_sens)
+            sum_mechanism = mechanism_class(sum_sens, noise_multiplier * sum_sens)
 
-            def reseed(idx, centres, noisy_counts):
-                return split_largest(idx, centres, noisy_counts, bound, rng)
+            k = self.n_clusters
+            n_reseeded = 0
+            if init is None:
 
-            # The first iteration starts from a random partition (data-independent).
-            counts, sums = rows.random_partition_statistics(k, rng)
-            centres, noisy_counts, reseeded = release_centres(
-                counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
-            )
-            n_reseeded += int(reseeded.sum())
-            n_remaining = n_iter - 1
-        else:
-            public = clip_rows(self._features(init), bound)
-            centres = public.copy()
+                def reseed(idx, centres, noisy_counts):
+                    return split_largest(idx, centres, noisy_counts, bound, rng)
 
-            def reseed(idx, centres, noisy_counts):
-                return public[idx]
+                # The first iteration starts from a random partition (data-independent).
+                counts, sums = rows.random_partition_statistics(k, rng)
+                centres, noisy_counts, reseeded = release_centres(
+                    counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
+                )
+                n_reseeded += int(reseeded.sum())
+                n_remaining = n_iter - 1
+            else:
+                public = clip_rows(self._features(init), bound)
+                centres = public.copy()
 
-            n_remaining = n_iter
-        for _ in range(n_remaining):
-            counts, sums = rows.statistics(centres)
-            centres, noisy_counts, reseeded = release_centres(
-                counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
-            )
-            n_reseeded += int(reseeded.sum())
-        self._end_private_fit(ledger)
+                def reseed(idx, centres, noisy_counts):
+                    return public[idx]
+
+                n_remaining = n_iter
+            for _ in range(n_remaining):
+                counts, sums = rows.statistics(centres)
+                centres, noisy_counts, reseeded = release_centres(
+                    counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
+                )
+                n_reseeded += int(reseeded.sum())
 
         self.noise_multiplier_ = noise_multiplier
         self.clip_bound_ = float(bound)
@@ -278,7 +274,6 @@ class _BaseDPLloyd(
         # No labels_ or inertia_: labels and objective of the training rows
         # are exact functions of every row, outside the guarantee.
         # fit_predict and score compute them on request, without storing.
-        return rows
 
     # --- post-processing of the released centres ----------------------------
     def _clipped_features(self, X):

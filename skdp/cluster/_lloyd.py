@@ -236,8 +236,8 @@ def count_noise_weight(mechanism, dim):
     raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}.")
 
 
-def lloyd_plan(noise_multiplier, max_iter, mechanism="gaussian", n_norm_selections=0, count_weight=1.0):
-    """Privacy events of a DP Lloyd fit at ``noise_multiplier`` (the calibration plan).
+def _planned_events(noise_multiplier, max_iter, mechanism="gaussian", n_norm_selections=0, count_weight=1.0):
+    """Privacy events of a whole DP Lloyd fit at ``noise_multiplier`` (the calibration plan).
 
     ``max_iter`` iterations of two releases each (sizes, sums), both at the
     same noise multiplier (Acs et al., Alg. 2 lines 10-11 use ``sigma_K`` for
@@ -258,7 +258,7 @@ def lloyd_plan(noise_multiplier, max_iter, mechanism="gaussian", n_norm_selectio
 
 
 def lloyd_noise_multiplier(max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition):
-    """Smallest noise multiplier whose :func:`lloyd_plan` costs at most ``(epsilon, delta)``.
+    """Smallest noise multiplier whose :func:`_planned_events` costs at most ``(epsilon, delta)``.
 
     Cached: the answer depends on the plan only, never on data, and grid
     searches refit the same plan many times.  The cache is keyed on the
@@ -283,7 +283,7 @@ def _lloyd_noise_multiplier(
 ):
     return calibrate_noise_multiplier(
         functools.partial(
-            lloyd_plan,
+            _planned_events,
             max_iter=max_iter,
             mechanism=mechanism,
             n_norm_selections=n_norm_selections,

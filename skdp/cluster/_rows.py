@@ -26,6 +26,7 @@ import numpy as np
 from .._chunks import _add, _tree_reduce, check_chunk
 from ..privacy.norm_selection import norm_histogram
 from . import _lloyd as lloyd
+from ._fourier import random_fourier_features
 from ._lloyd import assign, clip_rows, row_norms
 
 
@@ -33,9 +34,18 @@ def apply_feature_map(X, feature_map):
     """``X`` itself (``feature_map=None``) or its random Fourier features ``(W, b)``."""
     if feature_map is None:
         return X
-    from ._kernel_kmeans import random_fourier_features
-
     return random_fourier_features(X, *feature_map)
+
+
+def training_rows(data):
+    """The validated training input (a :class:`skdp._input.FitInput`) as a source of exact statistics.
+
+    The rows are in the input space until :meth:`map_features` is called
+    (the feature map is drawn from the fit's generator after validation).
+    """
+    if data.chunked:
+        return ChunkedRows(data.chunks, data.summary)
+    return InMemoryRows(data.X)
 
 
 def chunk_features(chunk, feature_map, bound):
@@ -69,10 +79,16 @@ def chunk_norm_histogram(chunk, feature_map, c_max, n_bins):
 class InMemoryRows:
     """Validated rows held in memory, mapped once."""
 
-    def __init__(self, X, feature_map):
-        self.Z = apply_feature_map(X, feature_map)
-        self.n_samples = self.Z.shape[0]
+    chunked = False
+
+    def __init__(self, X):
+        self.Z = X
+        self.n_samples, self.n_features = X.shape
         self.bound = None
+
+    def map_features(self, feature_map):
+        """Map the rows to the clustering space, once (before :meth:`clip`)."""
+        self.Z = apply_feature_map(self.Z, feature_map)
 
     def max_norm(self):
         return float(row_norms(self.Z).max()) if self.n_samples else 0.0
@@ -99,12 +115,18 @@ class InMemoryRows:
 class ChunkedRows:
     """Rows read chunk by chunk through :class:`skdp._chunks.ChunkedData`."""
 
-    def __init__(self, data, summary, feature_map):
+    chunked = True
+
+    def __init__(self, data, summary):
         self.data = data
         self.summary = summary
-        self.n_samples = summary.n_samples
-        self.feature_map = feature_map
+        self.n_samples, self.n_features = summary.n_samples, summary.n_features
+        self.feature_map = None
         self.bound = None
+
+    def map_features(self, feature_map):
+        """Map every chunk to the clustering space as it is read (before :meth:`clip`)."""
+        self.feature_map = feature_map
 
     def max_norm(self):
         """Largest row norm of the raw rows (from the validating scan; identity map only)."""
