@@ -11,7 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skdp.bnn import DPSEPRegressor
-from skdp.bnn._dpsep import dpsep_events, dpsep_n_steps, resolve_batch_size
+from skdp.bnn._dpsep import _planned_events, dpsep_n_steps, resolve_batch_size
 from skdp.bnn._pbp import (
     forward_moments,
     gaussian_log_z,
@@ -338,7 +338,7 @@ def test_dp_fit_records_one_subsampled_event_per_step(recorded_releases, batch_s
     assert event.count == n_steps
     assert event.sampling == "without_replacement" and event.neighbouring == REPLACE_ONE
     assert event.sampling_rate == pytest.approx(n_batch / n)
-    assert dpsep_events(n, T, n_batch, event.noise_multiplier) == [event]
+    assert _planned_events(event.noise_multiplier, n, T, n_batch) == [event]
     # Independent calibration of the same plan, written out here.
     sigma = calibrate_noise_multiplier(
         lambda z: [

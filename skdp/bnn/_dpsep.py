@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -13,8 +14,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import get_config
 from .._random import check_generator
-from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
-from ..privacy import REPLACE_ONE, PrivacySpent, SubsampledGaussianEvent, calibrate_noise_multiplier
+from ..base import (
+    PRIVACY_PARAMETER_CONSTRAINTS,
+    DPEstimatorMixin,
+    PrivacyPlan,
+    private_fit_context,
+    warn_privacy_leak,
+)
+from ..privacy import REPLACE_ONE, SubsampledGaussianEvent, calibrate_noise_multiplier
 from ..privacy.subsampled_gaussian import SubsampledGaussianMechanism
 from ._pbp import forward_moments, gaussian_log_z, layer_shapes, split_layers
 from ._sep import (
@@ -56,8 +63,8 @@ def dpsep_n_steps(n_samples, n_epochs, batch_size):
     return max(1, -(-n_epochs * n_samples // batch_size))
 
 
-def dpsep_events(n_samples, n_epochs, batch_size, noise_multiplier):
-    """Privacy events of one DP-SEP fit (the plan handed to the calibrator).
+def _planned_events(noise_multiplier, n_samples, n_epochs, batch_size):
+    """Privacy events of one DP-SEP fit at ``noise_multiplier`` (the plan handed to the calibrator).
 
     Every step draws a batch of ``B = batch_size`` datapoints uniformly
     without replacement, independently of the other steps (sampling rate
@@ -79,13 +86,13 @@ def dpsep_events(n_samples, n_epochs, batch_size, noise_multiplier):
 
 @functools.lru_cache(maxsize=128)
 def dpsep_noise_multiplier(n_samples, n_epochs, batch_size, epsilon, delta, composition="rdp"):
-    """Noise multiplier meeting ``(epsilon, delta)`` for :func:`dpsep_events`.
+    """Noise multiplier meeting ``(epsilon, delta)`` for :func:`_planned_events`.
 
     Cached: the subsampled RDP curves take seconds and a grid search refits
     with the same ``(N, T, B, epsilon, delta)`` many times.
     """
     return calibrate_noise_multiplier(
-        functools.partial(dpsep_events, n_samples, n_epochs, batch_size),
+        functools.partial(_planned_events, n_samples=n_samples, n_epochs=n_epochs, batch_size=batch_size),
         epsilon,
         delta,
         composition=composition,
@@ -106,6 +113,15 @@ def resolve_batch_size(batch_size, n_samples, mechanism="dp"):
             return 1
         return max(1, min(n_samples, math.ceil(math.sqrt(n_samples))))
     return int(batch_size)
+
+
+class _TrainingPairs(NamedTuple):
+    """DP-SEP's validated training pairs, in memory (every step samples rows at random)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    n_samples: int
+    n_features: int
 
 
 def _mean_std(a):
@@ -422,9 +438,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.secure_noise = secure_noise
 
-    # -- hyperparameter checks -------------------------------------------------
+    # -- the template's steps (skdp.base.DPEstimatorMixin._private_fit) ----------
 
-    def _check_hyperparameters(self):
+    def _check_params(self):
         sizes = tuple(self.hidden_layer_sizes)
         if not all(isinstance(h, Integral) and not isinstance(h, bool) and h >= 1 for h in sizes):
             raise ValueError(
@@ -448,7 +464,39 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 f"accountant cannot be charged by mechanism={self.mechanism!r}, which is not private; "
                 "use mechanism='dp'."
             )
-        return sizes, prior
+
+    def _privacy_plan(self):
+        # "clipped" and "none" are non-private reference runs of the same loop.
+        return PrivacyPlan(self.epsilon, self.delta, self.composition, private=self.mechanism == "dp")
+
+    def _validate_input(self, X, y):
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+        if X.shape[0] < 2:
+            raise ValueError(f"DPSEPRegressor needs at least 2 samples, got n_samples = {X.shape[0]}.")
+        return _TrainingPairs(X, y, *X.shape)
+
+    def _calibrate(self, data, plan):
+        """Batch size, steps and (``"dp"``) noise multiplier, from the public ``N``."""
+        n_samples = data.n_samples
+        batch_size = resolve_batch_size(self.batch_size, n_samples, self.mechanism)
+        if batch_size > n_samples:
+            raise ValueError(f"batch_size={batch_size} exceeds n_samples = {n_samples}.")
+        if self.damping * batch_size > n_samples:
+            raise ValueError(
+                f"damping (gamma) times the batch size must not exceed n_samples = {n_samples}: "
+                f"the update rate is gamma B / N, got damping={self.damping}, batch size {batch_size}."
+            )
+        sigma = None
+        if plan.private:
+            sigma = dpsep_noise_multiplier(
+                n_samples, self.n_epochs, batch_size, self.epsilon, self.delta, self.composition
+            )
+        return plan.with_settings(
+            batch_size=batch_size,
+            n_steps=dpsep_n_steps(n_samples, self.n_epochs, batch_size),
+            noise_multiplier=sigma,
+            sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
+        )
 
     def _standardisation(self, X, y):
         private = self.mechanism == "dp"
@@ -489,27 +537,17 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         -------
         self : DPSEPRegressor
         """
-        sizes, noise_prior = self._check_hyperparameters()
-        private = self.mechanism == "dp"
-        if private:
-            ledger, rng = self._begin_private_fit(composition=self.composition)
-        else:
-            rng = self._fit_generator()
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
-        n_samples = X.shape[0]
-        if n_samples < 2:
-            raise ValueError(f"DPSEPRegressor needs at least 2 samples, got n_samples = {n_samples}.")
-        batch_size = resolve_batch_size(self.batch_size, n_samples, self.mechanism)
-        if batch_size > n_samples:
-            raise ValueError(f"batch_size={batch_size} exceeds n_samples = {n_samples}.")
-        if self.damping * batch_size > n_samples:
-            raise ValueError(
-                f"damping (gamma) times the batch size must not exceed n_samples = {n_samples}: "
-                f"the update rate is gamma B / N, got damping={self.damping}, batch size {batch_size}."
-            )
-        Xs, ys = self._standardisation(X, y)
+        return self._private_fit(X, y)
 
-        shapes = layer_shapes(X.shape[1], sizes)
+    def _fit_private(self, data, plan, rng, ledger):
+        """Algorithm 3: ``n_iter_`` SEP steps, each factor released (``"dp"``) or not."""
+        n_samples = data.n_samples
+        batch_size, n_steps, sigma, sensitivity = (
+            plan.settings[name] for name in ("batch_size", "n_steps", "noise_multiplier", "sensitivity")
+        )
+        Xs, ys = self._standardisation(data.X, data.y)
+
+        shapes = layer_shapes(data.n_features, tuple(self.hidden_layer_sizes))
         n_weights = sum(a * b for a, b in shapes)
         # Data-independent start: random prior means for the hidden layers
         # (they break the symmetry between hidden units, as PBP's random
@@ -517,17 +555,13 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         # layer, and q = p0 (theta_f = 0).
         prior_mean = rng.normal(size=n_weights)
         prior_mean[n_weights - shapes[-1][0] * shapes[-1][1] :] = 0.0
+        noise_prior = np.asarray(self.noise_prior, dtype=float)
         theta_0 = to_natural(prior_mean, np.full(n_weights, self.prior_variance), *noise_prior)
         theta_f = np.zeros_like(theta_0)
 
-        n_steps = dpsep_n_steps(n_samples, self.n_epochs, batch_size)
         rate = self.damping * batch_size / n_samples
         mean_precision = 0.0
-        if private:
-            sigma = dpsep_noise_multiplier(
-                n_samples, self.n_epochs, batch_size, self.epsilon, self.delta, self.composition
-            )
-            sensitivity = factor_sensitivity(self.clip_norm, self.damping, n_samples)
+        if plan.private:
             # Released noise left in N theta_f, times 2 for the precision.
             precision_noise = 2.0 * n_samples * stationary_noise(sigma * sensitivity, rate)
             mean_precision = 1.0 / self.prior_variance + _MEAN_FLOOR_SIGMAS * precision_noise
@@ -542,7 +576,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         run = functools.partial(self._run, Xs, ys, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng)
         self.batch_size_ = batch_size
         self.noise_multiplier_ = self.noise_scale_ = None
-        if private:
+        if plan.private:
             mech = SubsampledGaussianMechanism(
                 sensitivity,
                 sigma * sensitivity,
@@ -552,10 +586,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             self.noise_multiplier_, self.noise_scale_ = float(sigma), mech.scale
             with mech.session(rng, ledger) as release:
                 theta_f = run(release)
-            self._end_private_fit(ledger)
         else:
             theta_f = run(None)
-            self.privacy_spent_ = PrivacySpent(math.inf, 0.0)
 
         self.factor_natural_params_ = theta_f
         m, v, alpha, beta = from_natural(theta_0 + n_samples * theta_f, *floors)
@@ -563,7 +595,6 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.coefs_var_ = [a.copy() for a in split_layers(v, shapes)]
         self.noise_shape_, self.noise_rate_ = float(alpha), float(beta)
         self.n_iter_ = n_steps
-        return self
 
     def _run(self, X, y, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng, release):
         """The SEP loop (Algorithm 3, one batch per step); ``release`` is None without noise.
