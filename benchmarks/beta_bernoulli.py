@@ -27,6 +27,10 @@ from skdp.bayes import DPBetaBernoulli
 P_TRUE, EPSILON, A0 = 0.1, 0.1, 0.05
 
 
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
+
+
 def l1_errors(n, repeats, seed):
     rng = np.random.default_rng(seed)
     laplace, ops, exact = [], [], []

@@ -7,7 +7,10 @@ augmentation of it (jittered copies, ~18,000 rows; the paper used
 * ``DPKernelKMeans`` (RBF random Fourier features, C = 1, Acs et al. Alg. 2),
 * ``DPKMeans`` (DP Lloyd, rows clipped to the public bound sqrt(64) = 8 on
   digits scaled to [0, 1], the paper's C_s = sqrt(m) for its baseline),
-* diffprivlib's ``KMeans`` with the same public bounds (box [0, 1]^64),
+* diffprivlib's ``KMeans`` with the same public bounds (box [0, 1]^64), run
+  in its own environment with scikit-learn 1.7.2 (built by ``python
+  benchmarks/peers/make_env.py diffprivlib``; without it the tables say
+  "not installed" and leave its column out),
 * non-private scikit-learn ``KMeans`` and ``RBFSampler`` + ``KMeans``, and
   two ceilings for a private run from a data-independent start: the same
   ``RBFSampler`` + ``KMeans`` with ``init="random"`` (no k-means++
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 import warnings
 
@@ -35,7 +39,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from _diffprivlib import shim_sklearn_tree  # noqa: E402
 from scipy.optimize import linear_sum_assignment  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.datasets import load_digits, make_blobs  # noqa: E402
@@ -44,6 +47,13 @@ from sklearn.metrics import confusion_matrix  # noqa: E402
 
 from skdp.cluster import DPKernelKMeans, DPKMeans  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _peers import PeerNotInstalled, describe, fit_many  # noqa: E402
+
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
+#: Peers run in their own environment (``benchmarks/peers/``).
+PEERS = ("diffprivlib",)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 EPSILONS = (0.1, 0.3, 1.0, 3.0, 10.0)
 DELTA = 1e-5
@@ -60,14 +70,26 @@ NOISELESS_EPSILON = 1e6
 AUGMENT_COPIES = 10
 
 
-def diffprivlib_kmeans():
-    """diffprivlib's KMeans, imported through a shim for scikit-learn 1.9 (benchmark only)."""
-    shim_sklearn_tree()
-    try:
-        from diffprivlib.models import KMeans as DiffprivlibKMeans
-    except ImportError:
-        return None
-    return DiffprivlibKMeans
+def diffprivlib_labels(X, seeds):
+    """diffprivlib's KMeans (box [0, 1]^m) for every (epsilon, seed), in its own environment.
+
+    Returns ``(labels, versions)`` with ``labels[i][j]`` the ``predict(X)``
+    of the fit at ``EPSILONS[i]`` and ``seeds[j]``; ``PeerNotInstalled``
+    when ``benchmarks/.venvs/diffprivlib`` is not built.
+    """
+    m = X.shape[1]
+    fits = [
+        {
+            "params": {"n_clusters": K, "epsilon": eps, "bounds": [[0.0] * m, [1.0] * m], "random_state": s},
+            "X": "X",
+            "predict": ["X"],
+        }
+        for eps in EPSILONS
+        for s in seeds
+    ]
+    result = fit_many("diffprivlib", "diffprivlib.models.KMeans", fits, {"X": X}, tuple_params=["bounds"])
+    labels = [np.asarray(f["predict"]["X"]) for f in result["fits"]]
+    return [labels[i * len(seeds) : (i + 1) * len(seeds)] for i in range(len(EPSILONS))], describe(result)
 
 
 def clustering_accuracy(y, labels):
@@ -92,7 +114,7 @@ def augmented_digits(X, y, copies=AUGMENT_COPIES, noise=0.1, seed=0):
     return np.vstack(out), np.tile(y, copies)
 
 
-def methods(X, dpl):
+def methods(X):
     m = X.shape[1]
     out = {
         "DPKernelKMeans": lambda eps, s: DPKernelKMeans(
@@ -111,14 +133,16 @@ def methods(X, dpl):
             K, epsilon=eps, delta=DELTA, data_norm=np.sqrt(m), max_iter=5, random_state=s
         ),
     }
-    if dpl is not None:
-        bounds = (np.zeros(m), np.ones(m))
-        out["diffprivlib"] = lambda eps, s: dpl(K, epsilon=eps, bounds=bounds, random_state=s)
     return out
 
 
-def accuracy_table(X, y, seeds, dpl):
-    fits = methods(X, dpl)
+def accuracy_table(X, y, seeds):
+    """ACC of every method, epsilon and seed; diffprivlib's when its environment is built.
+
+    The last value returned is diffprivlib's versions, or the "not installed"
+    message naming the command that builds its environment.
+    """
+    fits = methods(X)
     acc = {name: np.zeros((len(EPSILONS), len(seeds))) for name in fits}
     n_iter = {name: [None] * len(EPSILONS) for name in fits}
     with warnings.catch_warnings():
@@ -132,6 +156,14 @@ def accuracy_table(X, y, seeds, dpl):
                     # in diffprivlib.
                     acc[name][i, j] = clustering_accuracy(y, est.predict(X))
                     n_iter[name][i] = getattr(est, "n_iter_", None)
+    try:
+        labels, peer = diffprivlib_labels(X, list(seeds))
+    except PeerNotInstalled as exc:
+        peer = str(exc)
+    else:
+        # diffprivlib's KMeans.predict (nearest released centre), as for ours.
+        acc["diffprivlib"] = np.array([[clustering_accuracy(y, lab) for lab in row] for row in labels])
+        n_iter["diffprivlib"] = [None] * len(EPSILONS)
     rff = {s: RBFSampler(gamma=GAMMA, n_components=200, random_state=s).fit_transform(X) for s in seeds}
     baselines = {
         "KMeans": [clustering_accuracy(y, KMeans(K, random_state=s).fit_predict(X)) for s in seeds],
@@ -165,7 +197,7 @@ def accuracy_table(X, y, seeds, dpl):
             for s in seeds
         ],
     }
-    return acc, n_iter, {k: float(np.mean(v)) for k, v in baselines.items()}
+    return acc, n_iter, {k: float(np.mean(v)) for k, v in baselines.items()}, peer
 
 
 def print_table(title, acc, n_iter, base):
@@ -243,19 +275,17 @@ def main(argv=None):
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0  # public range of the pixels: [0, 16]
-    dpl = diffprivlib_kmeans()
-    acc, n_iter, base = accuracy_table(X, y, seeds, dpl)
+    acc, n_iter, base, peer = accuracy_table(X, y, seeds)
     print_table(
         f"load_digits (n={len(X)}, k={K}, delta={DELTA}, {len(seeds)} seeds, gamma={GAMMA})",
         acc,
         n_iter,
         base,
     )
-    if dpl is None:
-        print("diffprivlib not installed: pip install --no-deps diffprivlib==0.6.6")
+    print(f"diffprivlib: {peer}")
 
     Xa, ya = augmented_digits(X, y)
-    acc_a, n_iter_a, base_a = accuracy_table(Xa, ya, seeds_aug, dpl)
+    acc_a, n_iter_a, base_a, _ = accuracy_table(Xa, ya, seeds_aug)
     print()
     print_table(
         f"AUGMENTED digits (synthetic: {AUGMENT_COPIES} jittered copies, n={len(Xa)}, "

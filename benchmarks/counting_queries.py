@@ -44,6 +44,8 @@ import torch  # noqa: E402
 
 from skdp.generative import DPGenerativeMixture  # noqa: E402
 
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 N_CLASSES = 5
 

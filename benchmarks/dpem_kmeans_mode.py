@@ -32,9 +32,10 @@ Only the data-independent initialisations differ (random partition for
 DPKMeans, narrow components uniform in the unit ball for DP-EM), each the
 estimator's default.
 
-diffprivlib 0.6.6 does not import under scikit-learn 1.9; a shim sets the two
-names it needs.  It is a benchmark-only peer (``pip install --no-deps
-diffprivlib==0.6.6``).  Target (issue 3): DP-EM below DPLloyd at every epsilon.
+diffprivlib 0.6.6 needs scikit-learn < 1.8, so it runs in its own environment
+with scikit-learn 1.7.2 (``python benchmarks/peers/make_env.py diffprivlib``;
+without it the DPLloyd column reads "not installed").  Target (issue 3): DP-EM
+below DPLloyd at every epsilon.
 The ratio columns compare like with like: pure DP-EM against diffprivlib's
 pure DPLloyd, RDP DP-EM against RDP DPKMeans.
 
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -55,21 +55,47 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from _diffprivlib import shim_sklearn_tree  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 
 from skdp.cluster import DPKMeans  # noqa: E402
 from skdp.mixture import DPGaussianMixture  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peers import PeerNotInstalled, describe, fit_many  # noqa: E402
+
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
+#: Peers run in their own environment (``benchmarks/peers/``).
+PEERS = ("diffprivlib",)
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def import_diffprivlib_kmeans():
-    """diffprivlib's KMeans through a shim for scikit-learn >= 1.8."""
-    shim_sklearn_tree()
-    from diffprivlib.models import KMeans as DPLloyd
+def dplloyd_centres(subsets, epsilons, k):
+    """diffprivlib's KMeans (bounds [-1, 1]^2) on every subset and epsilon, in its own environment.
 
-    return DPLloyd
+    Returns ``(centres, versions)`` with ``centres[rep][eps]`` the released
+    ``cluster_centers_``; raises ``PeerNotInstalled`` when
+    ``benchmarks/.venvs/diffprivlib`` is not built.
+    """
+    fits = [
+        {
+            "params": {
+                "n_clusters": k,
+                "epsilon": eps,
+                "bounds": [[-1.0, -1.0], [1.0, 1.0]],
+                "random_state": rep,
+            },
+            "X": f"X{rep}",
+            "attributes": ["cluster_centers_"],
+        }
+        for rep in range(len(subsets))
+        for eps in epsilons
+    ]
+    arrays = {f"X{rep}": X for rep, X in enumerate(subsets)}
+    result = fit_many("diffprivlib", "diffprivlib.models.KMeans", fits, arrays, tuple_params=["bounds"])
+    out = iter(np.asarray(f["attributes"]["cluster_centers_"]) for f in result["fits"])
+    return [{eps: next(out) for eps in epsilons} for _ in subsets], describe(result)
 
 
 def location_data(n, seed=0):
@@ -116,7 +142,6 @@ def main(argv=None):
         "(uniform in the disc of radius 0.8, drawn per subset; the paper's protocol)",
     )
     args = parser.parse_args(argv)
-    DPLloyd = import_diffprivlib_kmeans()
     epsilons = [0.01, 0.1, 1.0] if args.quick else [0.01, 0.03, 0.1, 0.3, 1.0]
     reps = args.reps or (5 if args.quick else 20)
     k = args.n_clusters
@@ -126,15 +151,16 @@ def main(argv=None):
     methods = ("DPLloyd", "DPKMeans", "DP-EM pure", "DP-EM rdp")
     results = {m: {e: [] for e in epsilons} for m in methods}
     floor = []
-    for rep in range(reps):
-        X = X_all[rng.choice(len(X_all), size=12_500, replace=False)]  # a 10% subset
+    subsets = [X_all[rng.choice(len(X_all), size=12_500, replace=False)] for _ in range(reps)]  # 10% each
+    try:
+        lloyd, peer = dplloyd_centres(subsets, epsilons, k)
+    except PeerNotInstalled as exc:
+        lloyd, peer = None, str(exc)
+    for rep, X in enumerate(subsets):
         init = public_centres(k, seed=100 + rep) if args.shared_init else None
         floor.append(nicv(X, KMeans(k, n_init=1, random_state=rep).fit(X).cluster_centers_))
         for eps in epsilons:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                lloyd = DPLloyd(k, epsilon=eps, bounds=([-1.0, -1.0], [1.0, 1.0]), random_state=rep).fit(X)
-            results["DPLloyd"][eps].append(nicv(X, lloyd.cluster_centers_))
+            results["DPLloyd"][eps].append(nicv(X, lloyd[rep][eps]) if lloyd else np.nan)
             ours = DPKMeans(
                 k,
                 epsilon=eps,
@@ -164,6 +190,7 @@ def main(argv=None):
         f"{'shared public initial centres' if args.shared_init else 'default initialisations'}; "
         f"non-private k-means: {np.median(floor):.4f}"
     )
+    print(f"DPLloyd: {peer}")
     header = (
         f"{'epsilon':>8} {'DPLloyd(dpl)':>12} {'DPKMeans':>9} {'DP-EM pure':>11} {'DP-EM rdp':>10} "
         f"{'pure/dpl':>9} {'rdp/DPKMeans':>13}"
@@ -182,6 +209,8 @@ def main(argv=None):
     RESULTS.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for m, style in zip(methods, ("C7^-", "C2v-", "C0o-", "C3s-"), strict=True):
+        if m == "DPLloyd" and lloyd is None:
+            continue  # diffprivlib's environment is not built
         q = np.array([np.percentile(results[m][e], [25, 50, 75]) for e in epsilons])
         label = {"DPLloyd": "DPLloyd (diffprivlib, pure)", "DPKMeans": "DPKMeans (skdp, rdp)"}.get(m, m)
         ax.plot(epsilons, q[:, 1], style, label=label)

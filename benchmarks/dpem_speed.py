@@ -29,6 +29,8 @@ from sklearn.mixture import GaussianMixture  # noqa: E402
 
 from skdp.mixture import DPGaussianMixture  # noqa: E402
 
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

@@ -30,6 +30,8 @@ from sklearn.mixture import GaussianMixture  # noqa: E402
 
 from skdp.mixture import DPGaussianMixture  # noqa: E402
 
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
 RESULTS = Path(__file__).resolve().parent / "results"
 CENTERS = np.array([[-0.5, -0.3], [0.4, 0.4], [0.2, -0.5]])
 STD = 0.1

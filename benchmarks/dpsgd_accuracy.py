@@ -13,7 +13,9 @@ run:
   should agree within 2%);
 * diffprivlib's ``LogisticRegression`` at the same epsilon (pure epsilon-DP,
   replace-one neighbours, so a stricter guarantee than our add/remove
-  (epsilon, delta));
+  (epsilon, delta)), run in its own environment with scikit-learn 1.7.2
+  (``python benchmarks/peers/make_env.py diffprivlib``; without it its
+  column reads "nan" and a "not installed" line says so);
 * non-private references: the same MLP by skorch, scikit-learn's
   LogisticRegression.
 
@@ -25,7 +27,6 @@ Run: ``python benchmarks/dpsgd_accuracy.py [--quick]``.
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import warnings
 from pathlib import Path
@@ -38,14 +39,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from _diffprivlib import shim_sklearn_tree  # noqa: E402
-from _opacus import make_private  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 from skorch import NeuralNetClassifier  # noqa: E402
 
 from skdp.nn import DPNeuralNetClassifier  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _opacus import make_private  # noqa: E402
+from _peers import PeerNotInstalled, describe, fit_many  # noqa: E402
+
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
+#: Peers run in their own environment (``benchmarks/peers/``).
+PEERS = ("diffprivlib",)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DELTA, BATCH, CLIP, LR = 1e-5, 64, 1.0, 2.0
@@ -63,25 +71,27 @@ class MLP(torch.nn.Module):
         return torch.softmax(out, dim=-1) if self.softmax else out
 
 
-def _diffprivlib():
-    shim_sklearn_tree()
-    from sklearn import linear_model
+def diffprivlib_accuracy(X, y, Xt, yt, epsilons, repeats):
+    """Test accuracy of diffprivlib's LogisticRegression per (epsilon, seed), in its own environment.
 
-    if not getattr(linear_model.LogisticRegression.__init__, "_skdp_shim", False):
-        original = linear_model.LogisticRegression.__init__
-
-        # scikit-learn 1.8 removed ``multi_class``, which diffprivlib still passes up;
-        # functools.wraps keeps the original signature for scikit-learn's get_params.
-        @functools.wraps(original)
-        def __init__(self, *args, multi_class="auto", **kwargs):
-            original(self, *args, **kwargs)
-            self.multi_class = multi_class
-
-        __init__._skdp_shim = True
-        linear_model.LogisticRegression.__init__ = __init__
-    from diffprivlib.models import LogisticRegression as DPLogisticRegression
-
-    return DPLogisticRegression
+    ``data_norm=8`` is the public bound of a row (64 pixels in [0, 1]).
+    Returns ``(accuracy[i][seed], versions)``; raises ``PeerNotInstalled``
+    when ``benchmarks/.venvs/diffprivlib`` is not built.
+    """
+    fits = [
+        {
+            "params": {"epsilon": eps, "data_norm": 8.0, "max_iter": 1000, "random_state": seed},
+            "X": "X",
+            "y": "y",
+            "score": [["Xt", "yt"]],
+        }
+        for eps in epsilons
+        for seed in range(repeats)
+    ]
+    arrays = {"X": X, "y": y, "Xt": Xt, "yt": yt}
+    result = fit_many("diffprivlib", "diffprivlib.models.LogisticRegression", fits, arrays)
+    scores = [f["score"][0] for f in result["fits"]]
+    return [scores[i * repeats : (i + 1) * repeats] for i in range(len(epsilons))], describe(result)
 
 
 def ours(X, y, Xt, yt, epsilon, epochs, seed):
@@ -142,7 +152,10 @@ def main(argv=None):
     X, y = load_digits(return_X_y=True)
     X = (X / 16.0).astype(np.float32)  # public pixel bound
     X, Xt, y, yt = train_test_split(X, y, test_size=0.25, stratify=y, random_state=0)
-    DPLR = _diffprivlib()
+    try:
+        dpl_acc, peer = diffprivlib_accuracy(X, y, Xt, yt, epsilons, repeats)
+    except PeerNotInstalled as exc:
+        dpl_acc, peer = [[np.nan] * repeats for _ in epsilons], str(exc)
 
     base_mlp = NeuralNetClassifier(
         MLP,
@@ -158,8 +171,8 @@ def main(argv=None):
     lr_acc = LogisticRegression(max_iter=2000).fit(X, y).score(Xt, yt)
 
     rows = []
-    for eps in epsilons:
-        acc_o, acc_p, acc_d, eps_o, eps_p = [], [], [], [], []
+    for eps, acc_d in zip(epsilons, dpl_acc, strict=True):
+        acc_o, acc_p, eps_o, eps_p = [], [], [], []
         for seed in range(repeats):
             a, net = ours(X, y.astype(np.int64), Xt, yt, eps, epochs, seed)
             acc_o.append(a)
@@ -167,10 +180,6 @@ def main(argv=None):
             a, e = opacus(X, y.astype(np.int64), Xt, yt, net, epochs, seed)
             acc_p.append(a)
             eps_p.append(e)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                dlr = DPLR(epsilon=eps, data_norm=8.0, max_iter=1000, random_state=seed)
-                acc_d.append(dlr.fit(X, y).score(Xt, yt))
         rows.append(
             (
                 eps,
@@ -185,6 +194,7 @@ def main(argv=None):
 
     print(f"\ndigits, delta={DELTA}, batch {BATCH}, {epochs} epochs, clip {CLIP}, lr {LR}, {repeats} seed(s)")
     print(f"non-private: skorch MLP (30 epochs) {mlp_acc:.3f}, sklearn LogisticRegression {lr_acc:.3f}")
+    print(f"diffprivlib LogisticRegression: {peer}")
     head = (
         f"{'epsilon':>8}{'sigma':>8}{'eps ours':>10}{'eps opacus':>12}{'eps ratio':>10}"
         f"{'acc ours':>10}{'acc opacus':>12}{'acc dpl LR':>12}{'ours/opacus':>13}{'ours/dpl':>10}"

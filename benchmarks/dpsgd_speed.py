@@ -52,6 +52,8 @@ from skorch import NeuralNetClassifier  # noqa: E402
 
 from skdp.nn import DPNeuralNetClassifier  # noqa: E402
 
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH, SIGMA, CLIP, LR = 256, 1.0, 1.0, 0.1
 

@@ -39,10 +39,12 @@ from sklearn.metrics import adjusted_rand_score  # noqa: E402
 # Run against this checkout, not whatever skdp happens to be installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from skdp.bayes._gibbs import emission_log_likelihood, forward  # noqa: E402
-from skdp.bayes._naive_bayes_hmm import DPNaiveBayesHMM  # noqa: E402
-from skdp.bayes._sequences import build_layout, cell_category_counts, encode_categories  # noqa: E402
+from scipy.special import logsumexp  # noqa: E402
 
+from skdp.bayes import DPNaiveBayesHMM  # noqa: E402
+
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
 RESULTS = Path(__file__).resolve().parent / "results"
 N_CATEGORIES = (6, 10, 2, 3, 2)  # coarse type, fine category, three binary casualty indicators
 
@@ -79,27 +81,56 @@ def make_warlogs(kind, seed=0):
     return X, seq, ts, z.reshape(-1), n_states
 
 
+def cells(seq, ts):
+    """Cell of every record and the cells of every sequence in time order.
+
+    A cell is a (sequence, timestep) pair, numbered in sorted (sequence,
+    timestep) order.  Returns ``(cell_of_record, grid)`` with ``grid[r, t]``
+    the ``t``-th cell of sequence ``r`` (``-1`` past its end).
+    """
+    seq_labels, seq_codes = np.unique(seq, return_inverse=True)
+    time_labels, time_codes = np.unique(ts, return_inverse=True)
+    keys, cell_of_record = np.unique(seq_codes * len(time_labels) + time_codes, return_inverse=True)
+    cell_seq = keys // len(time_labels)
+    lengths = np.bincount(cell_seq, minlength=len(seq_labels))
+    position = np.arange(len(keys)) - np.concatenate(([0], np.cumsum(lengths)[:-1]))[cell_seq]
+    grid = np.full((len(seq_labels), lengths.max()), -1)
+    grid[cell_seq, position] = np.arange(len(keys))
+    return cell_of_record.reshape(-1), grid
+
+
 def heldout_log_likelihood(model, X, seq, ts, test_cell):
     """``log p(X_test | X_train)`` per held-out cell, states marginalised over all cells.
 
     Forward algorithm on the full grid of cells twice: once with every cell's
     records, once with the held-out cells' emissions removed (likelihood 1);
     the difference is the predictive log-likelihood of the held-out cells.
+    Computed here from the released parameters (``startprob_``,
+    ``transmat_``, ``emissionprob_``, ``categories_``) only: post-processing.
     """
-    layout = build_layout(seq, ts, X.shape[0])
-    codes = encode_categories(X, model.categories_)
-    counts = cell_category_counts(codes, layout.cell_of_record, layout.n_cells, model._n_categories)
-    log_theta, log_start, log_trans = model._log_params()
-    log_emission = emission_log_likelihood(counts, log_theta)
-    _, full = forward(log_emission, log_start, log_trans, layout.grid)
+    cell_of_record, grid = cells(seq, ts)
+    # log p(records of a cell | state): the records of a cell are independent given its state.
+    log_emission = np.zeros((grid.max() + 1, model.n_components))
+    for d, (cats, probs) in enumerate(zip(model.categories_, model.emissionprob_, strict=True)):
+        codes = np.searchsorted(np.asarray(cats), X[:, d])
+        np.add.at(log_emission, cell_of_record, np.log(np.maximum(probs[:, codes].T, 1e-300)))
+    log_start = np.log(np.maximum(model.startprob_, 1e-300))
+    log_trans = np.log(np.maximum(model.transmat_, 1e-300))
+
+    def forward(log_em):
+        alpha = log_start + log_em[grid[:, 0]]
+        for t in range(1, grid.shape[1]):
+            step = logsumexp(alpha[:, :, None] + log_trans[None], axis=1) + log_em[grid[:, t]]
+            alpha = np.where((grid[:, t] >= 0)[:, None], step, alpha)
+        return logsumexp(alpha, axis=1).sum()
+
     masked = np.where(test_cell[:, None], 0.0, log_emission)
-    _, train_only = forward(masked, log_start, log_trans, layout.grid)
-    return float((full.sum() - train_only.sum()) / test_cell.sum())
+    return float((forward(log_emission) - forward(masked)) / test_cell.sum())
 
 
 def run(kind, n_components, epsilons, n_splits, n_iter, results):
     X, seq, ts, z_true, _ = make_warlogs(kind)
-    cell = build_layout(seq, ts, X.shape[0]).cell_of_record
+    cell, _ = cells(seq, ts)
     n_cells = cell.max() + 1
     cats = [list(range(k)) for k in N_CATEGORIES]
     configs = [("none", "none", {}, [None])]

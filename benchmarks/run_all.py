@@ -11,6 +11,15 @@ Every ``benchmarks/*.py`` script (except this runner and the ``_*.py``
 helpers) is discovered and run in its own process, so a benchmark added by a
 later issue is picked up without editing this file, and one that crashes or
 runs past ``--timeout`` is reported as failed without stopping the others.
+A script declares its quick mode as a module constant, ``QUICK_ARGS =
+("--quick",)`` (the arguments ``--quick`` passes it; without one it runs as
+is), and the peers it compares against in their own environments as
+``PEERS = ("diffprivlib",)``; both are read from the source with ``ast``,
+without importing the script.  Peers whose pins conflict with skdp's run in
+``benchmarks/.venvs/NAME``, built by ``python benchmarks/peers/make_env.py
+NAME`` (see ``benchmarks/_peers.py``); a peer that is not built is a "not
+installed" line of the report, never a crash.
+
 Each script prints its own tables (ours vs peer vs non-private, measured in the
 same run, with ratios) and saves its plots in ``benchmarks/results/``; the
 runner collects the tables and the plots written during the run into
@@ -22,6 +31,7 @@ shows which benchmark runs and for how long.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import json
 import os
@@ -32,6 +42,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import _peers  # noqa: E402
+
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 RUNS = RESULTS / "runs"  # one JSON record per benchmark run, for --report-only
@@ -47,14 +60,39 @@ def discover(only=()):
     return [n for n in names if not only or any(o in n for o in only)]
 
 
-def _accepts_quick(name):
-    # A script without a quick mode runs as is rather than failing on the flag.
-    return "--quick" in (HERE / f"{name}.py").read_text(encoding="utf-8", errors="replace")
+def declared(name, attribute, default=()):
+    """The literal a benchmark script assigns to module constant ``attribute``, else ``default``.
+
+    Read from the source with ``ast`` (no import: the scripts import torch,
+    dask, ...), so the declaration must be a literal such as ``("--quick",)``.
+    """
+    tree = ast.parse((HERE / f"{name}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == attribute for t in targets):
+            return tuple(ast.literal_eval(value))
+    return tuple(default)
+
+
+def quick_args(name):
+    """Arguments of the quick mode of benchmark ``name`` (its ``QUICK_ARGS``; none if undeclared)."""
+    return declared(name, "QUICK_ARGS")
 
 
 def _command(name, full):
-    args = [] if full or not _accepts_quick(name) else ["--quick"]
+    args = [] if full else list(quick_args(name))
     return [sys.executable, str(HERE / f"{name}.py"), *args]
+
+
+def peer_status(names):
+    """``{peer: status}`` for every peer the benchmarks ``names`` declare (``PEERS``)."""
+    peers = sorted({p for n in names for p in declared(n, "PEERS")})
+    return {p: _peers.status(p) for p in peers}
 
 
 class _Progress:
@@ -137,6 +175,7 @@ def run_one(name, full, timeout, progress):
         "stdout": stdout,
         "stderr": stderr,
         "plots": attribute_plots(name, stdout, start_wall),
+        "peers": list(declared(name, "PEERS")),
     }
 
 
@@ -179,25 +218,60 @@ def _load():
         return "load average unknown"
 
 
-def write_report(runs, mode, started, load_before, path):
-    """Write the Markdown report of ``runs`` to ``path``."""
-    lines = [
-        "# skdp benchmark report",
-        "",
-        f"Generated {started.isoformat(timespec='seconds')} by `python -m benchmarks --{mode}` on "
-        f"{platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} cores; "
+def _git_revision():
+    """``abc1234`` (``+ uncommitted changes`` when the tree is dirty), or ``unknown``."""
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return rev + (" + uncommitted changes" if dirty else "")
+
+
+def write_report(runs, mode, started, load_before, path, note=None, peers=None, command=None):
+    """Write the Markdown report of ``runs`` to ``path``.
+
+    ``note`` is a paragraph put under the title (e.g. "quick run on a shared
+    machine"); ``peers`` maps each peer to its status (:func:`peer_status`);
+    ``command`` is the command line that made the report.
+    """
+    command = command or f"python -m benchmarks --{mode}"
+    lines = ["# skdp benchmark report", ""]
+    if note:
+        lines += [f"**{note}**", ""]
+    lines += [
+        f"Generated {started.isoformat(timespec='seconds')} by `{command}` at commit "
+        f"{_git_revision()} on {platform.platform()}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} cores; "
         f"{load_before} before the run, {_load()} after it (timings are noisy under load).",
         "",
         "Each section is one script of `benchmarks/`: its command, the tables it printed (ours vs the "
-        "named peer vs the non-private baseline, measured in the same run) and the plots it saved.",
+        "named peer vs the non-private baseline, measured in the same run) and the plots it saved "
+        "(in `benchmarks/results/`, not committed).",
         "",
-        "| benchmark | status | time (s) | plots |",
-        "|---|---|---:|---|",
+    ]
+    if peers:
+        lines += ["| peer | environment |", "|---|---|"]
+        lines += [f"| {p} | {status} |" for p, status in sorted(peers.items())]
+        lines.append("")
+    lines += [
+        "| benchmark | status | time (s) | peers | plots |",
+        "|---|---|---:|---|---|",
     ]
     for r in runs:
         lines.append(
-            f"| [{r['name']}](#{r['name'].replace('_', '-')}) | {r['status']} | {r['seconds']:.0f} | {len(r['plots'])} |"
+            f"| [{r['name']}](#{r['name'].replace('_', '-')}) | {r['status']} | {r['seconds']:.0f} "
+            f"| {', '.join(r.get('peers', [])) or '-'} | {len(r['plots'])} |"
         )
+    lines.append(f"| total | | {sum(r['seconds'] for r in runs):.0f} | | |")
     lines.append("")
     for r in runs:
         lines += [f"## {r['name']}", "", f"`{r['command']}`: {r['status']}, {r['seconds']:.0f} s", ""]
@@ -225,6 +299,9 @@ def main(argv=None):
         action="store_true",
         help="rebuild the report from the runs saved in results/runs/ without running anything",
     )
+    parser.add_argument(
+        "--note", default=None, help="a line put under the report's title (e.g. where and how it was run)"
+    )
     parser.add_argument("only", nargs="*", help="run only benchmarks whose name contains one of these")
     args = parser.parse_args(argv)
     names = discover(args.only)
@@ -249,7 +326,11 @@ def main(argv=None):
                 (RUNS / f"{name}.json").write_text(json.dumps(runs[-1], indent=1))
         finally:
             progress.close()
-    write_report(runs, "full" if args.full else "quick", started, load_before, args.output)
+    mode_name = "full" if args.full else "quick"
+    command = " ".join(["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])])
+    if "--full" not in command and "--quick" not in command:
+        command += f"  (mode: {mode_name})"
+    write_report(runs, mode_name, started, load_before, args.output, args.note, peer_status(names), command)
     failed = [r["name"] for r in runs if r["status"] != "ok"]
     print(f"report written to {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -12,6 +12,9 @@ from skdp import config_context
 from skdp.bayes import DPBetaBernoulli
 from skdp.privacy import GaussianMechanism, LaplaceMechanism, PrivacyLedger
 
+#: Arguments of the quick mode, read by ``python -m benchmarks --quick``.
+QUICK_ARGS = ("--quick",)
+
 
 def _time(fn, repeats=3):
     best = np.inf
