@@ -610,3 +610,45 @@ def test_kernel_kmeans_features_do_not_come_from_the_noise_stream():
     np.testing.assert_allclose(
         model.random_weights_, np.sqrt(2 * 0.5) * child.standard_normal(noise_stream.shape)
     )
+
+
+def _cluster_import_graph():
+    """Relative imports between the modules of skdp.cluster, function-level imports included."""
+    import ast
+    from pathlib import Path
+
+    import skdp.cluster
+
+    modules = {p.stem: p for p in Path(skdp.cluster.__file__).parent.glob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+        graph[name] = deps & modules.keys()
+    return graph
+
+
+def _cycles(graph):
+    """Every module that can reach itself through the graph."""
+    cyclic = []
+    for start in graph:
+        seen, stack = set(), list(graph[start])
+        while stack:
+            node = stack.pop()
+            if node == start:
+                cyclic.append(start)
+                break
+            if node not in seen:
+                seen.add(node)
+                stack.extend(graph[node])
+    return cyclic
+
+
+def test_cluster_modules_import_no_cycle():
+    # The check can fail: a graph with the old _rows <-> _kernel_kmeans edge is cyclic.
+    assert _cycles({"_rows": {"_kernel_kmeans"}, "_kernel_kmeans": {"_rows"}}) == ["_rows", "_kernel_kmeans"]
+    graph = _cluster_import_graph()
+    assert graph["_rows"] >= {"_fourier"} and graph["_kernel_kmeans"] >= {"_fourier"}
+    assert _cycles(graph) == []
