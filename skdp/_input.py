@@ -4,7 +4,9 @@ Arrays, lists and DataFrames are validated in memory by scikit-learn's
 ``validate_data``; NumPy memmaps, Dask collections, callables returning an
 iterable of chunks (and, for single-pass estimators, one-shot iterators) are
 validated chunk by chunk (:mod:`skdp._chunks`).  Either way the estimator's
-``n_features_in_`` and ``feature_names_in_`` are set as scikit-learn sets them.
+``n_features_in_`` and ``feature_names_in_`` are set as scikit-learn sets them
+(a single-pass estimator sets them with :func:`set_chunked_features` after
+its pass).
 """
 
 from __future__ import annotations
@@ -25,8 +27,12 @@ class FitInput(NamedTuple):
     X : ndarray or None
         The rows, in memory; None for chunked input.
     chunks : ChunkedData or None
-        The rows as chunks, already scanned (validated); None in memory.
-    n_samples, n_features : int
+        The rows as chunks, already scanned (validated), or not yet read
+        (``single_pass``); None in memory.
+    n_samples, n_features : int or None
+        None for ``single_pass`` chunked input, which is read later in the
+        estimator's own pass (``n_features`` is known up front for NumPy
+        and Dask sources).
     summary : ChunkSummary or None
         What the validating pass learnt (chunked input only; its
         ``max_norm`` is data-dependent: a bound read off it must be warned
@@ -53,7 +59,17 @@ def set_chunked_features(estimator, data):
         del estimator.feature_names_in_
 
 
-def validate_fit_input(estimator, X, *, dtype=np.float64, ensure_min_samples=1, **check_params):
+def validate_fit_input(
+    estimator,
+    X,
+    *,
+    dtype=np.float64,
+    ensure_min_samples=1,
+    ensure_2d=True,
+    single_pass=False,
+    validate=None,
+    **check_params,
+):
     """Validate the training rows of ``estimator.fit`` (in memory or chunked).
 
     Parameters
@@ -66,6 +82,20 @@ def validate_fit_input(estimator, X, *, dtype=np.float64, ensure_min_samples=1, 
         As in ``validate_data``; chunked input is converted to float64.
     ensure_min_samples : int, default=1
         As in ``validate_data`` (in memory).
+    ensure_2d : bool, default=True
+        If False, a 1-D ``X`` (or 1-D chunk) is one feature, in memory and
+        chunked alike.
+    single_pass : bool, default=False
+        For an estimator that reads chunked input once, in one pass of its
+        own (e.g. one :meth:`~skdp._chunks.ChunkedData.map_reduce`): the
+        chunks are not scanned first (a scan would be a second pass), a
+        one-shot iterator of chunks is accepted, and the estimator calls
+        :func:`set_chunked_features` after its pass.
+    validate : callable or None, default=None
+        The estimator's own in-memory validation, called as
+        ``validate(X, reset=True)`` instead of ``validate_data`` (a
+        ``_validate_X`` shared with its predict methods; it sets
+        ``n_features_in_`` and returns a 2-D array).
     **check_params
         Passed on to ``validate_data``.
 
@@ -74,9 +104,19 @@ def validate_fit_input(estimator, X, *, dtype=np.float64, ensure_min_samples=1, 
     FitInput
     """
     if is_chunked_input(X):
-        chunks = as_chunked(X)
+        chunks = as_chunked(X, ensure_2d=ensure_2d, single_pass=single_pass)
+        if single_pass:
+            return FitInput(None, chunks, None, chunks.n_features)
         summary = chunks.scan()  # validates every chunk
         set_chunked_features(estimator, chunks)
         return FitInput(None, chunks, summary.n_samples, summary.n_features, summary)
-    X = validate_data(estimator, X, dtype=dtype, ensure_min_samples=ensure_min_samples, **check_params)
+    if validate is not None:
+        X = validate(X, reset=True)
+        return FitInput(X, None, X.shape[0], X.shape[1])
+    X = validate_data(
+        estimator, X, dtype=dtype, ensure_min_samples=ensure_min_samples, ensure_2d=ensure_2d, **check_params
+    )
+    if X.ndim == 1:  # ensure_2d=False: one feature (validate_data sets no n_features_in_ for 1-D)
+        X = X.reshape(-1, 1)
+        estimator.n_features_in_ = 1
     return FitInput(X, None, X.shape[0], X.shape[1])

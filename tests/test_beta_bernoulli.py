@@ -10,6 +10,7 @@ from scipy import stats
 from sklearn.base import clone
 
 from skdp import BudgetAccountant, BudgetExceededError
+from skdp._input import validate_fit_input
 from skdp._random import AFTER_FIT_SPAWN_TAG, generator_after_fit
 from skdp.audit import _cases, epsilon_lower_bound
 from skdp.bayes import DPBetaBernoulli
@@ -286,6 +287,18 @@ def test_one_d_input_is_one_feature():
     model = DPBetaBernoulli(random_state=0).fit(np.array([0, 1, 1, 0, 1]))
     assert model.n_features_in_ == 1
     assert model.score_samples(np.array([[1], [0]])).shape == (2,)
+
+
+def test_fit_input_helper_reads_a_one_d_x_as_the_estimator_does():
+    # validate_fit_input(ensure_2d=False) in memory: the convention DPBetaBernoulli's own
+    # validation follows (one column, n_features_in_ = 1), for estimators without one.
+    x = np.array([0, 1, 1, 0, 1])
+    data = validate_fit_input(helper := DPBetaBernoulli(), x, ensure_2d=False)
+    assert data.X.shape == (5, 1) and (data.n_samples, data.n_features) == (5, 1)
+    assert helper.n_features_in_ == 1 and not data.chunked
+    np.testing.assert_array_equal(data.X, DPBetaBernoulli()._validate_X(x, reset=True))
+    with pytest.raises(ValueError, match="2D"):
+        validate_fit_input(DPBetaBernoulli(), x)
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._chunks import as_chunked, is_chunked_input
-from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
+from .._chunks import is_chunked_input
+from .._input import set_chunked_features, validate_fit_input
+from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, private_fit_context
 from ..privacy import ExponentialMechanism, LaplaceMechanism
 from ..privacy.selection import refuse_secure_noise_for_exponential_mechanism
 from ._conjugate import bernoulli_log_likelihood, category_counts, project_counts, sample_truncated_beta
@@ -266,24 +267,52 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         -------
         self : DPBetaBernoulli
         """
-        prior = self._check_prior()
+        return self._private_fit(X)
+
+    # The template's steps (skdp.base.DPEstimatorMixin._private_fit).  The
+    # plan is pure epsilon-DP under basic composition; the mechanisms are
+    # calibrated in _fit_private, once the single pass has given the number
+    # of features of a chunk factory or iterator.
+    def _private_fit(self, X, y=None):
+        """The template, after OPS's plan is checked against ``X``'s shape where it shows ``d``.
+
+        The number of features is public when it can be read off the shape
+        of ``X`` without reading a value (arrays, DataFrames, memmaps, Dask
+        arrays, lists): OPS's refusal of a possibly improper tempered
+        posterior, decided by public quantities only, then comes before the
+        reservation, as every other parameter error.  A chunk factory or an
+        iterator shows ``d`` only in the fit's one pass (the refusal then
+        comes from ``_fit_private``, with the budget charged).
+        """
+        self._check_params()
+        n_features = _public_n_features(X) if self.mechanism == "ops" else None
+        if n_features is not None:
+            self._ops_mechanism(self._check_prior(), n_features)
+        return super()._private_fit(X, y)
+
+    def _check_params(self):
+        self._check_prior()
         if self.mechanism == "ops":
             # OPS samples in floating point: refuse secure noise before the
             # budget is checked or X is read (runs under the fit's setting).
             refuse_secure_noise_for_exponential_mechanism()
-            n_features = _public_n_features(X)
-            if n_features is not None:
-                # Decided by public quantities only, so before the reservation.
-                self._ops_mechanism(prior, n_features)
-        # The fit's generator stays local: a stored one could be stepped back
-        # to its draws, hence to the noiseless counts.
-        ledger, rng = self._begin_private_fit(composition="basic")
-        if is_chunked_input(X):
-            # One pass: a one-shot iterator of chunks is accepted; 1-D is one feature, as in memory.
-            counts = self._chunked_counts(as_chunked(X, ensure_2d=False, single_pass=True))
+
+    def _privacy_plan(self):
+        return PrivacyPlan(self.epsilon, self.delta, "basic", settings={"prior": self._check_prior()})
+
+    def _validate_input(self, X, y=None):
+        # One pass over chunked input (a one-shot iterator is accepted), made
+        # by _chunked_counts; a 1-D X is one feature, in memory and chunked.
+        return validate_fit_input(self, X, ensure_2d=False, single_pass=True, validate=self._validate_X)
+
+    def _fit_private(self, data, plan, rng, ledger):
+        """Release the counts (Laplace, Eq. 16-17) or one tempered posterior sample (OPS, Eq. 14)."""
+        prior = plan.settings["prior"]
+        if data.chunked:
+            counts = self._chunked_counts(data.chunks)
+            set_chunked_features(self, data.chunks)
         else:
-            X = self._validate_X(X, reset=True)
-            counts = category_counts(X.astype(np.int64), 2)  # columns: (n_minus, n_plus)
+            counts = category_counts(data.X.astype(np.int64), 2)  # columns: (n_minus, n_plus)
         d = counts.shape[0]
         for attr in (
             "noisy_counts_",
@@ -313,8 +342,6 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
             b = (counts[:, 0] + prior[1] - 1) / mech.temperature + 1
             self._ops_posterior = (a, b, mech)
             self.posterior_sample_ = mech.sample(self._draw_ops, rng, ledger)
-        self._end_private_fit(ledger)
-        return self
 
     def _ops_mechanism(self, prior, n_features):
         """The OPS exponential mechanism, refusing an improper tempered posterior.
@@ -335,18 +362,13 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         return mech
 
     def _chunked_counts(self, data):
-        """Exact per-feature counts of a memmap, Dask collection or chunk factory.
+        """Exact per-feature counts of a memmap, Dask collection, chunk factory or iterator.
 
-        One reduction over the chunks (:mod:`skdp._chunks`); the noise is then
-        added once to the global counts, exactly as in the in-memory fit.
+        The fit's one pass: one reduction over the chunks (:mod:`skdp._chunks`);
+        the noise is then added once to the global counts, exactly as in the
+        in-memory fit.
         """
-        counts = data.map_reduce(binary_chunk_counts)
-        self.n_features_in_ = counts.shape[0]
-        if data.feature_names is not None:
-            self.feature_names_in_ = data.feature_names
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
-        return counts
+        return data.map_reduce(binary_chunk_counts)
 
     def _draw_ops(self, temperature, rng, size=None):
         a, b, _ = self._ops_posterior
