@@ -245,19 +245,19 @@ def test_cluster_then_train_accounting_is_the_composition_of_its_parts():
 
 
 def test_every_step_adds_noise_at_the_calibrated_multiplier(monkeypatch):
-    from skdp.nn import _engine
+    from skdp.privacy import TorchGaussianMechanism
 
     calls = []
-    original = _engine.GaussianNoise.add_to
+    original = TorchGaussianMechanism.release
 
-    def spy(self, tensor, generator=None):
+    def spy(self, value, ledger, generator=None):
         calls.append((self.noise_multiplier, self.sensitivity))
-        return original(self, tensor, generator)
+        return original(self, value, ledger, generator)
 
-    monkeypatch.setattr(_engine.GaussianNoise, "add_to", spy)
+    monkeypatch.setattr(TorchGaussianMechanism, "release", spy)
     gm = small(clipping=0.5, n_clusters=1).fit(binary_data())
-    n_tensors = len(list(gm.generators_[0].parameters()))
-    assert len(calls) == gm.n_steps_ * n_tensors
+    # One release per step: the gradients of every parameter together.
+    assert len(calls) == gm.n_steps_
     assert all(z == pytest.approx(gm.noise_multiplier_) and c == 0.5 for z, c in calls)
     # A fixed bound releases no histogram: plain subsampled Gaussian with k = 1.
     assert gm.clip_noise_multiplier_ is None
@@ -548,7 +548,7 @@ def test_single_model_plan_is_the_same_on_neighbouring_datasets():
 
 
 def test_single_model_auto_size_is_a_noisy_accounted_count():
-    from skdp.generative._mixture import count_noise_multiplier
+    from skdp.privacy.dpsgd import count_noise_multiplier
 
     n = PRIME_ROWS
     gm = small(n_clusters=1).fit(binary_data(n=n))

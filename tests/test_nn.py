@@ -144,7 +144,10 @@ def test_gaussian_noise_std_is_noise_multiplier_times_sensitivity():
     gen = torch.Generator().manual_seed(0)
     noise = GaussianNoise(sensitivity=0.7, noise_multiplier=1.3)
     n = 200_000
-    sample = noise.add_to(torch.zeros(n, dtype=torch.float64), gen)
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
+    sample = noise.release(torch.zeros(n, dtype=torch.float64), ledger, gen)
+    # The release is on the ledger: one Gaussian event of the mechanism's multiplier.
+    assert ledger.events == [GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=1.3)]
     std = float(sample.std())
     # std of a Gaussian sample has relative standard error 1/sqrt(2n) ~ 0.16%.
     assert abs(std / (0.7 * 1.3) - 1) < 5 / math.sqrt(2 * n)
@@ -310,17 +313,54 @@ def test_fit_privacy_spent_matches_calibration_and_ledger(data):
 def test_every_step_adds_noise_to_every_parameter(data, monkeypatch):
     X, y = data
     calls = []
-    original = GaussianNoise.add_to
+    original = GaussianNoise.release
 
-    def counting(self, tensor, generator=None):
-        calls.append(self.scale)
-        return original(self, tensor, generator)
+    def counting(self, value, ledger, generator=None):
+        calls.append((self.scale, sorted(value)))
+        return original(self, value, ledger, generator)
 
-    monkeypatch.setattr(GaussianNoise, "add_to", counting)
+    monkeypatch.setattr(GaussianNoise, "release", counting)
     net = _net(noise_multiplier=0.9, max_grad_norm=0.4).fit(X, y)
-    n_param_tensors = len(list(net.module_.parameters()))
-    assert len(calls) == net.n_steps_ * n_param_tensors
-    assert calls == pytest.approx([0.9 * 0.4] * len(calls))
+    names = sorted(name for name, _ in net.module_.named_parameters())
+    # One release per step, of the gradients of every parameter together.
+    assert len(calls) == net.n_steps_
+    assert all(scale == pytest.approx(0.9 * 0.4) and keys == names for scale, keys in calls)
+
+
+def test_a_step_whose_noise_is_not_recorded_fails(monkeypatch):
+    """The step checks its recorded releases against its planned event: noise added off the ledger is refused."""
+    module = torch.nn.Linear(3, 2)
+
+    def unrecorded(self, value, ledger, generator=None):
+        return {k: v + self.scale * torch.randn(v.shape, generator=generator) for k, v in value.items()}
+
+    engine = DPSGDEngine(
+        module,
+        _ce_loss,
+        noise_multiplier=1.0,
+        sampling_rate=0.5,
+        expected_batch_size=2,
+        clipping=FixedClipping(1.0),
+        max_steps=2,
+    )
+    batch = (torch.randn(4, 3), torch.randint(0, 2, (4,)))
+    engine.step(batch, PrivacyLedger(neighbouring=ADD_REMOVE))
+    monkeypatch.setattr(GaussianNoise, "release", unrecorded)
+    with pytest.raises(RuntimeError, match="without recording its event"):
+        engine.step(batch, PrivacyLedger(neighbouring=ADD_REMOVE))
+
+
+def test_a_step_release_beyond_the_plan_is_refused_before_its_noise():
+    from skdp.privacy.dpsgd import DPSGDStepLedger
+
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
+    step = DPSGDStepLedger(ledger, dpsgd_step_event(1.0, 0.5, 2.0))
+    assert ledger.events == [dpsgd_step_event(1.0, 0.5, 2.0)]
+    GaussianNoise(1.0, 2.0).release(torch.zeros(3), step)
+    with pytest.raises(RuntimeError, match="goes beyond its planned event"):
+        GaussianNoise(1.0, 0.5).release(torch.zeros(3), step)
+    GaussianNoise(1.0, 1.0).release(torch.zeros(3), step)
+    step.close()
 
 
 def test_explicit_noise_multiplier_reports_epsilon(data):
@@ -354,27 +394,34 @@ def test_merge_events_preserves_the_composition():
 
 
 def test_norm_histogram_bins_and_sensitivity():
-    norms = torch.tensor([0.0, 0.05, 0.1, 0.15, 0.95, 1.0, 3.0])
-    counts = norm_histogram(norms, max_norm=1.0, n_bins=10)
+    # float64: the edges C_j = j / 10 are compared with the norms' exact values
+    # (0.1 in float32 is above the edge 0.1).
+    norms = torch.tensor([0.0, 0.05, 0.1, 0.15, 0.95, 1.0, 3.0], dtype=torch.float64)
+    counts = norm_histogram(norms, 1.0, 10)
     # Bins (C_{j-1}, C_j]: 0 and 0.05 and 0.1 in bin 1; 0.15 in bin 2; 0.95, 1.0 and 3.0 in bin 10.
-    np.testing.assert_array_equal(counts.numpy(), [3, 1, 0, 0, 0, 0, 0, 0, 0, 3])
+    np.testing.assert_array_equal(counts, [3, 1, 0, 0, 0, 0, 0, 0, 0, 3])
     # Adding one record changes one count by one: L2 sensitivity 1 (add/remove).
-    for extra in [0.0, 0.33, 0.5, 2.0]:
-        diff = norm_histogram(torch.cat([norms, torch.tensor([extra])]), 1.0, 10) - counts
-        assert float(diff.norm()) == 1.0
+    for extra in [0.0, 0.33, 0.5, 2.0, math.inf, math.nan]:
+        diff = (
+            norm_histogram(torch.cat([norms, torch.tensor([extra], dtype=torch.float64)]), 1.0, 10) - counts
+        )
+        assert float(np.linalg.norm(diff)) == 1.0
 
 
 def test_dpnorm_histogram_noise_std_and_mode():
     clip = DPNormClipping(max_norm=2.0, n_bins=8, noise_multiplier=1.5)
     gen = torch.Generator().manual_seed(0)
     norms = torch.full((100,), 0.6)
-    exact = norm_histogram(norms, 2.0, 8)
+    exact = torch.as_tensor(norm_histogram(norms, 2.0, 8), dtype=norms.dtype)
     reps = 3000
-    noise = torch.stack([clip.noisy_histogram(norms, gen) - exact for _ in range(reps)]).double()
+    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
+    noise = torch.stack([clip.noisy_histogram(norms, ledger, gen) - exact for _ in range(reps)]).double()
     n = noise.numel()
     assert abs(float(noise.std()) / 1.5 - 1) < 5 / math.sqrt(2 * n)
+    # Every release is recorded: sensitivity 1 under add/remove, multiplier sigma_C.
+    assert ledger.events == [GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=1.5)] * reps
     # The mode of 100 identical norms in bin 3 survives noise of std 1.5.
-    assert clip.threshold(norms, gen) == pytest.approx(3 * 2.0 / 8)
+    assert clip.threshold(norms, ledger, gen) == pytest.approx(3 * 2.0 / 8)
 
 
 def test_adaptive_fit_accounts_histogram_and_gradient_together(data):

@@ -16,18 +16,27 @@ from sklearn.base import (
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._input import FitInput
 from .._random import check_generator
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import (
     ADD_REMOVE,
     REPLACE_ONE,
     GaussianEvent,
-    GaussianMechanism,
     LaplaceEvent,
     calibrate_noise_multiplier,
-    gaussian_noise_multiplier,
 )
 from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
+from ..privacy.dpsgd import (
+    check_noise_setting,
+    combined_noise_multiplier,
+    count_noise_multiplier,
+    dataset_size_event,
+    dpsgd_step_event,
+    poisson_batch_indices,
+    release_dataset_size,
+    steps_per_epoch,
+)
 
 __all__ = ["DPGenerativeMixture"]
 
@@ -108,11 +117,9 @@ def sgd_plan_event(noise_multiplier, clip_noise_ratio, sampling_rates, selection
     With DPNorm (``clip_noise_ratio`` not None) a step also releases a noisy
     norm histogram of the same batch with multiplier ``clip_noise_ratio * z``;
     the pair is one Gaussian mechanism with the combined multiplier
-    (:func:`skdp.nn.combined_noise_multiplier`), exactly as the DP-SGD engine
-    accounts it.
+    (:func:`skdp.privacy.dpsgd.combined_noise_multiplier`), exactly as the
+    DP-SGD engine accounts it.
     """
-    from ..nn import combined_noise_multiplier
-
     z = float(noise_multiplier)
     if clip_noise_ratio is not None:
         z = combined_noise_multiplier(z, clip_noise_ratio * z)
@@ -133,34 +140,11 @@ def cluster_schedule(cluster_sizes, batch_size, n_epochs):
     ``round(sum n / L)`` steps (Section III-B: an epoch visits every record
     once in expectation).  ``cluster_sizes`` must be public (noisy sizes).
     """
-    from ..nn import steps_per_epoch
-
     sizes = np.maximum(np.asarray(cluster_sizes, dtype=float), 1.0)
     probs = sizes / sizes.sum()
     rates = np.minimum(1.0, batch_size / sizes)
     n_steps = int(n_epochs) * steps_per_epoch(float(sizes.sum()), batch_size)
     return probs, rates, n_steps
-
-
-#: Noise multiplier of the dataset-size release over that of a single
-#: Gaussian release spending the whole budget (the rule of the nets' DP-SGD
-#: plan): the count's Gaussian-DP ``mu`` is a tenth of the budget's.
-_COUNT_NOISE_FACTOR = 10.0
-
-
-def count_noise_multiplier(epsilon, delta):
-    """Noise multiplier of the noisy size release of ``n_clusters=1``, ``n_samples="auto"``.
-
-    ``10 * gaussian_noise_multiplier(epsilon, delta)``: a fixed rule of the
-    public budget, the one the DP-SGD nets use, so the count costs the same
-    small share whatever the data.
-    """
-    return _COUNT_NOISE_FACTOR * gaussian_noise_multiplier(epsilon, delta)
-
-
-def count_mechanism(epsilon, delta):
-    """Gaussian mechanism of the dataset size: add/remove L2 sensitivity 1."""
-    return GaussianMechanism(1.0, count_noise_multiplier(epsilon, delta), ADD_REMOVE)
 
 
 class _StepLedger:
@@ -257,7 +241,7 @@ class DPGenerativeMixture(
         utility) or, with ``n_samples="auto"``, ``N~ = N + N(0, s^2)``
         released by the Gaussian mechanism (sensitivity 1) with
         ``s = 10 * gaussian_noise_multiplier(epsilon, delta)``
-        (:func:`count_noise_multiplier`, the rule of the DP-SGD nets), whose
+        (:func:`skdp.privacy.dpsgd.count_noise_multiplier`, the rule of the DP-SGD nets), whose
         event is the first of the composition.  The gradient noise
         multiplier is calibrated so that the whole composition equals
         ``(epsilon, delta)``.  A replace-one guarantee follows by group
@@ -541,7 +525,7 @@ class DPGenerativeMixture(
     def _clip_ratio(self):
         return self.clip_noise_ratio if self.clipping == "adaptive" else None
 
-    def _cluster(self, X, rng, ledger):
+    def _cluster(self, X, plan, rng, ledger):
         """Alg. 1 line 1: DP kernel k-means; returns (events, labels, public sizes, clusterer).
 
         ``events`` are those recorded on ``ledger`` before the DP-SGD steps
@@ -561,13 +545,13 @@ class DPGenerativeMixture(
             labels = np.zeros(n, dtype=np.intp)
             if self.n_samples != "auto":
                 return [], labels, np.array([float(self.n_samples)]), None
-            mechanism = count_mechanism(self.epsilon, self.delta)
-            noisy_n = mechanism.release(float(n), rng, ledger)
-            return [mechanism.event()], labels, np.atleast_1d(noisy_n), None
+            count_std = plan.settings["count_noise_std"]
+            noisy_n = release_dataset_size(n, count_std, rng, ledger)
+            return [dataset_size_event(count_std)], labels, np.array([noisy_n]), None
         gamma = 1.0 / X.shape[1] if self.gamma is None else self.gamma
         km = DPKernelKMeans(
             n_clusters=self.n_clusters,
-            epsilon=self.epsilon * self.cluster_budget,
+            epsilon=plan.settings["cluster_epsilon"],
             delta=self.delta,
             gamma=gamma,
             n_components=self.n_components,
@@ -628,33 +612,69 @@ class DPGenerativeMixture(
         -------
         self : object
         """
+        return self._private_fit(X)
+
+    # The template's steps (skdp.base.DPEstimatorMixin._private_fit).  The
+    # plan fixes, from the parameters alone, the clustering's budget and the
+    # noise of the size count; the gradient noise is calibrated inside
+    # _fit_private, once the clustering has released the noisy sizes that the
+    # schedule (and so the plan's events) is a function of.
+    def _check_params(self):
+        # DP-SGD refuses secure_noise=True: refuse before anything is reserved.
+        check_noise_setting()
         import torch
 
-        from ..nn import DPNormClipping, DPSGDEngine, FixedClipping, dpsgd_step_event, poisson_batch_indices
-        from ..nn._engine import check_noise_setting
-
-        # DP-SGD refuses secure_noise=True: refuse before the clustering touches the data.
-        check_noise_setting()
         try:
             torch.device(self.device)
         except (RuntimeError, TypeError) as exc:
             raise ValueError(f"device={self.device!r} is not a torch device: {exc}") from None
-        ledger, rng = self._begin_private_fit(composition="rdp")
+
+    def _privacy_plan(self):
+        plan = super()._privacy_plan()
+        settings = {"clip_noise_ratio": self._clip_ratio()}
+        if self.n_clusters > 1:
+            settings["cluster_epsilon"] = self.epsilon * self.cluster_budget
+        elif self.n_samples == "auto":
+            settings["count_noise_std"] = count_noise_multiplier(self.epsilon, self.delta)
+        return plan.with_settings(**settings)
+
+    def _validate_input(self, X, y=None):
         X = self._validate_X(X, reset=True)
         n, m = X.shape
         if n < max(2, self.n_clusters):
             raise ValueError(f"n_samples={n} should be >= max(2, n_clusters={self.n_clusters}).")
+        return FitInput(X, None, n, m)
 
-        cluster_events, labels, sizes, clusterer = self._cluster(X, rng, ledger)
+    def _planned_events(self, noise_multiplier, cluster_events, rates, probs, n_steps):
+        """Events of the whole fit at gradient noise multiplier ``noise_multiplier``.
+
+        The events already recorded before the steps (the clustering's, or the
+        size count's), then ``n_steps`` steps of Alg. 1 on the schedule
+        ``(rates, probs)`` (:func:`sgd_plan_event`).
+        """
+        ratio = self._clip_ratio()
+        return [*cluster_events, sgd_plan_event(noise_multiplier, ratio, rates, probs, n_steps)]
+
+    def _fit_private(self, data, plan, rng, ledger):
+        import torch
+
+        from ..nn import DPNormClipping, DPSGDEngine, FixedClipping
+
+        X = data.X
+        m = data.n_features
+        cluster_events, labels, sizes, clusterer = self._cluster(X, plan, rng, ledger)
         k = self.n_clusters
         probs, rates, n_steps = cluster_schedule(sizes, self.batch_size, self.n_epochs)
-        ratio = self._clip_ratio()
-
-        def plan(z):
-            return [*cluster_events, sgd_plan_event(z, ratio, rates, probs, n_steps)]
-
+        ratio = plan.settings["clip_noise_ratio"]
+        # Post-processing of the released sizes: the schedule, hence the
+        # steps' events, are public once the clustering is on the ledger.
         z = calibrate_noise_multiplier(
-            plan, self.epsilon, self.delta, "rdp", ADD_REMOVE, rtol=_CALIBRATION_RTOL
+            lambda z: self._planned_events(z, cluster_events, rates, probs, n_steps),
+            plan.epsilon,
+            plan.delta,
+            plan.composition,
+            ADD_REMOVE,
+            rtol=_CALIBRATION_RTOL,
         )
         clip_z = None if ratio is None else ratio * z
 
@@ -708,7 +728,9 @@ class DPGenerativeMixture(
                     # enters as an input: each record's loss is then a fixed
                     # function of the record and its own row (ghost
                     # clipping's contract), and no global RNG is read.
-                    batch += (torch.randn(len(idx), self.latent_dim, generator=model_gen, device=self.device),)
+                    batch += (
+                        torch.randn(len(idx), self.latent_dim, generator=model_gen, device=self.device),
+                    )
                 step_ledger.expected = dpsgd_step_event(z, float(rates[s]), clip_z)
                 engines[s].step(batch, step_ledger)
                 optimizers[s].step()
@@ -716,7 +738,6 @@ class DPGenerativeMixture(
                     modules[s].advance_chains(model_gen)
         finally:
             step_ledger.flush(ledger, lambda count: sgd_plan_event(z, ratio, rates, probs, count))
-        self._end_private_fit(ledger)
 
         for module in modules:
             module.zero_grad(set_to_none=True)
@@ -732,7 +753,6 @@ class DPGenerativeMixture(
         self.noise_multiplier_ = float(z)
         self.clip_noise_multiplier_ = clip_z
         self.clipping_mode_ = engines[0].clipping_mode
-        return self
 
     # -- post-processing ---------------------------------------------------------
 

@@ -11,20 +11,19 @@ Importing this subpackage imports torch and skorch; ``import skdp`` does not.
   of the nets) or :class:`VmapPerExampleGradients`.
 * :func:`dpsgd_plan`, :func:`release_dataset_size`: the plan (sampling rate,
   steps) from a public dataset size, declared or privately estimated.
+
+The DP-SGD accounting (plan, step events, calibration, the private dataset
+size), DPNorm's binning and the torch noise mechanism (:class:`GaussianNoise`,
+which records its event on the ledger it is given) live in the privacy core
+(:mod:`skdp.privacy.dpsgd`, :mod:`skdp.privacy.norm_selection`,
+:mod:`skdp.privacy.torch_noise`); they are re-exported here under the names
+users import.
 """
 
-from ._adaptive_clipping import DPNormClipping, norm_histogram
-from ._callbacks import EpsilonSpent
-from ._engine import (
+from ..privacy.dpsgd import (
     COUNT_NOISE_FACTOR,
-    DPSGDEngine,
     DPSGDPlan,
-    FixedClipping,
-    GaussianNoise,
-    PoissonBatchIterator,
-    VmapPerExampleGradients,
     calibrate_dpsgd_noise,
-    check_per_example_support,
     combined_noise_multiplier,
     count_noise_multiplier,
     dataset_size_event,
@@ -34,8 +33,19 @@ from ._engine import (
     release_dataset_size,
     steps_per_epoch,
 )
+from ..privacy.norm_selection import norm_histogram
+from ..privacy.torch_noise import TorchGaussianMechanism as GaussianNoise
+from ._adaptive_clipping import DPNormClipping
+from ._callbacks import EpsilonSpent
+from ._engine import (
+    DPSGDEngine,
+    FixedClipping,
+    PoissonBatchIterator,
+    check_per_example_support,
+)
 from ._ghost import GhostClipping, GhostClippingFallbackWarning, find_unsupported_layer
 from ._net import DefaultMLP, DPNeuralNetClassifier, DPNeuralNetRegressor
+from ._per_example import VmapPerExampleGradients
 
 __all__ = [
     "COUNT_NOISE_FACTOR",

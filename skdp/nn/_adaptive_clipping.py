@@ -6,19 +6,22 @@ bin, Gaussian noise is added to every count, and the upper edge of the bin
 with the largest noisy count is the clipping bound ``C_s`` of that batch
 (Alg. 3, line 2: the noisy mode, which is near the norms of many records).
 
+The binning is the one DPNorm of skdp (:func:`skdp.privacy.norm_selection.norm_histogram`,
+also used by the kernel k-means); here the counts are released with torch
+noise on the batch's device (:class:`~skdp.privacy.torch_noise.TorchGaussianMechanism`),
+recorded on the DP-SGD step's ledger.
+
 Sensitivity
     Each record falls in exactly one bin, so under add/remove neighbours one
     record changes one count by one: L2 sensitivity 1 (Acs et al. state
     ``sqrt(2)`` for replace-one, noise ``N(0, sqrt(2) sigma_C)``; here the noise
     std is ``sigma_C * 1``).  The argmax is post-processing.  The histogram and
     the gradient sum of the same Poisson batch are accounted together by
-    :func:`skdp.nn.dpsgd_step_event`.
+    :func:`skdp.privacy.dpsgd.dpsgd_step_event`.
 
 Deviation
     Norms above ``C_max`` are counted in the last bin instead of being dropped
-    (Alg. 3 counts only ``C_{j-1} < ||g|| <= C_j``): when most gradients exceed
-    ``C_max`` the bound then goes to ``C_max`` rather than to a noise-driven
-    bin.  The sensitivity is unchanged (still one bin per record).
+    (see :mod:`skdp.privacy.norm_selection`).
 """
 
 from __future__ import annotations
@@ -27,21 +30,12 @@ import math
 
 import torch
 
-from ._engine import GaussianNoise
+from ..privacy.events import ADD_REMOVE
+from ..privacy.norm_selection import bin_upper_edge, norm_histogram
+from ..privacy.selection import histogram_sensitivity
+from ..privacy.torch_noise import TorchGaussianMechanism
 
-__all__ = ["DPNormClipping", "norm_histogram"]
-
-
-def norm_histogram(norms, max_norm, n_bins):
-    """Counts of ``norms`` in the bins ``(C_{j-1}, C_j]``, ``C_j = j max_norm / n_bins``.
-
-    Norms above ``max_norm`` go to the last bin; exact zeros to the first.
-    """
-    idx = torch.ceil(norms / (max_norm / n_bins)).long() - 1
-    idx = idx.clamp(min=0, max=n_bins - 1)
-    counts = torch.zeros(n_bins, dtype=norms.dtype if norms.is_floating_point() else torch.float32)
-    counts = counts.to(norms.device)
-    return counts.index_add_(0, idx, torch.ones_like(idx, dtype=counts.dtype))
+__all__ = ["DPNormClipping"]
 
 
 class DPNormClipping:
@@ -64,18 +58,24 @@ class DPNormClipping:
             raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}.")
         self.max_norm = float(max_norm)
         self.n_bins = int(n_bins)
-        self._noise = GaussianNoise(sensitivity=1.0, noise_multiplier=noise_multiplier)
+        # One record moves one count by one under add/remove neighbours.
+        self._noise = TorchGaussianMechanism(
+            sensitivity=histogram_sensitivity(2, ADD_REMOVE), noise_multiplier=noise_multiplier
+        )
 
     @property
     def clip_noise_multiplier(self):
         """``sigma_C``, for the step's privacy event."""
         return self._noise.noise_multiplier
 
-    def noisy_histogram(self, norms, generator=None):
-        """The released noisy counts (Alg. 3, line 2, before the argmax)."""
-        return self._noise.add_to(norm_histogram(norms, self.max_norm, self.n_bins), generator)
+    def noisy_histogram(self, norms, ledger, generator=None):
+        """The released noisy counts (Alg. 3, line 2, before the argmax); one event on ``ledger``."""
+        counts = norm_histogram(norms.detach().cpu().double().numpy(), self.max_norm, self.n_bins)
+        dtype = norms.dtype if norms.is_floating_point() else torch.float32
+        exact = torch.as_tensor(counts, dtype=dtype, device=norms.device)
+        return self._noise.release(exact, ledger, generator)
 
-    def threshold(self, norms, generator=None):
+    def threshold(self, norms, ledger, generator=None):
         """Upper edge of the bin with the largest noisy count."""
-        j = int(torch.argmax(self.noisy_histogram(norms, generator)).item())
-        return (j + 1) * self.max_norm / self.n_bins
+        j = int(torch.argmax(self.noisy_histogram(norms, ledger, generator)).item())
+        return bin_upper_edge(j, self.max_norm, self.n_bins)

@@ -54,6 +54,16 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from ..privacy.clipping import torch_clip_factors
+from ._per_example import (
+    ClippedSum,
+    VmapPerExampleGradients,
+    _batch_len,
+    _empty_clipped_sum,
+    _leaves,
+    _tree_map,
+)
+
 __all__ = [
     "GhostClipping",
     "GhostClippingFallbackWarning",
@@ -345,8 +355,6 @@ def _synthetic_batch(batch, m, seed):
             return torch.rand(shape, generator=gen, dtype=torch.float64).to(device=t.device, dtype=t.dtype)
         return torch.zeros(shape, dtype=t.dtype, device=t.device)
 
-    from ._engine import _tree_map
-
     return _tree_map(leaf, tuple(batch))
 
 
@@ -511,8 +519,6 @@ class GhostClipping:
         self._probed = False
 
     def _fall_back(self, name, reason, module, loss_fn, batch, threshold_fn):
-        from ._engine import VmapPerExampleGradients
-
         warn_fallback(name, reason)
         self._fallback = VmapPerExampleGradients()
         self.name = self._fallback.name
@@ -606,8 +612,6 @@ class GhostClipping:
         on some inputs or batch sizes can pass it (use
         ``clipping_mode='vmap'`` for such modules).
         """
-        from ._engine import _batch_len, _leaves, _tree_map
-
         m = _PROBE_ROWS
         base = _synthetic_batch(batch, m, _PROBE_SEED)
         other = _synthetic_batch(batch, m, _PROBE_SEED + 1)
@@ -676,9 +680,7 @@ class GhostClipping:
         return None
 
     def clipped_sum(self, module, loss_fn, batch, threshold_fn):
-        """Clipped gradient sum of ``batch`` (see :class:`~skdp.nn._engine.ClippedSum`)."""
-        from ._engine import ClippedSum, _batch_len, _empty_clipped_sum
-
+        """Clipped gradient sum of ``batch`` (see :class:`~skdp.nn._per_example.ClippedSum`)."""
         if self._fallback is not None:
             return self._fallback.clipped_sum(module, loss_fn, batch, threshold_fn)
         unsupported = find_unsupported_layer(module)
@@ -765,7 +767,7 @@ class GhostClipping:
         sq = torch.nan_to_num(sq, nan=math.inf)
         norms = sq.clamp(min=0).sqrt()
         threshold = float(threshold_fn(norms.detach()))
-        factors = (threshold / norms.clamp(min=torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
+        factors = torch_clip_factors(norms, threshold)
         grads = {}
         for name, layer, state in states:
             sums = _rule(layer).clipped(layer, state, factors) if state is not None else {}

@@ -39,12 +39,7 @@ from .._random import check_generator
 from ..base import DPEstimatorMixin, errors_without_data_values, warn_privacy_leak
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacyLedger, PrivacySpent, compose
-from ._adaptive_clipping import DPNormClipping
-from ._callbacks import EpsilonSpent
-from ._engine import (
-    DPSGDEngine,
-    FixedClipping,
-    PoissonBatchIterator,
+from ..privacy.dpsgd import (
     calibrate_dpsgd_noise,
     check_noise_setting,
     count_noise_multiplier,
@@ -53,6 +48,9 @@ from ._engine import (
     dpsgd_step_event,
     release_dataset_size,
 )
+from ._adaptive_clipping import DPNormClipping
+from ._callbacks import EpsilonSpent
+from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
 
 __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
 

@@ -1,7 +1,9 @@
 """The privacy core: noise mechanisms, calibration and accounting.
 
-Estimators ask this package for every noise scale and every composition; they
-never compute one inline.
+Estimators ask this package for every noise scale, clip and composition;
+they never compute one inline.  DP-SGD's accounting is :mod:`skdp.privacy.dpsgd`
+and its torch noise :mod:`skdp.privacy.torch_noise` (``import skdp.privacy``
+never imports torch).
 """
 
 from .accountant import COMPOSITIONS, PrivacyLedger, PrivacySpent, compose
@@ -11,6 +13,7 @@ from .calibration import (
     gaussian_noise_multiplier,
     laplace_noise_multiplier,
 )
+from .clipping import clip_rows
 from .conversions import (
     DEFAULT_ORDERS,
     advanced_composition_epsilon,
@@ -35,7 +38,7 @@ from .events import (
 from .ledger_sqlite import SQLiteBudgetAccountant
 from .matrix import SymmetricMatrixGaussianMechanism, SymmetricMatrixLaplaceMechanism, project_to_psd
 from .mechanisms import GaussianMechanism, LaplaceMechanism
-from .norm_selection import dp_norm
+from .norm_selection import dp_norm, dp_norm_from_histogram
 from .selection import (
     ExponentialMechanism,
     histogram_sensitivity,
@@ -43,6 +46,7 @@ from .selection import (
     noisy_histogram_mode,
 )
 from .subsampled_gaussian import SubsampledGaussianMechanism
+from .torch_noise import TorchGaussianMechanism
 
 __all__ = [
     "ADD_REMOVE",
@@ -67,10 +71,13 @@ __all__ = [
     "SubsampledGaussianMechanism",
     "SymmetricMatrixGaussianMechanism",
     "SymmetricMatrixLaplaceMechanism",
+    "TorchGaussianMechanism",
     "advanced_composition_epsilon",
     "calibrate_noise_multiplier",
+    "clip_rows",
     "compose",
     "dp_norm",
+    "dp_norm_from_histogram",
     "gaussian_delta",
     "gaussian_dp_mu",
     "gaussian_epsilon",

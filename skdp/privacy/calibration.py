@@ -4,10 +4,19 @@ Kept apart from accounting (autodp's calibrator idea): a calibrator asks the
 accountant "what does this plan cost?" and bisects over one scalar, the noise
 multiplier shared by the plan.  Every estimator calibrates through
 :func:`calibrate_noise_multiplier`, so no noise scale is computed inline.
+
+Calibration is cached here, and only here: the cost of a plan depends on its
+events alone (never on data), and grid searches refit the same plan many
+times, each a bisection of some fifty costings.  The cache is keyed by the
+events the plan's mechanisms will record, which carry the ``secure_noise``
+setting (a secure Gaussian release is a :class:`DiscreteGaussianEvent`, which
+costs more), so a plan calibrated under one setting is never reused under the
+other.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -41,7 +50,9 @@ def _as_released(event):
     """
     secure = _SECURE_EVENTS.get(type(event))
     if secure is not None and get_config()["secure_noise"]:
-        return secure(count=event.count, neighbouring=event.neighbouring, noise_multiplier=event.noise_multiplier)
+        return secure(
+            count=event.count, neighbouring=event.neighbouring, noise_multiplier=event.noise_multiplier
+        )
     return event
 
 
@@ -50,6 +61,20 @@ def _check_budget(epsilon, delta):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}.")
     if not (isinstance(delta, numbers.Real) and 0 <= delta < 1):
         raise ValueError(f"delta must be in [0, 1), got {delta!r}.")
+
+
+def _plan_cost(events, delta, composition):
+    """Epsilon of the composition of ``events`` at ``delta``, cached by the events."""
+    try:
+        hash(events)
+    except TypeError:  # an event type that is not hashable: cost it uncached
+        return compose(list(events), delta, composition).epsilon
+    return _cached_plan_cost(events, delta, composition)
+
+
+@functools.lru_cache(maxsize=65536)
+def _cached_plan_cost(events, delta, composition):
+    return compose(list(events), delta, composition).epsilon
 
 
 def calibrate_noise_multiplier(
@@ -89,8 +114,8 @@ def calibrate_noise_multiplier(
     _check_relation(neighbouring)
 
     def cost(z):
-        events = [_as_released(e).to_relation(neighbouring) for e in make_events(z)]
-        return compose(events, delta, composition).epsilon
+        events = tuple(_as_released(e).to_relation(neighbouring) for e in make_events(z))
+        return _plan_cost(events, delta, composition)
 
     lo, hi = 1e-3, 1.0
     while cost(hi) > epsilon:

@@ -17,6 +17,20 @@ post-processing of the released histogram.
 The paper calls the result an approximation of the *average* norm; it is the
 upper edge of the *modal* bin of the norm histogram, which is what the
 algorithm computes and what this module returns.
+
+Deviation: norms above ``c_max`` are counted in the last bin instead of being
+dropped (Alg. 3 counts only ``C_{j-1} < ||x|| <= C_j``): when most norms exceed
+``c_max`` the bound then goes to ``c_max`` rather than to a noise-driven bin.
+A NaN or infinite norm counts as infinite (the rule of
+:mod:`skdp.privacy.clipping`), hence in the last bin too.  The sensitivity is
+unchanged: still one bin per record.
+
+This is the one DPNorm of skdp: the kernel k-means selects its clipping bound
+with :func:`dp_norm_from_histogram` (from counts added up chunk by chunk), and
+DP-SGD (:class:`skdp.nn.DPNormClipping`, the nets and the generative mixture)
+bins each batch's gradient norms with :func:`norm_histogram` and releases the
+counts with torch noise (:class:`~skdp.privacy.torch_noise.TorchGaussianMechanism`),
+then reads the bound with :func:`bin_upper_edge`.
 """
 
 from __future__ import annotations
@@ -46,18 +60,36 @@ def norm_bin_edges(c_max, n_bins):
 def norm_histogram(norms, c_max, n_bins):
     """Counts ``t_j`` of norms in ``(C_{j-1}, C_j]`` (Alg. 3 line 2).
 
-    A zero norm counts in the first bin and a norm above ``c_max`` in the last,
-    so that every record is in exactly one bin (the sensitivity argument).
+    A zero norm counts in the first bin, a norm above ``c_max`` (or NaN or
+    infinite: counted as infinite) in the last, so that every record is in
+    exactly one bin (the sensitivity argument).
+
+    Parameters
+    ----------
+    norms : array-like of shape (n_records,)
+        Non-negative norms (a CPU torch tensor is accepted).
+    c_max : float
+    n_bins : int
+
+    Returns
+    -------
+    counts : ndarray of shape (n_bins,), float64
     """
     norms = np.asarray(norms, dtype=float)
     if norms.ndim != 1:
         raise ValueError(f"norms must be a 1-D array, got shape {norms.shape}.")
-    if not np.all(np.isfinite(norms)) or np.any(norms < 0):
-        raise ValueError("norms must be finite and non-negative.")
+    if np.any(norms < 0):
+        raise ValueError("norms must be non-negative.")
     edges = norm_bin_edges(c_max, n_bins)
     # searchsorted(side="left") gives the first edge >= norm: bin (C_{j-1}, C_j].
+    # NaN sorts after every edge, like infinity: the last bin.
     idx = np.minimum(np.searchsorted(edges, norms, side="left"), n_bins - 1)
     return np.bincount(idx, minlength=n_bins).astype(float)
+
+
+def bin_upper_edge(index, c_max, n_bins):
+    """The bound ``C_j`` of bin ``index`` (0-based): what DPNorm returns for that mode."""
+    return float(norm_bin_edges(c_max, n_bins)[int(index)])
 
 
 def norm_selection_event(noise_multiplier, neighbouring=REPLACE_ONE, count=1):
@@ -100,10 +132,26 @@ def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, accountant, neighbourin
     >>> len(ledger)
     1
     """
+    counts = norm_histogram(norms, c_max, n_bins)
+    return dp_norm_from_histogram(counts, c_max, n_bins, noise_multiplier, rng, accountant, neighbouring)
+
+
+def dp_norm_from_histogram(
+    counts, c_max, n_bins, noise_multiplier, rng, accountant, neighbouring=REPLACE_ONE
+):
+    """:func:`dp_norm` from the exact counts of :func:`norm_histogram` (Alg. 3 line 2 onwards).
+
+    For data read chunk by chunk: the counts of the chunks add up to the
+    counts of the whole data.  Same parameters as :func:`dp_norm`, with
+    ``counts`` of shape ``(n_bins,)`` in place of the norms.
+    """
     _check_positive_real("noise_multiplier", noise_multiplier)
     _check_relation(neighbouring)
-    counts = norm_histogram(norms, c_max, n_bins)
+    norm_bin_edges(c_max, n_bins)  # checks c_max and n_bins
+    counts = np.asarray(counts, dtype=float)
+    if counts.shape != (n_bins,):
+        raise ValueError(f"counts must have shape ({n_bins},), got {counts.shape}.")
     sensitivity = histogram_sensitivity(2, neighbouring)
     mechanism = GaussianMechanism(sensitivity, noise_multiplier * sensitivity, neighbouring)
     mode = noisy_histogram_mode(counts, mechanism, rng, accountant)
-    return float(norm_bin_edges(c_max, n_bins)[mode])
+    return bin_upper_edge(mode, c_max, n_bins)
