@@ -628,6 +628,21 @@ def test_budget_accountant_is_charged():
         _model(mechanism="none", accountant=BudgetAccountant()).fit(X, sequence_ids=seq, timesteps=ts)
 
 
+def test_non_private_refit_drops_the_ledger_and_reads_no_data_when_refused(monkeypatch):
+    X, seq, ts, _ = _hmm_data(n_seq=2, n_steps=4)
+    model = _model().fit(X, sequence_ids=seq, timesteps=ts)
+    assert model.privacy_ledger_.events
+    # The template's non-private switch: no reservation, no ledger, (inf, 0).
+    model.set_params(mechanism="none").fit(X, sequence_ids=seq, timesteps=ts)
+    assert model.privacy_spent_ == (math.inf, 0.0) and not hasattr(model, "privacy_ledger_")
+    # An accountant with mechanism="none" is refused before the data is read.
+    read = []
+    monkeypatch.setattr(DPNaiveBayesHMM, "_encode", lambda *a, **k: read.append(1))
+    with pytest.raises(ValueError, match="not private"):
+        _model(mechanism="none", accountant=BudgetAccountant()).fit(X, sequence_ids=seq, timesteps=ts)
+    assert read == []
+
+
 def test_fit_does_not_touch_hyperparameters_and_pickles():
     X, seq, ts, _ = _hmm_data(n_seq=2, n_steps=4)
     model = _model()

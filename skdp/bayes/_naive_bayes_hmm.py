@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Iterator
 from numbers import Integral, Real
@@ -13,15 +12,22 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._chunks import ChunkedData, is_chunked_input
+from .._input import set_chunked_features
 from .._random import check_generator
-from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
+from ..base import (
+    PRIVACY_PARAMETER_CONSTRAINTS,
+    DPEstimatorMixin,
+    PrivacyPlan,
+    _user_stacklevel,
+    private_fit_context,
+    warn_privacy_leak,
+)
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import (
     COMPOSITIONS,
     ExponentialMechanism,
     LaplaceEvent,
     LaplaceMechanism,
-    PrivacySpent,
     PureDPEvent,
     calibrate_noise_multiplier,
     laplace_noise_multiplier,
@@ -377,14 +383,9 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         records = ChunkedRecords(X, sequence_ids, timesteps)
         auto = isinstance(self.categories, str)
         plan = records.scan_cells(auto_categories=auto)
-        n_features = records.n_features
-        self.n_features_in_ = n_features
-        if records.feature_names is not None:
-            self.feature_names_in_ = records.feature_names
-        else:
-            self.__dict__.pop("feature_names_in_", None)
+        set_chunked_features(self, records)
         # A declared codebook is checked against the number of features only.
-        declared = None if auto else learn_categories(np.empty((0, n_features)), self.categories)
+        declared = None if auto else learn_categories(np.empty((0, records.n_features)), self.categories)
         self.categories_ = plan.categories if auto else declared
         return records.cell_counts(plan, self.categories_, self._n_categories), plan.layout
 
@@ -429,6 +430,13 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         -------
         self : DPNaiveBayesHMM
         """
+        return self._private_fit(X, sequence_ids=sequence_ids, timesteps=timesteps)
+
+    # The template's steps (skdp.base.DPEstimatorMixin._private_fit): the
+    # plan is the requested budget under ``composition``, or no plan at all
+    # for ``mechanism="none"``; the noise is calibrated once the number of
+    # features and of categories is known.
+    def _check_params(self):
         if self.burn_in >= self.n_iter:
             raise ValueError(f"burn_in ({self.burn_in}) must be smaller than n_iter ({self.n_iter}).")
         if self.mechanism == "ops":
@@ -439,19 +447,32 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
                 # K_d is declared: the OPS plan's checks need no data, so a bad
                 # truncation, alpha or beta is refused before the reservation.
                 self._ops_mechanism([np.asarray(c).size for c in self.categories])
-        private = self.mechanism != "none"
-        if private:
-            ledger, rng = self._begin_private_fit(composition=self.composition)
-        else:
-            if self.accountant is not None:
-                raise ValueError("mechanism='none' is not private: it cannot be charged to an accountant.")
-            ledger, rng = None, check_generator(self.random_state)
-        if private and isinstance(self.categories, str):
+        if self.mechanism == "none" and self.accountant is not None:
+            raise ValueError("mechanism='none' is not private: it cannot be charged to an accountant.")
+
+    def _privacy_plan(self):
+        return PrivacyPlan(self.epsilon, self.delta, self.composition, private=self.mechanism != "none")
+
+    def _validate_input(self, X, y=None, *, sequence_ids=None, timesteps=None):
+        """The per-cell counts and the :class:`CellLayout` (sets ``categories_``)."""
+        if self.mechanism != "none" and isinstance(self.categories, str):
             warn_privacy_leak("categories", "the set of category values of each feature")
         if is_chunked_input(X):
-            counts, layout = self._encode_chunked(X, sequence_ids, timesteps)
-        else:
-            counts, layout = self._encode(X, sequence_ids, timesteps, reset=True)
+            return self._encode_chunked(X, sequence_ids, timesteps)
+        return self._encode(X, sequence_ids, timesteps, reset=True)
+
+    def _calibrate(self, data, plan):
+        """Laplace: the noise multiplier of the counts; OPS: the truncation and the mechanism."""
+        if self.mechanism == "laplace":
+            return plan.with_settings(noise_multiplier=self._noise_multiplier(len(self.categories_)))
+        if self.mechanism == "ops":
+            truncation, mech = self._ops_mechanism(self._n_categories)
+            return plan.with_settings(truncation=truncation, mechanism=mech)
+        return plan
+
+    def _fit_private(self, data, plan, rng, ledger):
+        """Gibbs sampling on the Laplace counts, through OPS releases, or non-privately."""
+        counts, layout = data
         for attr in ("noisy_counts_", "temperature_", "truncation_"):
             self.__dict__.pop(attr, None)
 
@@ -465,12 +486,13 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             counts, grid = counts.sum(axis=0, keepdims=True), np.zeros((1, 1), dtype=np.int64)
         chain = dict(counts=counts, grid=grid, mask=mask, rng=rng)
         if self.mechanism == "laplace":
-            chain["counts"] = self.noisy_counts_ = self._privatise_counts(counts, mask, rng, ledger)
+            z = plan.settings["noise_multiplier"]
+            chain["counts"] = self.noisy_counts_ = self._privatise_counts(counts, mask, z, rng, ledger)
             result = self._gibbs(**chain)
         elif self.mechanism == "none":
             result = self._gibbs(**chain)
         else:
-            result = self._fit_ops(chain, ledger)
+            result = self._fit_ops(chain, plan.settings["truncation"], plan.settings["mechanism"], ledger)
 
         self.startprob_, self.transmat_, theta, self.states_ = result
         if self.n_components == 1:
@@ -478,34 +500,50 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.emissionprob_ = [theta[:, d, :k] for d, k in enumerate(self._n_categories)]
         self.cell_sequence_ids_ = layout.sequence_labels
         self.cell_timesteps_ = layout.timestep_labels
-        if private:
-            self._end_private_fit(ledger)
-        else:
-            self.privacy_spent_ = PrivacySpent(math.inf, 0.0)
-        return self
 
-    def _calibrate(self, plan, n_releases):
-        """Noise multiplier (Laplace scale / sensitivity, or 1 / epsilon per release) of the plan.
+    def _n_ops_releases(self):
+        """Exponential-mechanism releases of an OPS fit (one if the chain is taken as converged)."""
+        if self.ops_accounting == "converged":
+            return 1
+        return ops_gibbs_epsilon(1, self.n_iter, self.n_components)
+
+    def _planned_events(self, noise_multiplier, n_features):
+        """Events of the whole fit at ``noise_multiplier`` (Laplace scale / sensitivity, or 1 / epsilon_u)."""
+        if self.mechanism == "laplace":
+            # One release per feature: its per-cell count vectors (Appendix E.1).
+            return [
+                LaplaceEvent(
+                    count=n_features, neighbouring=self._neighbouring, noise_multiplier=noise_multiplier
+                )
+            ]
+        return [
+            PureDPEvent(
+                count=self._n_ops_releases(), neighbouring=self._neighbouring, epsilon=1.0 / noise_multiplier
+            )
+        ]
+
+    def _noise_multiplier(self, n_features):
+        """The noise multiplier of the plan, smallest whose composition meets ``(epsilon, delta)``.
 
         Under basic composition the equal split ``n_releases / epsilon`` is
         exact (Dwork & Roth 2014, Thm. 3.16); otherwise the core calibrator
-        bisects the composed cost of ``plan``.
+        bisects the composed cost of :meth:`_planned_events`.
         """
         if self.composition == "basic":
+            n_releases = n_features if self.mechanism == "laplace" else self._n_ops_releases()
             return laplace_noise_multiplier(self.epsilon, n_releases)
         return calibrate_noise_multiplier(
-            plan, self.epsilon, self.delta, self.composition, self._neighbouring
+            lambda z: self._planned_events(z, n_features),
+            self.epsilon,
+            self.delta,
+            self.composition,
+            self._neighbouring,
         )
 
-    def _privatise_counts(self, counts, mask, rng, ledger):
+    def _privatise_counts(self, counts, mask, noise_multiplier, rng, ledger):
         """Laplace release of every feature's per-cell count vectors, once (Appendix E.1)."""
-        n_features = counts.shape[1]
-
-        def plan(z):
-            return [LaplaceEvent(count=n_features, neighbouring=self._neighbouring, noise_multiplier=z)]
-
-        z = self._calibrate(plan, n_features)
-        mech = LaplaceMechanism(COUNT_L1_SENSITIVITY, z * COUNT_L1_SENSITIVITY, self._neighbouring)
+        scale = noise_multiplier * COUNT_L1_SENSITIVITY
+        mech = LaplaceMechanism(COUNT_L1_SENSITIVITY, scale, self._neighbouring)
         noisy = np.zeros_like(counts)
         for d, k in enumerate(self._n_categories):
             noisy[:, d, :k] = mech.release(counts[:, d, :k], rng, ledger)
@@ -529,13 +567,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         # Every feature has one category: the likelihood ignores the data, any
         # positive sensitivity is a valid (conservative) bound.
         sensitivity = sensitivity if sensitivity > 0 else 1.0
-        converged = self.ops_accounting == "converged"
-        n_releases = 1 if converged else ops_gibbs_epsilon(1, self.n_iter, self.n_components)
-
-        def plan(z):
-            return [PureDPEvent(count=n_releases, neighbouring=self._neighbouring, epsilon=1.0 / z)]
-
-        z = self._calibrate(plan, n_releases)
+        z = self._noise_multiplier(k.shape[0])
         mech = ExponentialMechanism(1.0 / z, sensitivity, self._neighbouring)
         lowest = min(self.alpha, self.beta)
         if lowest <= 1 - mech.temperature:
@@ -545,8 +577,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             )
         return a0, mech
 
-    def _fit_ops(self, chain, ledger):
-        a0, mech = self._ops_mechanism(self._n_categories)
+    def _fit_ops(self, chain, a0, mech, ledger):
         self.truncation_ = a0
         temperature = self.temperature_ = mech.temperature
         converged = self.ops_accounting == "converged"
@@ -557,7 +588,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
                 f"for this unconverged chain is {ops_gibbs_epsilon(1, self.n_iter, self.n_components)} "
                 f"releases at epsilon={self.epsilon}.",
                 PrivacyLeakWarning,
-                stacklevel=3,
+                stacklevel=_user_stacklevel(),
             )
             rng = chain.pop("rng")
             return mech.sample(
