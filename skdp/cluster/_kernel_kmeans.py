@@ -7,8 +7,8 @@ from numbers import Integral, Real
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._random import released_stream
-from ..privacy import REPLACE_ONE, GaussianMechanism, histogram_sensitivity, noisy_histogram_mode
-from ..privacy.norm_selection import norm_bin_edges
+from ..privacy import REPLACE_ONE
+from ..privacy.norm_selection import dp_norm_from_histogram
 from ._base import _BaseDPLloyd
 from ._fourier import MAX_FEATURE_NORM, draw_fourier_weights
 
@@ -250,11 +250,9 @@ class DPKernelKMeans(_BaseDPLloyd):
     def _select_bound(self, rows, noise_multiplier, rng, ledger):
         if self.clip != "auto":
             return float(self.clip)
-        # DPNorm (Alg. 3) on the histogram of the feature norms: the same
-        # release as skdp.privacy.norm_selection.dp_norm, from counts that a
-        # chunked source can add up chunk by chunk.
+        # DPNorm (Alg. 3), the core's one implementation, on the histogram of
+        # the feature norms: counts that a chunked source adds up chunk by chunk.
         counts = rows.norm_histogram(self.clip_max, self.n_bins)
-        sensitivity = histogram_sensitivity(2, REPLACE_ONE)
-        mechanism = GaussianMechanism(sensitivity, noise_multiplier * sensitivity, REPLACE_ONE)
-        mode = noisy_histogram_mode(counts, mechanism, rng, ledger)
-        return float(norm_bin_edges(self.clip_max, self.n_bins)[mode])
+        return dp_norm_from_histogram(
+            counts, self.clip_max, self.n_bins, noise_multiplier, rng, ledger, REPLACE_ONE
+        )

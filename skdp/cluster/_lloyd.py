@@ -36,7 +36,6 @@ import math
 import numpy as np
 from scipy import sparse
 
-from .._config import get_config
 from ..privacy import (
     REPLACE_ONE,
     GaussianEvent,
@@ -44,31 +43,18 @@ from ..privacy import (
     calibrate_noise_multiplier,
     histogram_sensitivity,
 )
+from ..privacy.clipping import clip_rows as _clip_rows
+from ..privacy.clipping import row_norms  # noqa: F401 -- the core's, imported from here by the package
 from ..privacy.norm_selection import norm_selection_event
 
 
 def clip_rows(Z, bound):
     """Scale every row of ``Z`` to L2 norm at most ``bound`` (Acs et al., Alg. 2 line 5).
 
-    ``z / max(1, |z| / bound)``: rows inside the ball are kept unchanged.
+    ``z / max(1, |z| / bound)``: rows inside the ball are kept unchanged; the
+    core's one clipping rule (:func:`skdp.privacy.clipping.clip_rows`).
     """
-    return Z * (bound / np.maximum(row_norms(Z), bound))[:, None]
-
-
-def row_norms(Z):
-    """L2 norm of every row, without overflow for rows of huge (finite) entries."""
-    with np.errstate(over="ignore"):
-        norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
-    overflow = ~np.isfinite(norms)
-    if overflow.any():
-        # Rescale by the largest entry before squaring (the slow path is rare).
-        big = Z[overflow]
-        scale = np.abs(big).max(axis=1)
-        with np.errstate(over="ignore"):
-            norms[overflow] = scale * np.sqrt(
-                np.einsum("ij,ij->i", big / scale[:, None], big / scale[:, None])
-            )
-    return norms
+    return _clip_rows(Z, bound)
 
 
 def project_to_ball(centres, bound):
@@ -260,27 +246,10 @@ def _planned_events(noise_multiplier, max_iter, mechanism="gaussian", n_norm_sel
 def lloyd_noise_multiplier(max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition):
     """Smallest noise multiplier whose :func:`_planned_events` costs at most ``(epsilon, delta)``.
 
-    Cached: the answer depends on the plan only, never on data, and grid
-    searches refit the same plan many times.  The cache is keyed on the
-    ``secure_noise`` setting too, because secure Gaussian releases are
-    accounted as discrete-Gaussian events, which cost more.
+    Grid searches refit the same plan many times: the calibration caches plan
+    costs itself (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed by
+    the events, ``secure_noise`` included).
     """
-    return _lloyd_noise_multiplier(
-        max_iter,
-        mechanism,
-        n_norm_selections,
-        count_weight,
-        epsilon,
-        delta,
-        composition,
-        get_config()["secure_noise"],
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _lloyd_noise_multiplier(
-    max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition, secure_noise
-):
     return calibrate_noise_multiplier(
         functools.partial(
             _planned_events,
