@@ -19,6 +19,8 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
+from ..privacy.clipping import clip_rows
+
 #: Smallest value the noisy effective count ``N~_k`` may take when it divides
 #: a released sum; a floor applied to a released quantity is post-processing.
 MIN_COUNT = 1.0
@@ -152,16 +154,20 @@ def centre_optimal_count_share(n_features, exponent):
 # Data scaling
 # --------------------------------------------------------------------------
 def clip_to_unit_ball(X, data_norm):
-    """Clip rows to L2 norm ``data_norm`` and divide by it (rows end in the unit ball)."""
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    factor = 1.0 / np.maximum(norms, data_norm)
-    return X * factor[:, np.newaxis]
+    """Clip rows to L2 norm ``data_norm`` and divide by it (rows end in the unit ball).
+
+    The core's clipping rule (:func:`skdp.privacy.clipping.clip_rows`), with
+    the division by ``data_norm`` in the same product.
+    """
+    return clip_rows(X, data_norm, unit=True)
 
 
 def project_rows_to_unit_ball(V):
-    """Shrink rows of norm above one onto the unit sphere (post-processing)."""
-    norms = np.linalg.norm(V, axis=1)
-    return V / np.maximum(norms, 1.0)[:, np.newaxis]
+    """Shrink rows of norm above one onto the unit sphere (post-processing).
+
+    The core's clipping rule (:func:`skdp.privacy.clipping.clip_rows`) at bound 1.
+    """
+    return clip_rows(V, 1.0)
 
 
 # --------------------------------------------------------------------------
