@@ -509,18 +509,11 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
     def _planned_events(self, noise_multiplier, n_features):
         """Events of the whole fit at ``noise_multiplier`` (Laplace scale / sensitivity, or 1 / epsilon_u)."""
+        nb, z = self._neighbouring, noise_multiplier
         if self.mechanism == "laplace":
             # One release per feature: its per-cell count vectors (Appendix E.1).
-            return [
-                LaplaceEvent(
-                    count=n_features, neighbouring=self._neighbouring, noise_multiplier=noise_multiplier
-                )
-            ]
-        return [
-            PureDPEvent(
-                count=self._n_ops_releases(), neighbouring=self._neighbouring, epsilon=1.0 / noise_multiplier
-            )
-        ]
+            return [LaplaceEvent(count=n_features, neighbouring=nb, noise_multiplier=z)]
+        return [PureDPEvent(count=self._n_ops_releases(), neighbouring=nb, epsilon=1.0 / z)]
 
     def _noise_multiplier(self, n_features):
         """The noise multiplier of the plan, smallest whose composition meets ``(epsilon, delta)``.
