@@ -15,9 +15,9 @@ def rendezvous_methods(barrier, touched, mark):
     """
     begin, validate = DPBetaBernoulli._begin_private_fit, DPBetaBernoulli._validate_X
 
-    def begin_then_meet(self, composition="rdp"):
+    def begin_then_meet(self, *args, **kwargs):
         try:
-            out = begin(self, composition)
+            out = begin(self, *args, **kwargs)
         except BaseException:
             barrier.abort()  # a refused fit frees the one waiting for it
             raise
