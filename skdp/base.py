@@ -3,7 +3,9 @@
 :meth:`DPEstimatorMixin._private_fit` runs, in this order and nowhere else:
 
 1. validate the parameters (scikit-learn's ``_parameter_constraints``, by
-   :func:`private_fit_context`, then :meth:`~DPEstimatorMixin._check_params`);
+   :func:`private_fit_context`, then :meth:`~DPEstimatorMixin._check_params`,
+   and :meth:`~DPEstimatorMixin._check_public_input` against what is public
+   about the input: its shape, never a value);
 2. build the privacy plan from public quantities only
    (:meth:`~DPEstimatorMixin._privacy_plan`, a :class:`PrivacyPlan`);
 3. *reserve* the plan's budget on the user's
@@ -272,6 +274,7 @@ class DPEstimatorMixin:
         calls this, with its own signature and docstring in front.
         """
         self._check_params()
+        self._check_public_input(X, y, **fit_params)
         plan = self._privacy_plan()
         if not plan.private:
             rng = self._fit_generator()
@@ -289,6 +292,15 @@ class DPEstimatorMixin:
 
     def _check_params(self):
         """Checks of the parameters beyond ``_parameter_constraints`` (public: nothing reserved yet)."""
+
+    def _check_public_input(self, X, y=None, **fit_params):
+        """Checks that read only what is public about the input, before the reservation.
+
+        What can be known without reading a value (the number of columns of
+        an array, a DataFrame, a memmap or a Dask array) is public; a check
+        of the parameters against it belongs here, so that it refuses
+        before anything is charged.  Never read a value of ``X`` here.
+        """
 
     def _privacy_plan(self):
         """The :class:`PrivacyPlan` of this fit, from the parameters alone."""

@@ -273,8 +273,8 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     # plan is pure epsilon-DP under basic composition; the mechanisms are
     # calibrated in _fit_private, once the single pass has given the number
     # of features of a chunk factory or iterator.
-    def _private_fit(self, X, y=None):
-        """The template, after OPS's plan is checked against ``X``'s shape where it shows ``d``.
+    def _check_public_input(self, X, y=None):
+        """OPS's plan checked against ``X``'s shape where it shows ``d``.
 
         The number of features is public when it can be read off the shape
         of ``X`` without reading a value (arrays, DataFrames, memmaps, Dask
@@ -284,11 +284,9 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         iterator shows ``d`` only in the fit's one pass (the refusal then
         comes from ``_fit_private``, with the budget charged).
         """
-        self._check_params()
         n_features = _public_n_features(X) if self.mechanism == "ops" else None
         if n_features is not None:
             self._ops_mechanism(self._check_prior(), n_features)
-        return super()._private_fit(X, y)
 
     def _check_params(self):
         self._check_prior()
