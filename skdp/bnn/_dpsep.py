@@ -84,12 +84,13 @@ def _planned_events(noise_multiplier, n_samples, n_epochs, batch_size):
     ]
 
 
-@functools.lru_cache(maxsize=128)
 def dpsep_noise_multiplier(n_samples, n_epochs, batch_size, epsilon, delta, composition="rdp"):
     """Noise multiplier meeting ``(epsilon, delta)`` for :func:`_planned_events`.
 
-    Cached: the subsampled RDP curves take seconds and a grid search refits
-    with the same ``(N, T, B, epsilon, delta)`` many times.
+    The subsampled RDP curves take seconds and a grid search refits with the
+    same ``(N, T, B, epsilon, delta)`` many times: the calibration caches plan
+    costs itself (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed by
+    the events).
     """
     return calibrate_noise_multiplier(
         functools.partial(_planned_events, n_samples=n_samples, n_epochs=n_epochs, batch_size=batch_size),

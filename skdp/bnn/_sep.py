@@ -30,6 +30,8 @@ import math
 
 import numpy as np
 
+from ..privacy.clipping import clip_rows as _clip_rows
+from ..privacy.clipping import clip_vector
 from ._pbp import tilted_moments_batch
 
 
@@ -105,11 +107,11 @@ def stationary_noise(noise_scale, rate):
 
 
 def clip_l2(theta, clip_norm):
-    """Scale ``theta`` down to L2 norm at most ``clip_norm`` (DP-SEP's clipping)."""
-    norm = float(np.sqrt(np.dot(theta, theta)))
-    if norm > clip_norm:
-        return theta * (clip_norm / norm)
-    return theta
+    """Scale ``theta`` down to L2 norm at most ``clip_norm`` (DP-SEP's clipping).
+
+    The core's clipping rule on one vector (:func:`skdp.privacy.clipping.clip_vector`).
+    """
+    return clip_vector(theta, clip_norm)
 
 
 def site_from_tilted(theta_cavity, m_new, v_new, alpha_new, beta_new):
@@ -204,6 +206,8 @@ def sep_site(theta_f, theta_0, n_samples, x, y, shapes, floors):
 
 
 def clip_rows(sites, clip_norm):
-    """Clip every row of ``sites`` to L2 norm at most ``clip_norm`` (Algorithm 3, line 6)."""
-    norms = np.sqrt(np.einsum("ij,ij->i", sites, sites))
-    return sites * np.minimum(1.0, clip_norm / np.maximum(norms, 1e-300))[:, None]
+    """Clip every row of ``sites`` to L2 norm at most ``clip_norm`` (Algorithm 3, line 6).
+
+    The core's clipping rule (:func:`skdp.privacy.clipping.clip_rows`).
+    """
+    return _clip_rows(sites, clip_norm)

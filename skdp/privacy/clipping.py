@@ -93,8 +93,18 @@ def clip_rows(X, bound, *, unit=False, norms=None):
 
 
 def clip_vector(x, bound):
-    """Clip one vector ``x`` to L2 norm at most ``bound`` (:func:`clip_rows` on one row)."""
-    return clip_rows(np.asarray(x)[None, :], bound)[0]
+    """Clip one vector ``x`` to L2 norm at most ``bound`` (:func:`clip_rows` on one row).
+
+    The norm of a single vector is its BLAS dot product (what single-vector
+    callers always computed, so their results are unchanged), with
+    :func:`row_norms`' rescaling when that overflows.
+    """
+    x = np.asarray(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norm = np.sqrt(np.dot(x, x))
+    if not np.isfinite(norm):
+        norm = row_norms(x[None, :])[0]
+    return clip_rows(x[None, :], bound, norms=np.array([norm]))[0]
 
 
 def torch_clip_factors(norms, bound):
