@@ -117,5 +117,5 @@ def torch_clip_factors(norms, bound):
     """
     import torch
 
-    norms = torch.nan_to_num(norms, nan=torch.inf)
+    norms = torch.nan_to_num(norms, nan=torch.inf, posinf=torch.inf)
     return (bound / norms.clamp(min=torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
