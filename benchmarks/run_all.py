@@ -236,12 +236,24 @@ def _git_revision():
     return rev + (" + uncommitted changes" if dirty else "")
 
 
-def write_report(runs, mode, started, load_before, path, note=None, peers=None, command=None):
+def write_report(
+    runs,
+    mode,
+    started,
+    load_before,
+    path,
+    note=None,
+    peers=None,
+    command=None,
+    load_after=None,
+    revision=None,
+):
     """Write the Markdown report of ``runs`` to ``path``.
 
     ``note`` is a paragraph put under the title (e.g. "quick run on a shared
     machine"); ``peers`` maps each peer to its status (:func:`peer_status`);
-    ``command`` is the command line that made the report.
+    ``command`` is the command line that made the runs; ``load_after`` and
+    ``revision`` default to the present load and commit.
     """
     command = command or f"python -m benchmarks --{mode}"
     lines = ["# skdp benchmark report", ""]
@@ -249,9 +261,9 @@ def write_report(runs, mode, started, load_before, path, note=None, peers=None, 
         lines += [f"**{note}**", ""]
     lines += [
         f"Generated {started.isoformat(timespec='seconds')} by `{command}` at commit "
-        f"{_git_revision()} on {platform.platform()}, Python {platform.python_version()}, "
+        f"{revision or _git_revision()} on {platform.platform()}, Python {platform.python_version()}, "
         f"{os.cpu_count()} cores; "
-        f"{load_before} before the run, {_load()} after it (timings are noisy under load).",
+        f"{load_before} before the run, {load_after or _load()} after it (timings are noisy under load).",
         "",
         "Each section is one script of `benchmarks/`: its command, the tables it printed (ours vs the "
         "named peer vs the non-private baseline, measured in the same run) and the plots it saved "
@@ -284,10 +296,25 @@ def write_report(runs, mode, started, load_before, path, note=None, peers=None, 
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
+def _command_line(argv, full):
+    """``python -m benchmarks ...`` as typed, without ``--note`` and its text."""
+    kept, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--note":
+            skip = True
+        elif not a.startswith("--note="):
+            kept.append(a)
+    if "--full" not in kept and "--quick" not in kept:
+        kept.insert(0, "--full" if full else "--quick")
+    return " ".join(["python -m benchmarks", *kept])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="pass --quick to every benchmark (default)")
+    mode.add_argument("--quick", action="store_true", help="run each benchmark with its QUICK_ARGS (default)")
     mode.add_argument("--full", action="store_true", help="run the full protocols")
     parser.add_argument(
         "--timeout", type=float, default=None, help="seconds before a script is killed (default: none)"
@@ -306,17 +333,37 @@ def main(argv=None):
     args = parser.parse_args(argv)
     names = discover(args.only)
     if args.list:
-        print("\n".join(" ".join(_command(n, args.full)[1:]) for n in names))
+        for n in names:
+            peers = "".join(f"  [{p}: {_peers.status(p)}]" for p in declared(n, "PEERS"))
+            print(" ".join(_command(n, args.full)[1:]) + peers)
         return 0
     if not names:
         print(f"no benchmark matches {args.only}", file=sys.stderr)
         return 1
     RUNS.mkdir(parents=True, exist_ok=True)
-    started, load_before = datetime.datetime.now(), _load()
+    session_path = RUNS / "_session.json"  # when, where and how the saved runs were made
     if args.report_only:
-        load_before = "rebuilt from the runs saved in results/runs/ (each section gives its own time)"
         runs = [json.loads((RUNS / f"{n}.json").read_text()) for n in names if (RUNS / f"{n}.json").exists()]
+        if session_path.exists():
+            session = json.loads(session_path.read_text())
+        else:
+            session = {
+                "started": datetime.datetime.now().isoformat(),
+                "load_before": "rebuilt from the runs saved in results/runs/ (each section gives its own time)",
+                "load_after": None,
+                "revision": None,
+                "mode": "full" if args.full else "quick",
+                "command": None,
+            }
     else:
+        session = {
+            "started": datetime.datetime.now().isoformat(),
+            "load_before": _load(),
+            "mode": "full" if args.full else "quick",
+            # The command as typed, less the note (printed under the title).
+            "command": _command_line(argv if argv is not None else sys.argv[1:], args.full),
+            "revision": _git_revision(),
+        }
         progress = _Progress(names)
         try:
             runs = []
@@ -326,11 +373,20 @@ def main(argv=None):
                 (RUNS / f"{name}.json").write_text(json.dumps(runs[-1], indent=1))
         finally:
             progress.close()
-    mode_name = "full" if args.full else "quick"
-    command = " ".join(["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])])
-    if "--full" not in command and "--quick" not in command:
-        command += f"  (mode: {mode_name})"
-    write_report(runs, mode_name, started, load_before, args.output, args.note, peer_status(names), command)
+        session["load_after"] = _load()
+        session_path.write_text(json.dumps(session, indent=1))
+    write_report(
+        runs,
+        session["mode"],
+        datetime.datetime.fromisoformat(session["started"]),
+        session["load_before"],
+        args.output,
+        args.note,
+        peer_status(names),
+        session["command"],
+        session["load_after"],
+        session["revision"],
+    )
     failed = [r["name"] for r in runs if r["status"] != "ok"]
     print(f"report written to {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

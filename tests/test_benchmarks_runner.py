@@ -172,11 +172,17 @@ def test_report_only_rebuilds_from_saved_runs(run_all, tmp_path, monkeypatch):
     monkeypatch.setattr(run_all, "HERE", tmp_path)
     monkeypatch.setattr(run_all, "RESULTS", results)
     monkeypatch.setattr(run_all, "RUNS", results / "runs")
-    assert run_all.main(["--output", str(results / "first.md")]) == 0
+    assert run_all.main(["--output", str(results / "first.md"), "--note", "Shared machine"]) == 0
     assert (results / "runs" / "good.json").exists()
     (tmp_path / "good.py").write_text("raise SystemExit(1)\n")  # would fail if it were run again
-    assert run_all.main(["--report-only", "--output", str(results / "again.md")]) == 0
-    assert "| x | y |" in (results / "again.md").read_text()
+    assert run_all.main(["--report-only", "--output", str(results / "again.md"), "--note", "Rebuilt"]) == 0
+    first, again = (results / "first.md").read_text(), (results / "again.md").read_text()
+    assert "| x | y |" in again
+    # The rebuilt report keeps when, how and under what load the runs were made; the note is not the command.
+    generated = [line for line in first.splitlines() if line.startswith("Generated ")]
+    assert generated and generated[0] in again.splitlines()
+    assert "by `python -m benchmarks --quick --output " in generated[0] and "Shared" not in generated[0]
+    assert "**Rebuilt**" in again
 
 
 def test_a_missing_peer_environment_is_a_message_naming_its_build_command(peers, tmp_path, monkeypatch):
