@@ -24,7 +24,7 @@ keeps its workers alive between calls, for 300 s of inactivity by default).
 :func:`set_config` warns when it can see such workers.  A per-estimator
 ``secure_noise=True`` travels with the estimator (it is a hyperparameter:
 cloned and pickled with it), so it is honoured in any worker, old or new: it is
-the robust route for parallel model selection (``docs/privacy.md``).
+the robust route for parallel model selection (:doc:`/privacy`, "Secure noise").
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ def get_config():
             instead of with floating-point inverse-CDF sampling, whose
             low-order bits leak the noiseless value (Mironov 2012).  Mechanisms
             with no exact sampler (subsampled Gaussians, the exponential
-            mechanism) refuse to run while it is on.  See
-            :mod:`skdp.privacy.secure`.
+            mechanism) refuse to run while it is on.  See :doc:`/privacy`,
+            "Secure noise".
     """
     with _lock:
         config = dict(_global)

@@ -29,7 +29,7 @@ def without_data_values(exc):
     """Return ``exc``, or a copy of it whose message no longer quotes a data value.
 
     An error raised while reading the training data is a release like any
-    other (``docs/guarantee.md``): a message that quotes a value from the data
+    other (:doc:`/guarantee`): a message that quotes a value from the data
     would publish it outside the guarantee.  NumPy's and Python's conversion
     errors do (``could not convert string to float: 'Alice'``); they are
     replaced by the same error type with the value cut off.  Other messages

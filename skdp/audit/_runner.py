@@ -12,7 +12,7 @@ from ._bounds import epsilon_lower_bound, mu_lower_bound
 
 @dataclass(frozen=True)
 class AuditResult:
-    """Outcome of :func:`audit`.
+    """Outcome of :func:`~skdp.audit.audit`.
 
     Attributes
     ----------

@@ -122,9 +122,9 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         ``Generator`` passed here is pickled as ``None``).  Draws made after
         ``fit`` (:meth:`sample_posterior`, :meth:`sample`) use fresh entropy
         for ``None``; for an int, the ``k``-th such call since the fit uses a
-        stream spawned from the seed with the key ``k``
-        (:func:`skdp._random.generator_after_fit`), reproducible but never the
-        fit's noise stream; a ``RandomState`` or ``Generator`` is drawn from
+        stream spawned from the seed with the key ``k`` (:doc:`/guarantee`,
+        "Seeds and randomness"), reproducible but never the fit's noise
+        stream; a ``RandomState`` or ``Generator`` is drawn from
         further.
 
     secure_noise : bool or None, default=None
@@ -259,7 +259,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features) or (n_samples,)
             Binary data; a 1-D array is one feature.  A 2-D ``numpy.memmap``,
             Dask array or DataFrame, or a callable returning chunks is read
-            chunk by chunk (out of core; see :mod:`skdp._chunks`).
+            chunk by chunk (out of core; see :doc:`/scale_out`).
         y : None
             Ignored.
 

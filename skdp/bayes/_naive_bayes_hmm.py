@@ -410,8 +410,8 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             as :class:`~sklearn.preprocessing.OrdinalEncoder` does).  A NumPy
             memmap, a Dask array or DataFrame, or a callable returning a fresh
             iterable of chunks (2-D arrays or pandas DataFrames) is read chunk
-            by chunk, in two passes (out of core; see :mod:`skdp._chunks` and
-            ``docs/scale_out.md``), with the same result as in memory.
+            by chunk, in two passes (out of core; see :doc:`/scale_out`), with
+            the same result as in memory.
         y : None
             Ignored.
         sequence_ids : array-like of shape (n_records,) or str, default=None

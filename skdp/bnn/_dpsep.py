@@ -195,7 +195,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     weight samples) is post-processing of the released factors.
     Standardising the data with statistics computed from it
     (``feature_bounds`` or ``target_bounds`` left to ``None``) leaks outside
-    this guarantee and raises a :class:`~skdp.exceptions.PrivacyLeakWarning`.
+    this guarantee and raises a :class:`~skdp.PrivacyLeakWarning`.
 
     Parameters
     ----------
@@ -264,8 +264,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         Gamma posterior of the noise precision (standardised targets).
     factor_natural_params_ : ndarray of shape (2 * n_weights + 2,)
         Natural parameters of the site ``fbar`` (the average of the factors
-        released over the last half of the steps), laid out as in
-        :mod:`skdp.bnn._sep`.
+        released over the last half of the steps), laid out as
+        ``[m / v, -1 / (2 v), alpha - 1, -beta]``: ``m / v`` for every
+        weight, then ``-1 / (2 v)`` for every weight, then the two natural
+        parameters of the noise Gamma (see :ref:`bnn-model`).
     batch_size_ : int
         ``B`` used by the fit.
     noise_multiplier_ : float or None
@@ -285,7 +287,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     Notes
     -----
     Deviations from the paper, each keeping the guarantee above (details
-    and measurements in ``docs/bnn.md``):
+    and measurements in the user guide, :ref:`bnn-deviations`):
 
     * Eq. 4 followed by the refresh of Eq. 2 moves the factor by only
       ``gamma / N**2`` per step; we use SEP's damped update of the factor at
@@ -308,10 +310,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
       prior's, ``alpha >= 2``, the noise variance of standardised targets in
       ``[1e-4, 1]``, means within 10 prior standard deviations, and
       (``"dp"``) a weight's mean shrunk towards its prior mean when its
-      precision is within 2 noise standard deviations of the prior's
-      (:func:`~skdp.bnn._sep.from_natural`): dividing a noisy natural mean
-      by a precision the noise could have produced gives absurd means, the
-      bad fixed point the paper's algorithm falls into.
+      precision is within 2 noise standard deviations of the prior's:
+      dividing a noisy natural mean by a precision the noise could have
+      produced gives absurd means, the bad fixed point the paper's
+      algorithm falls into.
     * Random prior means in the hidden layers (data-independent, public)
       instead of PBP's random initial posterior means: the latter are
       encoded in the factor at scale ``1 / N`` and the noise erases them.

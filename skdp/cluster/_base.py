@@ -148,10 +148,10 @@ class _BaseDPLloyd(
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features), or chunked rows
-            Training rows.  A :class:`numpy.memmap`, a Dask array or
-            DataFrame, a callable returning a fresh iterable of 2-D chunks,
-            or a :class:`skdp._chunks.ChunkedData` is read chunk by chunk
-            (same releases, same guarantee; see ``docs/cluster.md``).
+            Training rows.  A ``numpy.memmap``, a Dask array or DataFrame,
+            or a callable returning a fresh iterable of 2-D chunks is read
+            chunk by chunk, with the same releases and the same guarantee
+            (see :doc:`/scale_out`).
         y : None
             Ignored.
 

@@ -28,7 +28,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     and ``b``: the guarantee rests on the explicit clip to ``C`` (``clip=1.0``
     by default, the paper's choice), which bounds every row, always.  With
     ``clip="auto"``, ``C`` is chosen by DPNorm (Alg. 3,
-    the release of :func:`skdp.privacy.norm_selection.dp_norm`): the noisy mode of the
+    the release of :func:`skdp.privacy.dp_norm`): the noisy mode of the
     histogram of ``|z(x)|`` over ``n_bins`` bins up to ``clip_max``, one more
     Gaussian release in the plan.
 
@@ -38,7 +38,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     accountant (Theorem 1, Eq. 3).  Per iteration, sums get
     ``N(0, 2 C sigma_K I)`` (L2 sensitivity ``2 C``; the paper's line 11
     uses ``sqrt(2) C``, which misses a record replaced within its own
-    cluster; see ``docs/cluster.md``) and sizes ``N(0, sqrt(2) w sigma_K)``
+    cluster; see :ref:`cluster-sensitivities`) and sizes ``N(0, sqrt(2) w sigma_K)``
     (L2 sensitivity ``sqrt(2)``, line 10) with ``w = count_noise_weight``,
     ``(2 d)^(1/4)`` by default (the paper's ``w = 1`` wastes budget on the
     sizes).  DPNorm uses ``sigma_K``.  Noisy centres are projected onto the
@@ -83,7 +83,7 @@ class DPKernelKMeans(_BaseDPLloyd):
         Number ``T`` of Lloyd iterations, all of which are run (the budget is
         split over them; fewer iterations, less noise in each).  ``"auto"``: the largest ``T <= 10``
         whose noise on a centre of average size ``n / k`` stays below half
-        the clipping bound (:func:`skdp.cluster._lloyd.auto_max_iter`); it
+        the clipping bound (the rule of :ref:`cluster-auto-iterations`); it
         reads only the plan and the public ``n`` (replace-one neighbours keep
         ``n`` fixed), never the data, so it costs no privacy.  With few rows
         or a small ``epsilon`` it runs a single iteration.
@@ -95,7 +95,8 @@ class DPKernelKMeans(_BaseDPLloyd):
         Composition theorem of the plan.
     count_noise_weight : "auto" or float, default="auto"
         Noise multiplier of the cluster sizes over ``sigma_K``; ``"auto"`` is
-        ``(2 n_components)^(1/4)``, ``1.0`` the paper's choice.
+        ``(2 n_components)^(1/4)`` (:ref:`cluster-budget-split`), ``1.0`` the
+        paper's choice.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None

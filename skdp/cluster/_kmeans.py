@@ -40,7 +40,7 @@ class DPKMeans(_BaseDPLloyd):
     =====================  ==============  ================  =====================  ======================
 
     with ``C = data_norm``, ``m = n_features`` and ``w = count_noise_weight``.
-    The derivations are in ``docs/cluster.md`` and :mod:`skdp.cluster._lloyd`; the sums' ``2 C`` is
+    The derivations are in the user guide (:ref:`cluster-sensitivities`); the sums' ``2 C`` is
     larger than Acs et al.'s ``sqrt(2) C`` (Section III-D), which forgets a
     record replaced inside its own cluster.  The sizes' multiplier is
     ``count_noise_weight`` times the sums' (``(2 m)^(1/4)`` for Gaussian
@@ -86,7 +86,7 @@ class DPKMeans(_BaseDPLloyd):
         Number ``T`` of Lloyd iterations, all of which are run (the budget is
         split over them; Su et al. 2016 run DPLloyd for 5 iterations).  ``"auto"``: the largest ``T <= 10``
         whose noise on a centre of average size ``n / k`` stays below half
-        the clipping bound (:func:`skdp.cluster._lloyd.auto_max_iter`); it
+        the clipping bound (the rule of :ref:`cluster-auto-iterations`); it
         reads only the plan and the public ``n`` (replace-one neighbours keep
         ``n`` fixed), never the data, so it costs no privacy.  With few rows
         or a small ``epsilon`` it runs a single iteration.
@@ -103,9 +103,9 @@ class DPKMeans(_BaseDPLloyd):
         Acs et al., Theorem 1 and Eq. 3).
     count_noise_weight : "auto" or float, default="auto"
         Noise multiplier of the cluster sizes over that of the sums.
-        ``"auto"``: ``(2 m)^(1/4)`` (Gaussian) or ``m^(2/3)`` (Laplace), see
-        :func:`skdp.cluster._lloyd.count_noise_weight`; ``1.0`` is the paper's
-        single ``sigma_K``.
+        ``"auto"``: ``(2 m)^(1/4)`` (Gaussian) or ``m^(2/3)`` (Laplace), the
+        ratios that minimise the centres' error (:ref:`cluster-budget-split`);
+        ``1.0`` is the paper's single ``sigma_K``.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None

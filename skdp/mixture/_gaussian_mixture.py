@@ -84,7 +84,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     record with weight one), made once in the first iteration and reused;
     the shared covariance is
     ``(S0 + S2~ - sum_k (N~_k + kappa0) mu_k mu_k^T) / (N + nu0 + d + 1 + K)``
-    (MAP; :func:`~skdp.mixture._moments.tied_covariance`) or
+    (MAP) or
     ``(S2~ - sum_k N~_k mu_k mu_k^T) / N`` (MLE).
 
     ``component_releases="separate"`` releases each component's ``S1_k`` and
@@ -95,7 +95,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     ``2 sqrt(d)`` for the means, ``sqrt(2)`` for the matrices; ``sqrt(2)``
     instead of 1 for the stacked traces when K > 1), so an iteration costs 3
     releases instead of ``2K + 1`` for the same noise per component.  The
-    derivation of each sensitivity is in :mod:`skdp.mixture._moments`.  With
+    derivation of each sensitivity is in the user guide (:doc:`/mixture`).  With
     ``delta=0`` (pure DP, ``mean_mechanism="laplace"`` only) the second
     moments get Laplace noise instead (L1 sensitivity ``d + 1`` for the upper
     triangle, 1 for a trace, 2 for the stacked traces).
@@ -158,16 +158,15 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         paper's single ``epsilon'`` for all ``2K + 1`` perturbations.
         ``"auto"``: the means and second moments still cost the same per
         release, and the counts get the share that minimises the error of a
-        released mean (:func:`~skdp.mixture._moments.centre_optimal_count_share`:
-        ``1 / sqrt(2d)`` of a means release for Gaussian noise, ``d^(-2/3)``
-        for Laplace), the rule :class:`~skdp.cluster.DPKMeans` uses.
+        released mean (``1 / sqrt(2d)`` of a means release for Gaussian
+        noise, ``d^(-2/3)`` for Laplace), the rule
+        :class:`~skdp.cluster.DPKMeans` uses.
         Three positive numbers: the shares of (counts, means, second
         moments), normalised to sum to one; each statistic's share is spread
         evenly over its releases.  The shares are exact under ``"zcdp"``
         (Gaussian noise) and basic composition (Laplace); under ``"rdp"`` and
-        ``"advanced"`` they fix the ratios of the noise multipliers
-        (:func:`~skdp.mixture._moments.noise_weights`), and the common scale
-        is calibrated to ``(epsilon, delta)`` as always.
+        ``"advanced"`` they fix the ratios of the noise multipliers, and the
+        common scale is calibrated to ``(epsilon, delta)`` as always.
     max_iter : int, default=5
         Number of EM iterations ``J``; the budget is split over all of them,
         so more iterations mean more noise in each.  With the narrow
@@ -538,13 +537,13 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features), memmap, Dask array or DataFrame, or callable
-            In-memory data, or data fitted chunk by chunk (:mod:`skdp._chunks`):
-            a :class:`numpy.memmap` (e.g. ``np.load(path, mmap_mode="r")``), a
+            In-memory data, or data fitted chunk by chunk (:doc:`/scale_out`):
+            a ``numpy.memmap`` (e.g. ``np.load(path, mmap_mode="r")``), a
             Dask array or DataFrame (one distributed reduction per
             iteration), or a callable returning a fresh iterable of 2-D
             chunks.  Chunked fits add the same noise to the same global sums:
             the guarantee and, for the same ``random_state``, the result are
-            those of the in-memory fit (see ``docs/scale_out.md``).
+            those of the in-memory fit.
         y : None
             Ignored.
 
