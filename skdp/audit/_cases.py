@@ -35,17 +35,21 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import numbers
 import pickle
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.base import clone
 
 from ..bayes import DPBetaBernoulli, DPNaiveBayesHMM, _beta_bernoulli
 from ..bnn import DPSEPRegressor
 from ..cluster import DPKernelKMeans, DPKMeans
 from ..cluster import _base as _cluster_base
+from ..generative import DPGenerativeMixture
 from ..mixture import DPGaussianMixture
 from ..privacy import ExponentialMechanism, GaussianMechanism, LaplaceMechanism, PrivacySpent
 from ._runner import audit
@@ -755,3 +759,91 @@ if _torch_available():
             test_runs=200,
         ),
     ]
+
+
+# -- A nested estimator keeps its seed (issue 18, break 2) ---------------------
+#
+# DPGenerativeMixture fits a DPKernelKMeans inside its fit.  It once built it
+# with random_state=int(rng.integers(2**32)) and kept it in clusterer_: the
+# pickle then handed anyone the seed of every noise draw of the clustering.
+# The attacker below knows every record but the canary (the audit's model of
+# the adversary), reads the nested seed if there is one, refits the
+# clusterer on the dataset without the canary and compares its noisy counts
+# with the released ones: equal means "no canary", with certainty.
+
+
+def _generative_mixture():
+    import torch
+
+    torch.set_num_threads(1)
+    return DPGenerativeMixture(
+        n_clusters=2, hidden_units=4, latent_dim=2, n_components=20, kmeans_iter=1, n_epochs=1, batch_size=8,
+        epsilon=1.0, delta=1e-5,
+    )  # fmt: skip
+
+
+@functools.cache
+def _generative_neighbours():
+    # Add/remove: twenty binary records; the neighbour adds a canary (all ones).
+    X = (np.arange(20 * 4).reshape(20, 4) % 3 == 0).astype(np.float64)
+    return X, np.vstack([X, np.ones((1, 4))])
+
+
+def _nested_seed_replay(model):
+    """1.0 if the replayed clustering says the canary was in, 0.0 if not; else the count gap."""
+    released = pickle.loads(pickle.dumps(model))
+    clusterer = released.clusterer_
+    seed = clusterer.get_params()["random_state"]
+    if seed is None or isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        # No seed to replay: the best test left is the noisy total count.
+        return float(np.sum(clusterer.noisy_counts_))
+    replay = clone(clusterer).set_params(random_state=int(seed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        replay.fit(_generative_neighbours()[0])
+    return 0.0 if np.array_equal(replay.noisy_counts_, clusterer.noisy_counts_) else 1.0
+
+
+class _DPGenerativeMixtureKeepingItsClustererSeed(DPGenerativeMixture):
+    # BROKEN: the nested clusterer is seeded with an int drawn from the fit's
+    # generator and keeps it, as DPGenerativeMixture once did.  (Module level:
+    # the attacker unpickles the model.)
+    def _cluster(self, X, plan, rng, ledger):
+        seed = int(rng.integers(2**32))
+        with _patched(_generative_mixture_module(), "_spawn_generator", lambda _rng: seed):
+            out = super()._cluster(X, plan, rng, ledger)
+        out[3].random_state = seed
+        return out
+
+
+def _generative_mixture_module():
+    return importlib.import_module("skdp.generative._mixture")
+
+
+def _generative_mixture_keeping_its_seed():
+    estimator = _generative_mixture()
+    return _DPGenerativeMixtureKeepingItsClustererSeed(**estimator.get_params())
+
+
+if _torch_available():
+    CASES.extend(
+        [
+            AuditCase(
+                "DPGenerativeMixture: nested seed replayed from the pickle (eps=1, add/remove canary)",
+                _generative_mixture,
+                _generative_neighbours,
+                _nested_seed_replay,
+                max_runs=400,
+                test_runs=60,
+            ),
+            AuditCase(
+                "BROKEN DPGenerativeMixture: the clusterer keeps its seed",
+                _generative_mixture_keeping_its_seed,
+                _generative_neighbours,
+                _nested_seed_replay,
+                broken=True,
+                max_runs=400,
+                test_runs=80,
+            ),
+        ]
+    )
