@@ -145,10 +145,15 @@ def test_suite_covers_the_estimators_and_has_broken_variants():
     # Each broken variant still claims what the real estimator claims.
     for case in CASES:
         if case.broken:
+            X, _ = case.make_data()[:2]
             with case.patch():
-                X, _ = case.make_data()[:2]
                 model = case.make_estimator().set_params(random_state=0).fit(X)
-            assert model.privacy_spent_.epsilon == pytest.approx(case.make_estimator().epsilon)
+            assert model.privacy_spent_.epsilon <= case.make_estimator().epsilon * (1 + 1e-9)
+            try:
+                real = case.make_estimator().set_params(random_state=0).fit(X)
+            except ValueError:
+                continue  # the real estimator refuses what the broken one releases (OPS)
+            assert model.privacy_spent_ == pytest.approx(real.privacy_spent_, rel=1e-9)
 
 
 def test_canaries_are_neighbours_at_the_bounds():
