@@ -153,7 +153,9 @@ def test_suite_covers_the_estimators_and_has_broken_variants():
                 real = case.make_estimator().set_params(random_state=0).fit(X)
             except ValueError:
                 continue  # the real estimator refuses what the broken one releases (OPS)
-            assert model.privacy_spent_ == pytest.approx(real.privacy_spent_, rel=1e-9)
+            # Equal up to the calibration's tolerance: a variant may plan from
+            # other (noisy) counts, and calibration lands just under epsilon.
+            assert tuple(model.privacy_spent_) == pytest.approx(tuple(real.privacy_spent_), rel=2e-3)
 
 
 def test_canaries_are_neighbours_at_the_bounds():
