@@ -1,7 +1,9 @@
 """Hostile and malformed input, and persistence, across every estimator.
 
 Nothing may crash with an unhelpful traceback or return NaN parameters:
-bad input gets a ValueError/TypeError, good input a finite model.
+bad input gets a ValueError/TypeError, good input a finite model.  Every
+estimator of ``tests/_registry.py`` is tested, and the pickle suite
+round-trips every mode of each (``MODE_CASES``).
 """
 
 import io
@@ -11,7 +13,7 @@ import joblib
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _registry import CASES
+from _registry import CASES, MODE_CASES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -39,8 +41,8 @@ def _fitted_arrays(model):
                     yield f"{name}[{i}].{pname}", p.detach().cpu().numpy()
 
 
-def _fit(case, X):
-    est = clone(case.estimator)
+def _fit(case, X, params=None):
+    est = clone(case.estimator).set_params(**(params or {}))
     return est.fit(X, **case.fit_kwargs(X))
 
 
@@ -101,11 +103,10 @@ def test_huge_magnitudes_give_finite_models(name):
         assert np.all(np.isfinite(arr)), attr
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_pickle_and_joblib_round_trip(name):
-    case = CASES[name]
+@pytest.mark.parametrize(("name", "case", "params"), MODE_CASES, ids=[c[0] for c in MODE_CASES])
+def test_pickle_and_joblib_round_trip(name, case, params):
     X = _valid(case, n=60)
-    model = _fit(case, X)
+    model = _fit(case, X, params)
     expected = getattr(model, case.output)(X)
     for restored in (pickle.loads(pickle.dumps(model)), _joblib_round_trip(model)):
         assert restored.privacy_spent_ == model.privacy_spent_
