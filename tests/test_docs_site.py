@@ -30,12 +30,12 @@ GUIDE_PAGES = {
     "generative": ["skdp.generative.DPGenerativeMixture"],
 }
 # Pages that do not link their API pages yet (strict: the mark goes when the links come).
-GUIDE_PAGES_WITHOUT_API_LINKS = {"beta_bernoulli", "hmm", "cluster", "bnn"}
+GUIDE_PAGES_WITHOUT_API_LINKS = set()
 
 # Working notes that do not belong in a user's page (Sphinx turns ' into a curly quote).
 WORKING_NOTES = re.compile(r"\bthe issue['\u2019]s\b|\bre-?measured\b|\bTODO\b|\bFIXME\b", re.I)
 # User pages (by source name) that still carry such wording (strict: the mark goes with the wording).
-PAGES_WITH_WORKING_NOTES = {"bnn"}
+PAGES_WITH_WORKING_NOTES = set()
 
 USER_PAGES = sorted(p.stem for p in DOCS.glob("*.md")) + ["index", "api", "estimators", "user_guide"]
 
