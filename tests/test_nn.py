@@ -801,13 +801,13 @@ def test_budget_is_reserved_before_the_data_with_a_given_noise(data, n_samples, 
     Xn = X.copy()
     Xn[0, 0] = np.nan
     order = []
-    original = DPNeuralNetClassifier._validate_dp_data
+    original = DPNeuralNetClassifier._validate_input
 
     def validating(self, X, y):
         order.append(("data", len(budget.history)))
         return original(self, X, y)
 
-    monkeypatch.setattr(DPNeuralNetClassifier, "_validate_dp_data", validating)
+    monkeypatch.setattr(DPNeuralNetClassifier, "_validate_input", validating)
     budget = BudgetAccountant(epsilon=100.0, neighbouring=ADD_REMOVE)
     with pytest.raises(ValueError, match="NaN"):
         _net(noise_multiplier=1.0, n_samples=n_samples, accountant=budget).fit(Xn, y)
@@ -857,3 +857,73 @@ def test_bad_n_samples_is_refused_before_the_budget(data):
         with pytest.raises(ValueError, match="n_samples"):
             _net(n_samples=bad, accountant=budget).fit(X, y)
     assert budget.history == []
+
+
+def test_fit_runs_the_privacy_template(data, monkeypatch):
+    """fit is the template's _private_fit: checks, plan, reservation, data, training, settle, in that order."""
+    X, y = data
+    budget = BudgetAccountant(epsilon=100.0, neighbouring=ADD_REMOVE)
+    calls, plans = [], []
+    for name in ("_check_params", "_privacy_plan", "_begin_private_fit", "_validate_input", "_fit_private"):
+        original = getattr(DPNeuralNetClassifier, name)
+
+        def step(self, *args, _name=name, _original=original, **kwargs):
+            calls.append((_name, len(budget.history)))
+            out = _original(self, *args, **kwargs)
+            if _name == "_privacy_plan":
+                plans.append(out)
+            return out
+
+        monkeypatch.setattr(DPNeuralNetClassifier, name, step)
+    net = _net(noise_multiplier=None, epsilon=1.5, accountant=budget).fit(X, y)
+    # Nothing is reserved before _begin_private_fit; the data is read after it.
+    assert calls == [
+        ("_check_params", 0),
+        ("_privacy_plan", 0),
+        ("_begin_private_fit", 0),
+        ("_validate_input", 1),
+        ("_fit_private", 1),
+    ]
+    (plan,) = plans
+    # The declared size fixes the whole plan before the data: the fit trains at it.
+    assert (plan.epsilon, plan.delta, plan.composition) == (1.5, DELTA, "rdp")
+    assert plan.settings["noise_multiplier"] == net.noise_multiplier_
+    assert plan.settings["dpsgd_plan"].n_steps == net.n_steps_ == 8
+    assert budget.spent.epsilon == pytest.approx(1.5, rel=1e-5) and budget.reservations == []
+
+
+def test_train_split_warning_points_at_the_callers_line(data):
+    from skorch.dataset import ValidSplit
+
+    X, y = data
+    with pytest.warns(PrivacyLeakWarning, match="train_split") as record:
+        _net(train_split=ValidSplit(4), max_epochs=1).fit(X, y)
+    assert [w.filename for w in record if w.category is PrivacyLeakWarning] == [__file__]
+
+
+@pytest.mark.parametrize(
+    ("params", "n_reservations"),
+    [({"noise_multiplier": None, "epsilon": 2.0}, 1), ({"noise_multiplier": 1.0, "n_samples": "auto"}, 2)],
+)
+def test_failed_training_drops_the_fit_state_and_stays_charged(data, params, n_reservations):
+    from skorch.callbacks import Callback
+
+    class Stop(Callback):
+        def on_epoch_end(self, net, **kwargs):
+            raise RuntimeError("stopped by the test")
+
+    X, y = data
+    budget = BudgetAccountant(epsilon=100.0, neighbouring=ADD_REMOVE)
+    net = _net(accountant=budget, callbacks=[("stop", Stop())], **params)
+    with pytest.raises(RuntimeError, match="stopped by the test"):
+        net.fit(X, y)
+    # The state (noise generators, engine) is gone; the reservations stay
+    # charged in full: with a given noise and n_samples='auto', the count's and
+    # the steps' (reserved from the noisy count before the first step).
+    assert "_dp_fit" not in vars(net)
+    assert len(budget.reservations) == n_reservations and budget.history == budget.reservations
+    if n_reservations == 1:
+        assert budget.spent.epsilon == pytest.approx(2.0)
+    else:
+        full = _net(**params).fit(X, y)
+        assert budget.spent.epsilon == pytest.approx(full.privacy_spent_.epsilon, rel=1e-9)

@@ -3,9 +3,14 @@
 The nets override exactly the steps of skorch's training loop that DP changes
 (skorch's design: small overridable methods, no forked loop):
 
-* ``fit`` wraps skorch's fit in the privacy life cycle of
-  :class:`skdp.base.DPEstimatorMixin`: the plan's cost is reserved on the
-  budget before the data is read, on every path;
+* ``fit`` runs the privacy template of :class:`skdp.base.DPEstimatorMixin`
+  (``_private_fit``): the parameters (``_check_params``), the plan from the
+  parameters alone (``_privacy_plan``: what is reserved, and the whole DP-SGD
+  plan when ``n_samples`` is declared), the reservation, before the data is
+  read on every path, the data (``_validate_input``), skorch's
+  ``initialize`` and fit loop (``_fit_private``), and the settle
+  (``_end_private_fit``; with ``noise_multiplier`` given, epsilon is
+  reported, not enforced);
 * ``fit_loop`` makes the plan (sampling rate, number of steps, noise
   multiplier) from a *public* dataset size -- ``n_samples`` when declared,
   else a noisy count released on the fit's ledger -- and builds the
@@ -35,10 +40,15 @@ from skorch import NeuralNet, NeuralNetClassifier, NeuralNetRegressor
 from skorch.dataset import unpack_data
 from skorch.utils import TeeGenerator, is_dataset, to_tensor
 
-from .._random import check_generator
-from ..base import DPEstimatorMixin, errors_without_data_values, warn_privacy_leak
+from ..base import (
+    DPEstimatorMixin,
+    PrivacyPlan,
+    _user_stacklevel,
+    errors_without_data_values,
+    warn_privacy_leak,
+)
 from ..exceptions import PrivacyLeakWarning
-from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacyLedger, PrivacySpent, compose
+from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacySpent, compose
 from ..privacy.dpsgd import (
     calibrate_dpsgd_noise,
     check_noise_setting,
@@ -175,7 +185,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         tags.non_deterministic = self.random_state is None
         return tags
 
-    def _check_dp_params(self):
+    def _check_params(self):
         if self.noise_multiplier is None or self.epsilon is not None:
             if not _is_positive_real(self.epsilon):
                 raise ValueError(f"epsilon must be a positive finite number, got {self.epsilon!r}.")
@@ -197,8 +207,6 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             )
         if self.clipping_mode not in ("ghost", "vmap"):
             raise ValueError(f"clipping_mode must be 'ghost' or 'vmap', got {self.clipping_mode!r}.")
-        if self.secure_noise not in (None, False, True):
-            raise ValueError(f"secure_noise must be None, False or True, got {self.secure_noise!r}.")
         if self.accountant is not None and not isinstance(self.accountant, BudgetAccountant):
             raise TypeError(
                 f"accountant must be a BudgetAccountant or None, got {type(self.accountant).__name__}."
@@ -224,6 +232,21 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 "warm_start=True would continue training outside the privacy plan of a fit; "
                 "DP nets always train from scratch (set warm_start=False)."
             )
+        if self.train_split is not None:
+            warnings.warn(
+                "train_split is set: the validation records are scored without noise, so the validation "
+                "scores in history (valid_loss, valid_acc, ...) and anything chosen from them are outside "
+                "privacy_spent_, which covers the training split only. Use train_split=None and "
+                "validate on public data.",
+                PrivacyLeakWarning,
+                stacklevel=_user_stacklevel(),
+            )
+        # Before the budget and the data: DP-SGD has no secure sampler.
+        check_noise_setting()
+
+    def _clip_noise_ratio(self):
+        # DPNorm's histogram noise over the gradient's; None with fixed clipping.
+        return self.clipping_noise_ratio if self.clipping == "adaptive" else None
 
     def _batch_size_param(self):
         return self.get_params_for("iterator_train").get("batch_size", self.batch_size)
@@ -247,12 +270,17 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
 
     # -- data validation -----------------------------------------------------
 
-    def _validate_dp_data(self, X, y):
+    def _validate_input(self, X, y=None):
+        """The training data, validated after the reservation (reading it is a release).
+
+        Returns ``X`` and ``y`` as skorch will get them, and the sizes of
+        :class:`DefaultMLP` (``module=None``) from the data's public shape.
+        """
         if _passes_through(X):
             for leaf in _tensor_leaves(X if not is_dataset(X) else None):
                 if not torch.isfinite(leaf).all():
                     raise ValueError("Input X contains NaN or infinity.")
-            return X, y
+            return SimpleNamespace(X=X, y=y, default_sizes=None)
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None "
@@ -262,11 +290,12 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         y = check_array(y, ensure_2d=False, dtype=None, input_name="y")
         check_consistent_length(X, y)
         y = self._validate_target(y)
+        default_sizes = None
         if self.module is None:
             if X.ndim != 2:
                 raise ValueError(f"module=None needs 2-D X, got shape {X.shape}; pass a module.")
-            self._dp_fit.default_sizes = (X.shape[1], self._n_outputs(y))
-        return X, y
+            default_sizes = (X.shape[1], self._n_outputs(y))
+        return SimpleNamespace(X=X, y=y, default_sizes=default_sizes)
 
     def _validate_predict_X(self, X):
         if _passes_through(X):
@@ -277,7 +306,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         """skorch's ``predict_proba`` after validating ``X`` like ``fit`` did."""
         return super().predict_proba(self._validate_predict_X(X))
 
-    # -- fit -------------------------------------------------------------------
+    # -- fit: the privacy template (skdp.base.DPEstimatorMixin._private_fit) -----
 
     @errors_without_data_values
     def fit(self, X, y=None, **fit_params):
@@ -301,84 +330,115 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             raise TypeError(
                 f"fit parameters {sorted(fit_params)} are not supported by DP nets; pass extra inputs in a dict X."
             )
-        self._check_dp_params()
-        if self.train_split is not None:
-            warnings.warn(
-                "train_split is set: the validation records are scored without noise, so the validation "
-                "scores in history (valid_loss, valid_acc, ...) and anything chosen from them are outside "
-                "privacy_spent_, which covers the training split only. Use train_split=None and "
-                "validate on public data.",
-                PrivacyLeakWarning,
-                stacklevel=2,
-            )
+        # skorch nets have no _parameter_constraints, so fit is not decorated
+        # by private_fit_context: the estimator's secure_noise is applied here.
         with self._noise_context():
-            # Before the budget check and the data: DP-SGD has no secure sampler.
-            check_noise_setting()
-            return self._fit_private(X, y)
+            try:
+                return self._private_fit(X, y)
+            finally:
+                # The fit state (_fit_private) holds the noise generators
+                # (numpy and torch) and the engine: none of it outlives the fit.
+                self.__dict__.pop("_dp_fit", None)
 
-    def _plan_before_data(self):
-        """Fit state with everything decided before the data: plan (if ``n_samples`` is declared), reservation."""
+    def _noise_context(self):
+        # The nets check their parameters themselves, and secure_noise before
+        # it is applied: config_context would refuse a non-boolean with a
+        # TypeError of its own.
+        if self.secure_noise not in (None, False, True):
+            raise ValueError(f"secure_noise must be None, False or True, got {self.secure_noise!r}.")
+        return super()._noise_context()
+
+    def _privacy_plan(self):
+        """What is reserved before the data, and the DP-SGD plan as far as the parameters fix it.
+
+        With ``n_samples`` declared the whole plan (rate, steps, and the noise
+        calibrated to ``(epsilon, delta)``) is made here; with ``"auto"`` only
+        the count's noise, and ``fit_loop`` makes the rest from the noisy
+        count.  With ``noise_multiplier`` given, epsilon is reported, not
+        requested: the plan reserves the cost of what is known now (the
+        whole plan, or the count; the steps' cost is reserved by
+        ``_plan_training`` before the first step).
+        """
         batch_size = self._batch_size_param()
-        ratio = self.clipping_noise_ratio if self.clipping == "adaptive" else None
-        state = SimpleNamespace(
-            ledger=PrivacyLedger(composition="rdp", neighbouring=self._neighbouring),
-            rng=check_generator(self.random_state),
-            batch_size=batch_size,
-            ratio=ratio,
-            plan=None,
-            noise_multiplier=None if self.noise_multiplier is None else float(self.noise_multiplier),
-            count_std=None,
-            first_cost=None,
-            extra_reservation=None,
-            engine=None,
-            default_sizes=None,
-        )
+        ratio = self._clip_noise_ratio()
+        z = None if self.noise_multiplier is None else float(self.noise_multiplier)
+        plan = count_std = None
         if self.n_samples == "auto":
             # The size is released with noise in fit_loop; its noise is fixed now.
-            state.count_std = count_noise_multiplier(self.epsilon, self.delta, self.noise_multiplier)
+            count_std = count_noise_multiplier(self.epsilon, self.delta, self.noise_multiplier)
         else:
-            state.plan = dpsgd_plan(self.n_samples, batch_size, self.max_epochs)
-        if state.noise_multiplier is None:
-            if state.plan is not None:
-                state.noise_multiplier = calibrate_dpsgd_noise(
-                    self.epsilon, self.delta, state.plan.sampling_rate, state.plan.n_steps, ratio
-                )
-            # Last: whatever fails after the reservation keeps it charged.
-            self._reserve_budget(self.epsilon, self.delta)
-            return state
-        if state.plan is not None:
-            # The whole plan is known from hyperparameters: reserve its cost.
-            planned = [self._step_event(state, state.plan.n_steps)]
-        else:
-            # Only the count is known before the data; the steps are reserved
-            # after it, from the noisy count (fit_loop), before the first step.
-            planned = [dataset_size_event(state.count_std)]
-        cost = compose(planned, self.delta, "rdp")
-        state.first_cost = PrivacySpent(float(cost.epsilon), float(cost.delta))
-        self._reserve_budget(*state.first_cost)
-        return state
+            plan = dpsgd_plan(self.n_samples, batch_size, self.max_epochs)
+        epsilon, delta = self.epsilon, self.delta
+        if z is None and plan is not None:
+            z = calibrate_dpsgd_noise(self.epsilon, self.delta, plan.sampling_rate, plan.n_steps, ratio)
+        elif z is not None:
+            planned = [dataset_size_event(count_std)] if plan is None else self._planned_events(z, plan)
+            cost = compose(planned, self.delta, "rdp")
+            epsilon, delta = float(cost.epsilon), float(cost.delta)
+        settings = {
+            "batch_size": batch_size,
+            "clip_noise_ratio": ratio,
+            "dpsgd_plan": plan,
+            "noise_multiplier": z,
+            "count_noise_std": count_std,
+        }
+        return PrivacyPlan(epsilon, delta, "rdp", settings=settings)
 
-    def _step_event(self, state, count):
-        z = state.noise_multiplier
-        clip_z = None if state.ratio is None else state.ratio * z
-        return dpsgd_step_event(z, state.plan.sampling_rate, clip_z, count=count)
+    def _planned_events(self, noise_multiplier, plan, count_std=None):
+        """Events of the fit at gradient noise multiplier ``noise_multiplier``.
 
-    def _fit_private(self, X, y):
-        self._dp_fit = state = self._plan_before_data()
-        try:
-            X, y = self._validate_dp_data(X, y)
-            with _torch_seeded(state.rng if self.random_state is not None else None):
-                # NeuralNet.fit without its call to the (refused) public partial_fit.
-                self.initialize()
-                NeuralNet.partial_fit(self, X, y, _routing_method="fit")
-            # Ghost clipping may have fallen back to vmap during training.
-            self.clipping_mode_ = state.engine.clipping_mode
-            self._finish_private_fit(state)
-        finally:
-            # The fit state holds the noise generators (numpy and torch) and
-            # the engine: none of it outlives the fit.
-            self.__dict__.pop("_dp_fit", None)
-        return self
+        The noisy count's (``count_std`` given: ``n_samples='auto'``), then
+        ``plan.n_steps`` DP-SGD steps at the plan's rate
+        (:func:`~skdp.nn.dpsgd_step_event`, DPNorm's histogram included).
+        """
+        ratio = self._clip_noise_ratio()
+        clip_z = None if ratio is None else ratio * noise_multiplier
+        steps = dpsgd_step_event(noise_multiplier, plan.sampling_rate, clip_z, count=plan.n_steps)
+        return [steps] if count_std is None else [dataset_size_event(count_std), steps]
+
+    # _validate_input is the data validation above; no _calibrate: the plan
+    # is completed in fit_loop, where the training set is known.
+
+    def _fit_private(self, data, plan, rng, ledger):
+        # The fit state: read by fit_loop, get_iterator, train_step, the
+        # EpsilonSpent callback and the settle; dropped by fit.
+        self._dp_fit = state = SimpleNamespace(
+            ledger=ledger,
+            rng=rng,
+            reserved=PrivacySpent(plan.epsilon, plan.delta),
+            extra_reservation=None,
+            engine=None,
+            default_sizes=data.default_sizes,
+            **plan.settings,
+        )
+        with _torch_seeded(rng if self.random_state is not None else None):
+            # NeuralNet.fit without its call to the (refused) public partial_fit.
+            self.initialize()
+            NeuralNet.partial_fit(self, data.X, data.y, _routing_method="fit")
+        # Ghost clipping may have fallen back to vmap during training.
+        self.clipping_mode_ = state.engine.clipping_mode
+
+    def _end_private_fit(self, ledger):
+        if self.noise_multiplier is None:
+            super()._end_private_fit(ledger)
+            return
+        # epsilon is reported, not enforced, when the noise was given; the
+        # budget was reserved for the planned steps before they were taken,
+        # and a run never takes more steps than planned.
+        state = self._dp_fit
+        spent = ledger.privacy_spent(self.delta)
+        self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
+        self.privacy_ledger_ = ledger
+        if state.extra_reservation is None:
+            self._settle_budget(self.privacy_spent_)
+            return
+        # Two reservations (count, then steps): the first is what the count
+        # cost, the second the rest; their sum is privacy_spent_.
+        first = state.reserved
+        self.accountant.settle(self.__dict__.pop("_budget_reservation"), *first, self._neighbouring)
+        self._budget_reservation = state.extra_reservation
+        rest = (max(0.0, spent.epsilon - first.epsilon), max(0.0, spent.delta - first.delta))
+        self._settle_budget(PrivacySpent(*rest))
 
     @property
     def partial_fit(self):
@@ -392,28 +452,6 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             f"{type(self).__name__} does not support partial_fit: each fit is one privacy plan "
             "(epsilon, steps, noise). Call fit instead."
         )
-
-    def _finish_private_fit(self, state):
-        ledger = state.ledger
-        if self.noise_multiplier is None:
-            self._end_private_fit(ledger)
-            return
-        # epsilon is reported, not enforced, when the noise was given; the
-        # budget was reserved for the planned steps before they were taken,
-        # and a run never takes more steps than planned.
-        spent = ledger.privacy_spent(self.delta)
-        self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
-        self.privacy_ledger_ = ledger
-        if state.extra_reservation is None:
-            self._settle_budget(self.privacy_spent_)
-            return
-        # Two reservations (count, then steps): the first is what the count
-        # cost, the second the rest; their sum is privacy_spent_.
-        first = state.first_cost
-        self.accountant.settle(self.__dict__.pop("_budget_reservation"), *first, self._neighbouring)
-        self._budget_reservation = state.extra_reservation
-        rest = (max(0.0, spent.epsilon - first.epsilon), max(0.0, spent.delta - first.delta))
-        self._settle_budget(PrivacySpent(*rest))
 
     def fit_loop(self, X, y=None, epochs=None, *, _routing_method="fit", **fit_params):
         """skorch's fit loop with the DP-SGD plan made where the training set is known.
@@ -448,28 +486,27 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
     def _plan_training(self, state, dataset):
         if len(dataset) < 1:
             raise ValueError("The training set is empty.")
-        if state.plan is None:
+        if state.dpsgd_plan is None:
             # Rounded (post-processing): a count is a whole number, and whole
             # numbers repeat across fits, so their RDP curves are cached.
             noisy_n = max(
-                1, round(release_dataset_size(len(dataset), state.count_std, state.rng, state.ledger))
+                1, round(release_dataset_size(len(dataset), state.count_noise_std, state.rng, state.ledger))
             )
-            state.plan = dpsgd_plan(noisy_n, state.batch_size, self.max_epochs)
-            count_event = dataset_size_event(state.count_std)
+            state.dpsgd_plan = plan = dpsgd_plan(noisy_n, state.batch_size, self.max_epochs)
             if state.noise_multiplier is None:
                 state.noise_multiplier = calibrate_dpsgd_noise(
                     self.epsilon,
                     self.delta,
-                    state.plan.sampling_rate,
-                    state.plan.n_steps,
-                    state.ratio,
-                    extra_events=[count_event],
+                    plan.sampling_rate,
+                    plan.n_steps,
+                    state.clip_noise_ratio,
+                    extra_events=[dataset_size_event(state.count_noise_std)],
                 )
             elif self.accountant is not None:
                 # The steps' cost is a function of the noisy count (public):
                 # reserve it before the first step.
-                total = compose([count_event, self._step_event(state, state.plan.n_steps)], self.delta, "rdp")
-                first = state.first_cost
+                events = self._planned_events(state.noise_multiplier, plan, state.count_noise_std)
+                total, first = compose(events, self.delta, "rdp"), state.reserved
                 state.extra_reservation = self.accountant.reserve(
                     max(0.0, total.epsilon - first.epsilon),
                     max(0.0, total.delta - first.delta),
@@ -479,9 +516,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             self.noisy_n_samples_ = noisy_n
         else:
             self.noisy_n_samples_ = None
-        plan, z = state.plan, state.noise_multiplier
-        if state.ratio is not None:
-            clipping = DPNormClipping(self.max_grad_norm, self.clipping_bins, state.ratio * z)
+        plan, z = state.dpsgd_plan, state.noise_multiplier
+        if state.clip_noise_ratio is not None:
+            clipping = DPNormClipping(self.max_grad_norm, self.clipping_bins, state.clip_noise_ratio * z)
         else:
             clipping = FixedClipping(self.max_grad_norm)
         device = next(self.module_.parameters()).device
@@ -517,7 +554,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         state = getattr(self, "_dp_fit", None)
         if state is None or state.engine is None:
             raise RuntimeError("DP training batches are only drawn inside fit.")
-        return PoissonBatchIterator(dataset, state.plan.sampling_rate, state.plan.steps_per_epoch, state.rng)
+        plan = state.dpsgd_plan
+        return PoissonBatchIterator(dataset, plan.sampling_rate, plan.steps_per_epoch, state.rng)
 
     def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
         """skorch's epoch, recording only released quantities when training.
