@@ -105,9 +105,9 @@ class PrivacyPlan:
         accounted, and ``privacy_spent_`` is ``(inf, 0)``.
     settings : mapping, default={}
         The estimator's own public choices (noise multipliers, iteration
-        counts, mechanisms) for :meth:`DPEstimatorMixin._calibrate` and
-        :meth:`DPEstimatorMixin._fit_private`; public by construction,
-        since nothing here has seen the data.
+        counts, mechanisms) for the ``_calibrate`` and ``_fit_private`` steps
+        of :class:`DPEstimatorMixin`; public by construction, since nothing
+        here has seen the data.
     """
 
     epsilon: float
@@ -193,12 +193,37 @@ def warn_privacy_leak(parameter, quantity):
 
 
 class DPEstimatorMixin:
-    """Privacy life cycle of a DP estimator (see module docstring).
+    """Privacy life cycle of a DP estimator: the one template every ``fit`` runs.
 
-    Subclasses store ``epsilon``, ``delta``, ``accountant`` and
-    ``random_state`` in ``__init__`` and call :meth:`_begin_private_fit`
-    (which reserves the budget) and :meth:`_end_private_fit` (which settles
-    it) around the part of ``fit`` that touches data.
+    Subclasses store ``epsilon``, ``delta``, ``accountant``, ``random_state``
+    (and ``secure_noise``) in ``__init__``.  Their public ``fit``, decorated by
+    :func:`private_fit_context`, returns ``self._private_fit(X, ...)``, which
+    runs, in this order and nowhere else:
+
+    1. ``_check_params()`` and ``_check_public_input(X, ...)``: checks of the
+       parameters, alone and against what is public about the input (its
+       shape, never a value); nothing is reserved yet;
+    2. ``_privacy_plan()``: the :class:`PrivacyPlan`, from the parameters
+       alone;
+    3. reserve the plan's budget on the user's
+       :class:`~skdp.privacy.BudgetAccountant` (charging nothing if it does
+       not fit) and open the fit's :class:`~skdp.privacy.PrivacyLedger`;
+    4. ``_validate_input(X, ...)``: read the training data (after the
+       reservation: an error there depends on the data too);
+    5. ``_calibrate(data, plan)``: the noise scales, from the plan and the
+       public size;
+    6. ``_fit_private(data, plan, rng, ledger)``: fit and set the released
+       attributes, every release through a mechanism that records its event
+       on ``ledger``;
+    7. settle: ``privacy_spent_`` is read off the ledger, checked against the
+       request, and the reservation is settled to it.
+
+    A plan with ``private=False`` (a non-private reference mode) skips 3 and
+    7: ``privacy_spent_`` is ``(inf, 0)`` and the model holds no
+    ``privacy_ledger_``.  A fit that raises between 3 and 7 leaves its
+    reservation charged in full.  What a fitted model may hold is declared in
+    ``_released_attributes``; anything else is a release outside the
+    guarantee, which skdp's release-surface test refuses.
     """
 
     #: Neighbouring relation ``privacy_spent_`` refers to.
