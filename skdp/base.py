@@ -126,8 +126,8 @@ def private_fit_context(prefer_skip_nested_validation=True):
 
     Decorates ``fit`` (and any other method that releases): parameters are
     validated as in scikit-learn, an error whose message would quote a value
-    of the data (NumPy's conversion errors) is re-raised without the value
-    (:func:`~skdp.exceptions.without_data_values`), and the whole call runs under
+    of the data (NumPy's conversion errors) is re-raised without the value,
+    and the whole call runs under
     ``config_context(secure_noise=estimator.secure_noise)`` unless that is
     ``None`` (follow the package-wide setting).  Calibration and mechanisms
     read the same setting, so the plan a fit calibrates and the events its
