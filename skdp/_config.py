@@ -1,46 +1,44 @@
 """Package-wide settings, in the style of ``sklearn.get_config``.
 
-A setting is read through two layers:
+The one setting, ``secure_noise``, is the *default* of every estimator's
+``secure_noise`` parameter: an estimator whose ``secure_noise`` is None reads
+it once, at the start of ``fit`` (:meth:`skdp.base.DPEstimatorMixin._private_fit`),
+and from then on passes the resolved value explicitly, through its
+:class:`~skdp.base.PrivacyPlan`, to the calibration and to the mechanisms
+(the fit's :class:`~skdp.privacy.PrivacyLedger` says how its noise is
+sampled).  Nothing deeper reads it.
 
-* the **process-wide value**, changed by :func:`set_config`.  It is a module
-  global under a lock, so every thread of the process sees it, including the
-  worker threads of ``GridSearchCV(n_jobs=...)`` and of joblib's threading
-  backend, whenever they were started.  :func:`set_config` also writes it to
-  the environment variable ``SKDP_SECURE_NOISE``, which this module reads at
-  import: worker *processes* started afterwards (joblib's loky backend,
-  ``multiprocessing`` with the spawn start method, or forkserver when its
-  server starts afterwards) inherit the environment and import skdp with the
-  same value; forked children copy the global itself.
+It is read through two layers:
+
+* the **process-wide value**, changed by :func:`set_config`, and initialised
+  at import from the environment variable ``SKDP_SECURE_NOISE`` (so a whole
+  job can be switched on from outside).  It is a module global under a lock,
+  so every thread of the process sees it, including the worker threads of
+  ``GridSearchCV(n_jobs=...)`` and of joblib's threading backend.
 * **thread-local overrides**, pushed by :func:`config_context` and popped when
-  it exits.  They are what an estimator's own ``secure_noise`` parameter uses
-  during ``fit`` (:mod:`skdp.base`), so one estimator's setting can never leak
-  into a fit running concurrently in another thread.  The flip side: an
-  override is seen by the thread that entered the context only, never by the
-  workers a parallel search starts inside it.
+  it exits: seen by the thread that entered the context only, never by the
+  worker threads or processes a parallel search starts inside it.
 
-What cannot be reached: a worker process that was already running when the
-process-wide value changed keeps the value it imported (joblib's loky backend
-keeps its workers alive between calls, for 300 s of inactivity by default).
-:func:`set_config` warns when it can see such workers.  A per-estimator
-``secure_noise=True`` travels with the estimator (it is a hyperparameter:
-cloned and pickled with it), so it is honoured in any worker, old or new: it is
-the robust route for parallel model selection (:doc:`/privacy`, "Secure noise").
+Worker *processes* (joblib's loky backend, ``multiprocessing``) do not read
+this process's settings: they get the setting through the estimator they are
+sent.  An estimator pickled while its ``secure_noise`` is None and the
+process-wide value is True carries ``secure_noise=True``
+(:meth:`skdp.base.DPEstimatorMixin.__getstate__`), so a worker, fresh or
+started long before, samples exactly as the parent would; an explicit
+``secure_noise`` travels as it is.  :func:`set_config` does not write the
+environment.  See :doc:`/privacy`, "Secure noise".
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
-import warnings
 
 import numpy as np
 
-from .exceptions import PrivacyLeakWarning
-
-#: Environment variable carrying the process-wide ``secure_noise`` to child
-#: processes (read once, when skdp is imported).
+#: Environment variable giving the process-wide ``secure_noise`` at import
+#: (read once, when skdp is imported; :func:`set_config` never writes it).
 SECURE_NOISE_ENV = "SKDP_SECURE_NOISE"
 
 _DEFAULTS = {"secure_noise": False}
@@ -114,61 +112,26 @@ def get_config():
     return config
 
 
-def _live_loky_workers():
-    """True if joblib's reusable loky executor has live worker processes.
-
-    Best effort: it inspects loky's module state without importing joblib, and
-    says False when that state is not where loky 3.x keeps it.
-    """
-    module = sys.modules.get("joblib.externals.loky.reusable_executor")
-    executor = getattr(module, "_executor", None)
-    if executor is None:
-        return False
-    flags = getattr(executor, "_flags", None)
-    if flags is not None and (getattr(flags, "shutdown", False) or getattr(flags, "broken", None)):
-        return False
-    return bool(getattr(executor, "_processes", None))
-
-
 def set_config(secure_noise=None):
     """Set skdp settings for the whole process (see :func:`get_config`).
 
-    The value is visible at once from every thread, and child processes
-    started afterwards inherit it through the environment variable
-    ``SKDP_SECURE_NOISE``.  Inside a :func:`config_context` block the block's
-    own value stays in force for the calling thread until the block exits.
+    The value is visible at once from every thread.  It is the default of the
+    estimators whose own ``secure_noise`` is None, read once at the start of
+    each ``fit``; worker processes get it with the estimators they are sent
+    (see the module docstring), not through the environment.  Inside a
+    :func:`config_context` block the block's own value stays in force for the
+    calling thread until the block exits.
 
     Parameters
     ----------
     secure_noise : bool or None, default=None
         None leaves the setting unchanged.
-
-    Warns
-    -----
-    PrivacyLeakWarning
-        When secure noise is switched on while joblib's loky backend still
-        has worker processes started before: they keep sampling in floating
-        point until they exit.  Shut them down
-        (``joblib.externals.loky.get_reusable_executor().shutdown(wait=True)``)
-        or pass ``secure_noise=True`` to the estimators themselves.
     """
     secure_noise = _check_secure_noise(secure_noise)
     if secure_noise is None:
         return
     with _lock:
-        changed = _global["secure_noise"] != secure_noise
         _global["secure_noise"] = secure_noise
-        os.environ[SECURE_NOISE_ENV] = "1" if secure_noise else "0"
-    if changed and secure_noise and _live_loky_workers():
-        warnings.warn(
-            "skdp.set_config(secure_noise=True): joblib's loky backend has worker processes that "
-            "were started before this call and keep the old setting, so estimators fitted there "
-            "with secure_noise=None would sample floating-point noise. Shut them down with "
-            "joblib.externals.loky.get_reusable_executor().shutdown(wait=True), or pass "
-            "secure_noise=True to the estimators themselves.",
-            PrivacyLeakWarning,
-            stacklevel=2,
-        )
 
 
 @contextlib.contextmanager
@@ -178,8 +141,8 @@ def config_context(**new):
     ``with config_context(secure_noise=True): ...``.  The change is a
     thread-local layer over the process-wide settings, removed on exit (even
     on error), so the previous value comes back; other threads, and worker
-    threads or processes started inside the block, do not see it: use
-    :func:`set_config` or the estimator's ``secure_noise`` for parallel fits.
+    threads started inside the block, do not see it: use :func:`set_config`
+    or the estimator's ``secure_noise`` for parallel fits.
 
     Parameters
     ----------
@@ -210,3 +173,21 @@ def config_context(**new):
             if stack[i] is layer:
                 del stack[i]
                 break
+
+
+def resolve_secure_noise(value):
+    """The ``secure_noise`` a fit uses: ``value``, or the current setting if it is None.
+
+    Called once per fit (or per release after ``fit``), by the estimator; the
+    result is then passed explicitly to whatever samples or costs noise.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is neither None nor a boolean (numpy booleans included).
+    """
+    if value is None:
+        return get_config()["secure_noise"]
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"secure_noise must be None, False or True, got {value!r}.")
+    return bool(value)

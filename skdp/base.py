@@ -2,9 +2,12 @@
 
 :meth:`DPEstimatorMixin._private_fit` runs, in this order and nowhere else:
 
-1. validate the parameters (scikit-learn's ``_parameter_constraints``, by
-   :func:`private_fit_context`, then :meth:`~DPEstimatorMixin._check_params`,
-   and :meth:`~DPEstimatorMixin._check_public_input` against what is public
+1. resolve ``secure_noise`` once (the estimator's, or the package default of
+   :func:`skdp.set_config`) and validate the parameters (scikit-learn's
+   ``_parameter_constraints``, by :func:`private_fit_context`, then
+   :meth:`~DPEstimatorMixin._check_params`, the refusal of secure noise by a
+   mechanism with no exact sampler, and
+   :meth:`~DPEstimatorMixin._check_public_input` against what is public
    about the input: its shape, never a value);
 2. build the privacy plan from public quantities only
    (:meth:`~DPEstimatorMixin._privacy_plan`, a :class:`PrivacyPlan`);
@@ -55,7 +58,7 @@ import sklearn
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 
-from ._config import config_context
+from ._config import resolve_secure_noise
 from ._input import validate_fit_input
 from ._random import check_generator, generator_after_fit
 from .exceptions import PrivacyLeakWarning, without_data_values
@@ -108,6 +111,14 @@ class PrivacyPlan:
         counts, mechanisms) for the ``_calibrate`` and ``_fit_private`` steps
         of :class:`DPEstimatorMixin`; public by construction, since nothing
         here has seen the data.
+    secure_noise : bool, default=False
+        Whether every release of the fit samples its noise exactly on a grid:
+        the estimator's ``secure_noise``, or the package default when that is
+        None, resolved once at the start of the fit and set by the template.
+        The calibration (``calibrate_noise_multiplier(...,
+        secure_noise=plan.secure_noise)``) and the fit's ledger (which the
+        mechanisms read) take it from here; nothing reads the package setting
+        later in the fit.
     """
 
     epsilon: float
@@ -115,6 +126,7 @@ class PrivacyPlan:
     composition: str = "rdp"
     private: bool = True
     settings: Mapping[str, Any] = field(default_factory=dict)
+    secure_noise: bool = False
 
     def with_settings(self, **settings):
         """A copy with ``settings`` updated (calibration adds what it derived)."""
@@ -122,27 +134,19 @@ class PrivacyPlan:
 
 
 def private_fit_context(prefer_skip_nested_validation=True):
-    """scikit-learn's ``_fit_context`` plus the estimator's ``secure_noise``.
+    """scikit-learn's ``_fit_context``, with errors that never quote the data.
 
     Decorates ``fit`` (and any other method that releases): parameters are
-    validated as in scikit-learn, an error whose message would quote a value
-    of the data (NumPy's conversion errors) is re-raised without the value,
-    and the whole call runs under
-    ``config_context(secure_noise=estimator.secure_noise)`` unless that is
-    ``None`` (follow the package-wide setting).  Calibration and mechanisms
-    read the same setting, so the plan a fit calibrates and the events its
-    mechanisms record always agree.
+    validated as in scikit-learn, and an error whose message would quote a
+    value of the data (NumPy's conversion errors) is re-raised without the
+    value.  The estimator's ``secure_noise`` is not applied here: the
+    template resolves it once (:meth:`DPEstimatorMixin._private_fit`) and
+    passes it on explicitly.
     """
 
     def decorator(method):
         validated = _fit_context(prefer_skip_nested_validation=prefer_skip_nested_validation)(method)
-
-        @functools.wraps(method)
-        def wrapper(estimator, *args, **kwargs):
-            with estimator._noise_context():
-                return validated(estimator, *args, **kwargs)
-
-        return errors_without_data_values(wrapper)
+        return errors_without_data_values(functools.wraps(method)(validated))
 
     return decorator
 
@@ -260,14 +264,43 @@ class DPEstimatorMixin:
         state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
         if isinstance(state.get("random_state"), np.random.Generator | np.random.RandomState):
             state = dict(state, random_state=None)
+        if "secure_noise" in state and state["secure_noise"] is None and resolve_secure_noise(None):
+            # Worker processes (joblib's loky, multiprocessing) never see this
+            # process's set_config: the estimator carries the package default
+            # with it, so a fit sent there samples exactly as it would here.
+            # Only True is carried: the copy can never sample less securely
+            # than the receiving process's own default.
+            state = dict(state, secure_noise=True)
         if self._working_state & state.keys():
             state = {k: v for k, v in state.items() if k not in self._working_state}
         return state
 
-    def _noise_context(self):
-        """Context applying this estimator's ``secure_noise`` (None: package setting)."""
-        secure = getattr(self, "secure_noise", None)
-        return contextlib.nullcontext() if secure is None else config_context(secure_noise=secure)
+    def _resolve_secure_noise(self):
+        """This fit's (or this release's) ``secure_noise``: the parameter, or the package default.
+
+        Read once per fit, at the start of :meth:`_private_fit`, and once per
+        release made after ``fit``; the result is passed on explicitly.
+        """
+        return resolve_secure_noise(getattr(self, "secure_noise", None))
+
+    def _noise_mechanisms(self):
+        """The mechanism classes this fit releases through, from the parameters alone.
+
+        Each class says whether it can sample exactly on a grid
+        (``exact_sampler``); under ``secure_noise`` the template refuses the
+        fit, before anything is reserved, if one cannot
+        (its ``refuse_secure_noise()``).  Listing only the mechanisms without
+        an exact sampler is enough; the fit's ledger refuses any
+        floating-point release under secure noise anyway, so an omission
+        cannot release, it only refuses later (with the budget charged).
+        """
+        return ()
+
+    def _refuse_secure_noise_without_exact_sampler(self):
+        """Raise the refusal of the first mechanism of this fit that has no exact sampler."""
+        for mechanism in self._noise_mechanisms():
+            if not mechanism.exact_sampler:
+                mechanism.refuse_secure_noise()
 
     def _generator_after_fit(self):
         """Generator of the next random call made after ``fit`` (``sample`` and the like).
@@ -298,9 +331,12 @@ class DPEstimatorMixin:
         Each estimator's ``fit`` (decorated by :func:`private_fit_context`)
         calls this, with its own signature and docstring in front.
         """
+        secure = self._resolve_secure_noise()  # once: the package setting may change meanwhile
+        if secure:
+            self._refuse_secure_noise_without_exact_sampler()
         self._check_params()
         self._check_public_input(X, y, **fit_params)
-        plan = self._privacy_plan()
+        plan = replace(self._privacy_plan(), secure_noise=secure)
         if not plan.private:
             rng = self._fit_generator()
             data = self._validate_input(X, y, **fit_params)
@@ -354,7 +390,8 @@ class DPEstimatorMixin:
         """
         if plan is not None:
             composition = plan.composition
-        ledger = PrivacyLedger(composition=composition, neighbouring=self._neighbouring)
+        secure = plan.secure_noise if plan is not None else self._resolve_secure_noise()
+        ledger = PrivacyLedger(composition=composition, neighbouring=self._neighbouring, secure_noise=secure)
         rng = self._fit_generator()
         # Last: whatever fails after the reservation keeps it charged, so
         # nothing that can fail without the data comes after it.

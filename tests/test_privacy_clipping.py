@@ -60,7 +60,8 @@ def test_calibration_caches_plan_costs_keyed_by_the_released_events(monkeypatch)
     assert calibration_module._cached_plan_cost.cache_info().misses == misses
     # Under secure_noise the same plan is costed with discrete-Gaussian events:
     # a different key, a different (larger) multiplier, never the cached one.
-    with config_context(secure_noise=True):
-        z_secure = calibrate_noise_multiplier(plan, 0.9, 1e-5)
+    z_secure = calibrate_noise_multiplier(plan, 0.9, 1e-5, secure_noise=True)
+    with config_context(secure_noise=True):  # the package setting is not read by the core
+        assert calibrate_noise_multiplier(plan, 0.9, 1e-5) == z
     assert calibration_module._cached_plan_cost.cache_info().misses > misses
     assert z_secure > z

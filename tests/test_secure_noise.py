@@ -63,10 +63,8 @@ def test_discrete_laplace_and_gaussian_pmfs():
 )
 def test_secure_release_has_the_claimed_scale_on_a_data_independent_grid(mechanism, std):
     rng = np.random.default_rng(2)
-    ledger = PrivacyLedger()
-    with config_context(secure_noise=True):
-        out = mechanism.release(np.full(N, 0.123456789), rng, ledger)
-    assert get_config()["secure_noise"] is False  # the context restores the setting
+    ledger = PrivacyLedger(secure_noise=True)  # the fit's setting, passed explicitly
+    out = mechanism.release(np.full(N, 0.123456789), rng, ledger)
     kurtosis = 6 if isinstance(mechanism, LaplaceMechanism) else 3
     assert np.std(out) == pytest.approx(std, rel=5 * math.sqrt((kurtosis - 1) / (4 * N)))
     gamma = grid_step(mechanism.sensitivity)
@@ -87,8 +85,7 @@ def _event_impossible_under_one(outputs):
 
 def _outputs(value, secure, seed):
     rng = np.random.default_rng(seed)
-    with config_context(secure_noise=secure):
-        return LaplaceMechanism(1.0, 1.0).release(np.full(N, value), rng, PrivacyLedger())
+    return LaplaceMechanism(1.0, 1.0).release(np.full(N, value), rng, PrivacyLedger(secure_noise=secure))
 
 
 def test_floating_point_attack_breaks_naive_laplace_but_not_secure():
@@ -210,11 +207,13 @@ def test_laplace_events_record_whether_the_noise_was_discrete():
     rng = np.random.default_rng(7)
     mechanism = LaplaceMechanism(2.0, 4.0)
     for secure, expected in ((False, LaplaceEvent), (True, DiscreteLaplaceEvent)):
-        ledger = PrivacyLedger()
-        with config_context(secure_noise=secure):
+        ledger = PrivacyLedger(secure_noise=secure)
+        with config_context(secure_noise=not secure):  # never read by the core
             mechanism.release(np.zeros(3), rng, ledger)
             # Calibration costs a planned Laplace release like the one that will be recorded.
-            planned = _as_released(LaplaceEvent(count=2, neighbouring="replace_one", noise_multiplier=2.0))
+            planned = _as_released(
+                LaplaceEvent(count=2, neighbouring="replace_one", noise_multiplier=2.0), secure
+            )
         assert type(ledger.events[0]) is expected and type(planned) is expected
         # Relation changes and pickling keep the type.
         doubled = expected(1, "add_remove", 2.0).to_relation("replace_one")
@@ -222,8 +221,7 @@ def test_laplace_events_record_whether_the_noise_was_discrete():
         assert pickle.loads(pickle.dumps(ledger.events[0])) == ledger.events[0]
     # A secure plan costs at least its floating-point twin under RDP (randomised-response curve).
     plan = [LaplaceEvent(200, "replace_one", 4.0)]  # enough uses for RDP to beat basic composition
-    with config_context(secure_noise=True):
-        secure_cost = compose([_as_released(e) for e in plan], 1e-5, "rdp").epsilon
+    secure_cost = compose([_as_released(e, True) for e in plan], 1e-5, "rdp").epsilon
     assert secure_cost > compose(plan, 1e-5, "rdp").epsilon
 
 
@@ -314,27 +312,57 @@ def test_exponential_mechanism_refuses_secure_noise_before_recording():
     from skdp.privacy import ExponentialMechanism
 
     mechanism = ExponentialMechanism(1.0, 1.0)
-    ledger = PrivacyLedger()
+    assert ExponentialMechanism.exact_sampler is False
+    ledger = PrivacyLedger(secure_noise=True)
     rng = np.random.default_rng(0)
-    with config_context(secure_noise=True):
-        with pytest.raises(ValueError, match="secure_noise"):
-            mechanism.select([0.0, 1.0], rng, ledger)
-        with pytest.raises(ValueError, match="secure_noise"):
-            mechanism.sample(lambda t, r: 0.0, rng, ledger)
+    with pytest.raises(ValueError, match="secure_noise"):
+        mechanism.select([0.0, 1.0], rng, ledger)
+    with pytest.raises(ValueError, match="secure_noise"):
+        mechanism.sample(lambda t, r: 0.0, rng, ledger)
     assert ledger.events == []
-    assert mechanism.select([0.0, 1.0], rng, ledger) in (0, 1)  # plain mode still works
+    plain = PrivacyLedger()
+    with config_context(secure_noise=True):  # the package setting is the estimators' default only
+        assert mechanism.select([0.0, 1.0], rng, plain) in (0, 1)
+
+
+def test_every_mechanism_declares_its_exact_sampler_and_a_secure_ledger_refuses_the_others():
+    from skdp.privacy import (
+        GaussianEvent,
+        SubsampledGaussianMechanism,
+        SymmetricMatrixGaussianMechanism,
+        TorchGaussianMechanism,
+    )
+
+    for exact in (LaplaceMechanism, GaussianMechanism, SymmetricMatrixGaussianMechanism):
+        assert exact.exact_sampler is True
+    for inexact in (SubsampledGaussianMechanism, TorchGaussianMechanism):
+        assert inexact.exact_sampler is False
+        with pytest.raises(ValueError, match="secure_noise=True"):
+            inexact.refuse_secure_noise()
+    ledger = PrivacyLedger(secure_noise=True)
+    mech = SubsampledGaussianMechanism(1.0, 2.0, sampling_rate=0.1)
+    with pytest.raises(ValueError, match="subsampled"):
+        mech.release(np.zeros(2), np.random.default_rng(0), ledger)
+    with pytest.raises(ValueError, match="subsampled"):
+        with mech.session(np.random.default_rng(0), ledger):
+            pass
+    # A floating-point event can never be recorded on a secure ledger (the
+    # backstop of a mechanism that ignored the setting), before its noise.
+    with pytest.raises(ValueError, match="GaussianEvent"):
+        ledger.record(GaussianEvent(1, "replace_one", 2.0))
+    assert ledger.events == []
+    ledger.record(DiscreteGaussianEvent(1, "replace_one", 2.0))
+    assert pickle.loads(pickle.dumps(ledger)).secure_noise is True
 
 
 # --- the package-wide setting reaches worker threads and processes -----------------------------
 
 
 @pytest.fixture
-def restore_config(monkeypatch):
-    """Put the process-wide setting and its environment variable back after the test."""
+def restore_config():
+    """Put the process-wide setting back after the test."""
     from skdp import _config
 
-    # monkeypatch restores the variable (or its absence) at teardown.
-    monkeypatch.setenv(_config.SECURE_NOISE_ENV, os.environ.get(_config.SECURE_NOISE_ENV, "0"))
     saved = dict(_config._global)
     yield _config
     with _config._lock:
@@ -342,7 +370,8 @@ def restore_config(monkeypatch):
         _config._global.update(saved)
 
 
-def test_set_config_is_process_wide_and_exported_to_the_environment(restore_config):
+def test_set_config_is_process_wide_and_leaves_the_environment_alone(restore_config):
+    environment = os.environ.get(restore_config.SECURE_NOISE_ENV)
     seen = {}
     barrier = threading.Barrier(2)
 
@@ -365,9 +394,9 @@ def test_set_config_is_process_wide_and_exported_to_the_environment(restore_conf
     while not late:
         time.sleep(0.01)
     assert late == [True]
-    assert os.environ[restore_config.SECURE_NOISE_ENV] == "1"
     set_config(secure_noise=False)
-    assert os.environ[restore_config.SECURE_NOISE_ENV] == "0"
+    # Worker processes get the setting with the estimators, not the environment.
+    assert os.environ.get(restore_config.SECURE_NOISE_ENV) == environment
     with pytest.raises(TypeError, match="secure_noise"):
         set_config(secure_noise=1)
     with pytest.raises(TypeError, match="secure_noise"), config_context(secure_noise="yes"):
@@ -398,9 +427,7 @@ def test_config_context_restores_and_stays_in_its_thread(restore_config):
         with config_context(secure_noise=True):
             assert get_config()["secure_noise"] is True
         assert get_config()["secure_noise"] is False
-        # Another thread sees the process-wide value, not this thread's block:
-        # an estimator's own secure_noise=False (base.py uses config_context
-        # during fit) cannot switch secure noise off in a concurrent fit.
+        # Another thread sees the process-wide value, not this thread's block.
         other = []
         thread = threading.Thread(target=lambda: other.append(get_config()["secure_noise"]))
         thread.start()
@@ -446,11 +473,55 @@ def test_grid_search_worker_threads_follow_set_config(restore_config):
     assert all(set(names) == {"DiscreteGaussianEvent"} for _, names in log), log
 
 
-def test_child_processes_started_after_set_config_inherit_it(restore_config):
+def test_the_fit_reads_the_package_setting_once(restore_config, monkeypatch):
+    # The template resolves secure_noise before the plan; a change of the
+    # package setting during the fit (another thread's set_config) cannot
+    # make its plan and its releases disagree.
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    original = DPKMeans._check_params
+
+    def flip_during_fit(self):
+        set_config(secure_noise=False)
+        return original(self)
+
+    monkeypatch.setattr(DPKMeans, "_check_params", flip_during_fit)
     set_config(secure_noise=True)
-    code = "import skdp; print(skdp.get_config()['secure_noise'])"
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert child.stdout.strip() == "True"
+    model = DPKMeans(n_clusters=2, data_norm=3.0, max_iter=2, random_state=0).fit(X)
+    assert get_config()["secure_noise"] is False
+    assert {type(e) for e in model.privacy_ledger_.events} == {DiscreteGaussianEvent}
+    assert model.privacy_ledger_.secure_noise is True
+
+
+def test_a_pickled_estimator_carries_the_package_setting(restore_config):
+    # Worker processes (loky, multiprocessing) receive estimators pickled:
+    # secure_noise=None is sent as True while the package setting is on, so
+    # the worker samples as this process would, whatever its own default.
+    def sent(model):
+        return pickle.loads(pickle.dumps(model))
+
+    assert sent(DPBetaBernoulli()).secure_noise is None
+    set_config(secure_noise=True)
+    assert sent(DPBetaBernoulli()).secure_noise is True
+    assert sent(DPBetaBernoulli(secure_noise=False)).secure_noise is False  # explicit: as it is
+    model = DPBetaBernoulli()
+    assert sent(model).secure_noise is True and model.secure_noise is None  # the original is untouched
+    # A child process whose own default is off fits the sent estimator on the grid.
+    code = (
+        "import pickle, sys, numpy as np; import skdp; "
+        "m = pickle.loads(sys.stdin.buffer.read()); "
+        "assert skdp.get_config()['secure_noise'] is False; "
+        "X = np.random.default_rng(0).binomial(1, 0.4, size=(50, 2)); "
+        "print(sorted({type(e).__name__ for e in m.fit(X).privacy_ledger_.events}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != restore_config.SECURE_NOISE_ENV}
+    child = subprocess.run(
+        [sys.executable, "-c", code],
+        input=pickle.dumps(DPBetaBernoulli(random_state=0)),
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    assert child.stdout.decode().strip() == "['DiscreteLaplaceEvent']"
 
 
 def _shutdown_loky_executor():
@@ -460,30 +531,25 @@ def _shutdown_loky_executor():
         reusable_executor._executor.shutdown(wait=True, kill_workers=True)
 
 
+def _fit_in_worker(model, seed):
+    X = np.random.default_rng(seed).binomial(1, 0.4, size=(50, 2))
+    events = model.fit(X).privacy_ledger_.events
+    return get_config()["secure_noise"], [type(e).__name__ == "DiscreteLaplaceEvent" for e in events]
+
+
 @pytest.mark.slow
-def test_loky_workers_started_after_set_config_follow_it_and_stale_ones_are_flagged(restore_config):
+def test_loky_workers_follow_set_config_through_the_estimator_even_when_started_before(restore_config):
     from joblib import Parallel, delayed
-
-    from skdp import PrivacyLeakWarning
-
-    def fit_in_worker(seed):
-        # Nested, so cloudpickle ships it by value: the workers need not import
-        # this test module (and the optional torch estimators of _registry).
-        X = np.random.default_rng(seed).binomial(1, 0.4, size=(50, 2))
-        model = DPBetaBernoulli(random_state=seed).fit(X)
-        events = model.privacy_ledger_.events
-        return get_config()["secure_noise"], [type(e).__name__ == "DiscreteLaplaceEvent" for e in events]
 
     _shutdown_loky_executor()
     try:
-        # Workers started under the old setting: set_config cannot reach them, and says so.
-        stale = Parallel(n_jobs=2, backend="loky")(delayed(fit_in_worker)(s) for s in range(2))
-        assert all(secure is False for secure, _ in stale)
-        with pytest.warns(PrivacyLeakWarning, match="loky"):
-            set_config(secure_noise=True)
-        _shutdown_loky_executor()
-        # Workers started afterwards inherit SKDP_SECURE_NOISE and sample on the grid.
-        fresh = Parallel(n_jobs=2, backend="loky")(delayed(fit_in_worker)(s) for s in range(2))
-        assert fresh == [(True, [True, True])] * 2
+        model = DPBetaBernoulli(random_state=0)
+        plain = Parallel(n_jobs=2, backend="loky")(delayed(_fit_in_worker)(model, s) for s in range(2))
+        assert plain == [(False, [False, False])] * 2
+        # The same workers, started before set_config and still under the old
+        # default, sample on the grid: the estimator carries the setting.
+        set_config(secure_noise=True)
+        stale = Parallel(n_jobs=2, backend="loky")(delayed(_fit_in_worker)(model, s) for s in range(2))
+        assert stale == [(False, [True, True])] * 2
     finally:
-        _shutdown_loky_executor()  # later tests must not inherit secure workers
+        _shutdown_loky_executor()  # later tests must not inherit these workers

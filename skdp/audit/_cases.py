@@ -106,9 +106,9 @@ class _UnsplitBudgetLaplace(LaplaceMechanism):
         mech._claimed = n_uses
         return mech
 
-    def event(self, count=1):
+    def event(self, count=1, *, secure_noise=False):
         # Claim the split-budget multiplier the caller asked for.
-        event = super().event(count)
+        event = super().event(count, secure_noise=secure_noise)
         return type(event)(
             count=count,
             neighbouring=self.neighbouring,

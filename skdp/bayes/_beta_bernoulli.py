@@ -14,7 +14,6 @@ from .._chunks import is_chunked_input
 from .._input import set_chunked_features, validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, private_fit_context
 from ..privacy import ExponentialMechanism, LaplaceMechanism
-from ..privacy.selection import refuse_secure_noise_for_exponential_mechanism
 from ._conjugate import bernoulli_log_likelihood, category_counts, project_counts, sample_truncated_beta
 
 #: L1 sensitivity of one feature's counts (n_minus, n_plus) under replace-one
@@ -290,10 +289,11 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
 
     def _check_params(self):
         self._check_prior()
-        if self.mechanism == "ops":
-            # OPS samples in floating point: refuse secure noise before the
-            # budget is checked or X is read (runs under the fit's setting).
-            refuse_secure_noise_for_exponential_mechanism()
+
+    def _noise_mechanisms(self):
+        # OPS samples in floating point: the template refuses secure noise
+        # before the budget is checked or X is read.
+        return (ExponentialMechanism,) if self.mechanism == "ops" else (LaplaceMechanism,)
 
     def _privacy_plan(self):
         return PrivacyPlan(self.epsilon, self.delta, "basic", settings={"prior": self._check_prior()})
@@ -403,10 +403,10 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
                 "further samples (posterior_sample_ holds the released one)."
             )
         mech = self._ops_posterior[2]
-        with self._noise_context():
-            # Outside fit the estimator's own setting must be applied here;
-            # refuse before the budget is charged.
-            refuse_secure_noise_for_exponential_mechanism()
+        if self._resolve_secure_noise():
+            # The template's resolution, for this release: refuse before the
+            # budget is charged.
+            mech.refuse_secure_noise()
         self._spend_after_fit([mech.event(count=n_samples)])
         return self._draw_ops(mech.temperature, self._generator_after_fit(), size=n_samples)
 

@@ -32,7 +32,6 @@ from ..privacy import (
     calibrate_noise_multiplier,
     laplace_noise_multiplier,
 )
-from ..privacy.selection import refuse_secure_noise_for_exponential_mechanism
 from ._conjugate import (
     dirichlet_log_likelihood_sensitivity,
     project_counts,
@@ -440,15 +439,17 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         if self.burn_in >= self.n_iter:
             raise ValueError(f"burn_in ({self.burn_in}) must be smaller than n_iter ({self.n_iter}).")
         if self.mechanism == "ops":
-            # Floating-point exponential-mechanism draws: refuse secure noise
-            # before the budget is checked or X is read.
-            refuse_secure_noise_for_exponential_mechanism()
             if not isinstance(self.categories, str):
                 # K_d is declared: the OPS plan's checks need no data, so a bad
                 # truncation, alpha or beta is refused before the reservation.
                 self._ops_mechanism([np.asarray(c).size for c in self.categories])
         if self.mechanism == "none" and self.accountant is not None:
             raise ValueError("mechanism='none' is not private: it cannot be charged to an accountant.")
+
+    def _noise_mechanisms(self):
+        # Floating-point exponential-mechanism draws: the template refuses
+        # secure noise before the budget is checked or X is read.
+        return {"ops": (ExponentialMechanism,), "laplace": (LaplaceMechanism,)}.get(self.mechanism, ())
 
     def _privacy_plan(self):
         return PrivacyPlan(self.epsilon, self.delta, self.composition, private=self.mechanism != "none")
@@ -464,7 +465,8 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     def _calibrate(self, data, plan):
         """Laplace: the noise multiplier of the counts; OPS: the truncation and the mechanism."""
         if self.mechanism == "laplace":
-            return plan.with_settings(noise_multiplier=self._noise_multiplier(len(self.categories_)))
+            z = self._noise_multiplier(len(self.categories_), secure_noise=plan.secure_noise)
+            return plan.with_settings(noise_multiplier=z)
         if self.mechanism == "ops":
             truncation, mech = self._ops_mechanism(self._n_categories)
             return plan.with_settings(truncation=truncation, mechanism=mech)
@@ -515,7 +517,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             return [LaplaceEvent(count=n_features, neighbouring=nb, noise_multiplier=z)]
         return [PureDPEvent(count=self._n_ops_releases(), neighbouring=nb, epsilon=1.0 / z)]
 
-    def _noise_multiplier(self, n_features):
+    def _noise_multiplier(self, n_features, *, secure_noise=False):
         """The noise multiplier of the plan, smallest whose composition meets ``(epsilon, delta)``.
 
         Under basic composition the equal split ``n_releases / epsilon`` is
@@ -531,6 +533,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             self.delta,
             self.composition,
             self._neighbouring,
+            secure_noise=secure_noise,
         )
 
     def _privatise_counts(self, counts, mask, noise_multiplier, rng, ledger):

@@ -12,7 +12,6 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._config import get_config
 from .._random import check_generator
 from ..base import (
     PRIVACY_PARAMETER_CONSTRAINTS,
@@ -453,13 +452,6 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         if prior.shape != (2,) or not np.all(np.isfinite(prior)) or np.any(prior <= 0):
             raise ValueError(f"noise_prior must be a pair of positive numbers, got {self.noise_prior!r}.")
         if self.mechanism == "dp":
-            if get_config()["secure_noise"]:
-                # The subsampled Gaussian releases are sampled in floating
-                # point; there is no exact sampler for them here.
-                raise ValueError(
-                    "DPSEPRegressor has no secure (exact discrete) noise sampler: it cannot fit "
-                    "with mechanism='dp' under skdp.config_context(secure_noise=True)."
-                )
             if self.delta <= 0:
                 raise ValueError("delta must be positive for mechanism='dp' (Gaussian noise).")
         elif self.accountant is not None:
@@ -467,6 +459,12 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 f"accountant cannot be charged by mechanism={self.mechanism!r}, which is not private; "
                 "use mechanism='dp'."
             )
+
+    def _noise_mechanisms(self):
+        # The subsampled Gaussian releases are sampled in floating point;
+        # there is no exact sampler for them: the template refuses secure
+        # noise before anything is reserved.
+        return (SubsampledGaussianMechanism,) if self.mechanism == "dp" else ()
 
     def _privacy_plan(self):
         # "clipped" and "none" are non-private reference runs of the same loop.

@@ -118,19 +118,19 @@ class _BaseDPLloyd(
             return count_noise_weight(self.mechanism, dim)
         return float(self.count_noise_weight)
 
-    def _n_iter(self, n_samples, dim, count_weight):
+    def _n_iter(self, n_samples, dim, count_weight, *, secure_noise=False):
         """``max_iter``, or the ``"auto"`` rule (public quantities only)."""
         if self.max_iter != "auto":
             return int(self.max_iter)
         return auto_max_iter(
-            lambda T: self._noise_multiplier(count_weight, T),
+            lambda T: self._noise_multiplier(count_weight, T, secure_noise=secure_noise),
             self.mechanism,
             n_samples,
             self.n_clusters,
             dim,
         )
 
-    def _noise_multiplier(self, count_weight, n_iter):
+    def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
         return lloyd_noise_multiplier(
             int(n_iter),
             self.mechanism,
@@ -139,6 +139,7 @@ class _BaseDPLloyd(
             float(self.epsilon),
             float(self.delta),
             self.composition,
+            secure_noise=secure_noise,
         )
 
     @private_fit_context(prefer_skip_nested_validation=True)
@@ -212,8 +213,9 @@ class _BaseDPLloyd(
         """Iterations and noise multiplier of the whole fit, from the public ``n`` and dimension."""
         dim = self._feature_dim(rows.n_features)
         count_weight = self._count_weight(dim)
-        n_iter = self._n_iter(rows.n_samples, dim, count_weight)
-        noise_multiplier = self._noise_multiplier(count_weight, n_iter)
+        secure = plan.secure_noise
+        n_iter = self._n_iter(rows.n_samples, dim, count_weight, secure_noise=secure)
+        noise_multiplier = self._noise_multiplier(count_weight, n_iter, secure_noise=secure)
         return plan.with_settings(
             dim=dim, count_weight=count_weight, n_iter=n_iter, noise_multiplier=noise_multiplier
         )

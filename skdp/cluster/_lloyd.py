@@ -243,12 +243,14 @@ def _planned_events(noise_multiplier, max_iter, mechanism="gaussian", n_norm_sel
     return events
 
 
-def lloyd_noise_multiplier(max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition):
+def lloyd_noise_multiplier(
+    max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition, *, secure_noise=False
+):
     """Smallest noise multiplier whose :func:`_planned_events` costs at most ``(epsilon, delta)``.
 
     Grid searches refit the same plan many times: the calibration caches plan
     costs itself (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed by
-    the events, ``secure_noise`` included).
+    the events, which ``secure_noise`` (the fit's plan's) changes).
     """
     return calibrate_noise_multiplier(
         functools.partial(
@@ -262,6 +264,7 @@ def lloyd_noise_multiplier(max_iter, mechanism, n_norm_selections, count_weight,
         delta,
         composition=composition,
         neighbouring=REPLACE_ONE,
+        secure_noise=secure_noise,
     )
 
 

@@ -28,7 +28,6 @@ from ..privacy import (
 )
 from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
 from ..privacy.dpsgd import (
-    check_noise_setting,
     combined_noise_multiplier,
     count_noise_multiplier,
     dataset_size_event,
@@ -37,6 +36,7 @@ from ..privacy.dpsgd import (
     release_dataset_size,
     steps_per_epoch,
 )
+from ..privacy.torch_noise import TorchGaussianMechanism
 
 __all__ = ["DPGenerativeMixture"]
 
@@ -619,9 +619,12 @@ class DPGenerativeMixture(
     # noise of the size count; the gradient noise is calibrated inside
     # _fit_private, once the clustering has released the noisy sizes that the
     # schedule (and so the plan's events) is a function of.
+    def _noise_mechanisms(self):
+        # DP-SGD's torch noise has no exact sampler: the template refuses
+        # secure_noise=True before anything is reserved.
+        return (TorchGaussianMechanism,)
+
     def _check_params(self):
-        # DP-SGD refuses secure_noise=True: refuse before anything is reserved.
-        check_noise_setting()
         import torch
 
         try:
@@ -713,6 +716,8 @@ class DPGenerativeMixture(
                     clipping=clipping,
                     max_steps=n_steps,
                     generator=noise_gen,
+                    # The template refused secure noise before the reservation.
+                    secure_noise=False,
                 )
             )
             modules.append(module)

@@ -600,6 +600,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             self.delta,
             self.composition,
             self._neighbouring,
+            secure_noise=plan.secure_noise,
         )
         multipliers = tuple(z * w for w in self._noise_weights(n_features))
         return plan.with_settings(scale=scale, noise_multiplier=z, multipliers=multipliers)

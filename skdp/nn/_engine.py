@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
+from .._config import resolve_secure_noise
 from ..privacy.dpsgd import (
     DPSGDStepLedger,
     check_noise_setting,
@@ -185,9 +186,7 @@ class DPSGDEngine:
         Per-example strategy (an object with ``clipped_sum``); overrides
         ``clipping_mode``.
     generator : torch.Generator, default=None
-        Source of the noise (seed it for reproducible experiments).  The noise
-        is floating-point: under ``skdp.set_config(secure_noise=True)`` the
-        engine refuses to step (:func:`~skdp.privacy.dpsgd.check_noise_setting`).
+        Source of the noise (seed it for reproducible experiments).
     batch_loss_fn : callable, default=None
         ``batch_loss_fn(module, *batch)`` returns the per-example losses of a
         whole batch, shape ``(B,)`` (or ``(losses, aux)``), loss ``i`` equal
@@ -203,6 +202,13 @@ class DPSGDEngine:
         (once, here).  ``"vmap"``: always per-example gradients.  None:
         ``"ghost"`` if ``batch_loss_fn`` is given, else ``"vmap"``.  Both
         give the same clipped sum up to rounding, hence the same privacy.
+    secure_noise : bool or None, default=None
+        The noise is floating-point, so ``True`` is refused
+        (:func:`~skdp.privacy.dpsgd.check_noise_setting`), at construction and
+        at every step.  None follows the package setting
+        (``skdp.get_config()["secure_noise"]``), read at construction and at
+        every step; the DP estimators pass ``False``, having refused secure
+        noise themselves before reserving.
 
     """
 
@@ -220,9 +226,11 @@ class DPSGDEngine:
         generator=None,
         batch_loss_fn=None,
         clipping_mode=None,
+        secure_noise=None,
     ):
         check_per_example_support(module)
-        check_noise_setting()
+        self.secure_noise = secure_noise
+        check_noise_setting(resolve_secure_noise(secure_noise))
         if not any(p.requires_grad for p in module.parameters()):
             raise ValueError("The module has no trainable parameter.")
         if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
@@ -258,7 +266,7 @@ class DPSGDEngine:
         ``batch`` is a tuple of tensors (and dicts of tensors) with the examples
         along the first axis, as passed to ``loss_fn``.
         """
-        check_noise_setting()
+        check_noise_setting(resolve_secure_noise(self.secure_noise))
         if self.steps_taken >= self.max_steps:
             raise RuntimeError(
                 f"The privacy plan allows {self.max_steps} DP-SGD steps; refusing to take another one "

@@ -51,13 +51,13 @@ from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacySpent, compose
 from ..privacy.dpsgd import (
     calibrate_dpsgd_noise,
-    check_noise_setting,
     count_noise_multiplier,
     dataset_size_event,
     dpsgd_plan,
     dpsgd_step_event,
     release_dataset_size,
 )
+from ..privacy.torch_noise import TorchGaussianMechanism
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
@@ -241,8 +241,6 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 PrivacyLeakWarning,
                 stacklevel=_user_stacklevel(),
             )
-        # Before the budget and the data: DP-SGD has no secure sampler.
-        check_noise_setting()
 
     def _clip_noise_ratio(self):
         # DPNorm's histogram noise over the gradient's; None with fixed clipping.
@@ -331,22 +329,19 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 f"fit parameters {sorted(fit_params)} are not supported by DP nets; pass extra inputs in a dict X."
             )
         # skorch nets have no _parameter_constraints, so fit is not decorated
-        # by private_fit_context: the estimator's secure_noise is applied here.
-        with self._noise_context():
-            try:
-                return self._private_fit(X, y)
-            finally:
-                # The fit state (_fit_private) holds the noise generators
-                # (numpy and torch) and the engine: none of it outlives the fit.
-                self.__dict__.pop("_dp_fit", None)
+        # by private_fit_context; the template resolves (and checks) the
+        # estimator's secure_noise itself.
+        try:
+            return self._private_fit(X, y)
+        finally:
+            # The fit state (_fit_private) holds the noise generators
+            # (numpy and torch) and the engine: none of it outlives the fit.
+            self.__dict__.pop("_dp_fit", None)
 
-    def _noise_context(self):
-        # The nets check their parameters themselves, and secure_noise before
-        # it is applied: config_context would refuse a non-boolean with a
-        # TypeError of its own.
-        if self.secure_noise not in (None, False, True):
-            raise ValueError(f"secure_noise must be None, False or True, got {self.secure_noise!r}.")
-        return super()._noise_context()
+    def _noise_mechanisms(self):
+        # DP-SGD's torch noise has no exact sampler: the template refuses
+        # secure_noise=True before the budget and the data.
+        return (TorchGaussianMechanism,)
 
     def _privacy_plan(self):
         """What is reserved before the data, and the DP-SGD plan as far as the parameters fix it.
@@ -535,6 +530,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             generator=generator,
             batch_loss_fn=self._batch_per_example_loss,
             clipping_mode=self.clipping_mode,
+            # The template refused secure noise before the reservation.
+            secure_noise=False,
         )
         self.noise_multiplier_ = z
         self.clip_noise_multiplier_ = clipping.clip_noise_multiplier

@@ -150,19 +150,34 @@ class PrivacyLedger:
         Relation the reported guarantee refers to.  Add/remove events are
         converted to replace-one by doubling their sensitivity; the converse
         conversion is refused.
+    secure_noise : bool, default=False
+        How this fit samples its noise, resolved once by the estimator
+        (:class:`~skdp.base.PrivacyPlan`): True, every release is sampled
+        exactly on a grid.  The mechanisms read it here, from the ledger they
+        record on, and the ledger refuses any event of a floating-point
+        sampler (before its noise is drawn, since mechanisms record first):
+        a mechanism that cannot honour the setting can never release under it.
     """
 
-    def __init__(self, composition="rdp", neighbouring=REPLACE_ONE):
+    def __init__(self, composition="rdp", neighbouring=REPLACE_ONE, *, secure_noise=False):
         _check_composition(composition)
         _check_relation(neighbouring)
         self.composition = composition
         self.neighbouring = neighbouring
+        self.secure_noise = bool(secure_noise)
         self.events = []
 
     def record(self, event):
         """Record one event (converted to this ledger's relation) and return it."""
         if not isinstance(event, PrivacyEvent):
             raise TypeError(f"event must be a PrivacyEvent, got {type(event).__name__}.")
+        if self.secure_noise and not event.sampled_exactly:
+            # A mechanism recording a floating-point event here ignored the
+            # fit's setting; the estimator should have refused before reserving.
+            raise ValueError(
+                f"secure_noise=True: this fit's ledger accepts only noise sampled exactly on a grid, "
+                f"but a {type(event).__name__} (floating-point noise) was about to be released."
+            )
         event = event.to_relation(self.neighbouring)
         self.events.append(event)
         return event
@@ -188,6 +203,10 @@ class PrivacyLedger:
 
     def __len__(self):
         return sum(e.count for e in self.events)
+
+    def __setstate__(self, state):
+        # Ledgers pickled before the setting existed recorded no secure flag.
+        self.__dict__.update({"secure_noise": False, **state})
 
     def __repr__(self):
         return (

@@ -8,10 +8,11 @@ multiplier shared by the plan.  Every estimator calibrates through
 Calibration is cached here, and only here: the cost of a plan depends on its
 events alone (never on data), and grid searches refit the same plan many
 times, each a bisection of some fifty costings.  The cache is keyed by the
-events the plan's mechanisms will record, which carry the ``secure_noise``
-setting (a secure Gaussian release is a :class:`DiscreteGaussianEvent`, which
-costs more), so a plan calibrated under one setting is never reused under the
-other.
+events the plan's mechanisms will record, which depend on the
+``secure_noise`` argument (a secure Gaussian release is a
+:class:`DiscreteGaussianEvent`, which costs more), so a plan calibrated under
+one setting is never reused under the other.  The setting is an argument,
+passed by the estimator from its plan: nothing here reads a global.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import functools
 import math
 import numbers
 
-from .._config import get_config
 from .accountant import _check_composition, compose
 from .conversions import gaussian_delta
 from .events import (
@@ -36,7 +36,7 @@ from .events import (
 _SECURE_EVENTS = {GaussianEvent: DiscreteGaussianEvent, LaplaceEvent: DiscreteLaplaceEvent}
 
 
-def _as_released(event):
+def _as_released(event, secure_noise):
     """The event a mechanism will actually record for a planned ``event``.
 
     Under ``secure_noise`` a Gaussian mechanism samples the discrete Gaussian
@@ -49,7 +49,7 @@ def _as_released(event):
     charges.
     """
     secure = _SECURE_EVENTS.get(type(event))
-    if secure is not None and get_config()["secure_noise"]:
+    if secure is not None and secure_noise:
         return secure(
             count=event.count, neighbouring=event.neighbouring, noise_multiplier=event.noise_multiplier
         )
@@ -84,6 +84,8 @@ def calibrate_noise_multiplier(
     composition="rdp",
     neighbouring=REPLACE_ONE,
     rtol=1e-6,
+    *,
+    secure_noise=False,
 ):
     """Smallest noise multiplier whose plan costs at most ``(epsilon, delta)``.
 
@@ -103,6 +105,11 @@ def calibrate_noise_multiplier(
     rtol : float
         Relative precision of the bisection.  The returned multiplier is the
         upper end of the final bracket, so the plan never exceeds the target.
+    secure_noise : bool, default=False
+        Whether the plan's mechanisms sample exactly on a grid (the fit's
+        :attr:`~skdp.base.PrivacyPlan.secure_noise`): its Gaussian and Laplace
+        events are then costed as the discrete events the mechanisms will
+        record.
 
     Returns
     -------
@@ -114,7 +121,7 @@ def calibrate_noise_multiplier(
     _check_relation(neighbouring)
 
     def cost(z):
-        events = tuple(_as_released(e).to_relation(neighbouring) for e in make_events(z))
+        events = tuple(_as_released(e, secure_noise).to_relation(neighbouring) for e in make_events(z))
         return _plan_cost(events, delta, composition)
 
     lo, hi = 1e-3, 1.0

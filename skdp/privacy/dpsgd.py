@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._config import get_config
 from .calibration import calibrate_noise_multiplier, gaussian_noise_multiplier
 from .events import ADD_REMOVE, GaussianEvent, SubsampledGaussianEvent
 from .mechanisms import GaussianMechanism
@@ -313,15 +312,16 @@ def release_dataset_size(n_samples, noise_std, rng, ledger):
 # --------------------------------------------------------------------------
 
 
-def check_noise_setting():
-    """Refuse DP-SGD under ``skdp.set_config(secure_noise=True)`` (issue 10).
+def check_noise_setting(secure_noise):
+    """Refuse DP-SGD when ``secure_noise`` (the caller's resolved setting) is True (issue 10).
 
     DP-SGD's noise is floating-point Gaussian noise drawn by torch, hundreds of
     thousands of coordinates per step; the exact grid samplers of
     :mod:`skdp.privacy.secure` are scalar Python code, far too slow for that.
     Rather than silently ignore the setting, DP-SGD refuses to run under it.
+    The setting is an argument: the estimator resolves it once per fit.
     """
-    if get_config()["secure_noise"]:
+    if secure_noise:
         raise ValueError(
             "secure_noise=True (skdp.set_config / config_context, or the estimator's secure_noise) "
             "is on, but DP-SGD adds floating-point Gaussian noise drawn by torch, not noise sampled "

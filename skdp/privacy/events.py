@@ -104,6 +104,11 @@ class PrivacyEvent:
     #: True when the event satisfies pure epsilon-DP.
     is_pure = False
 
+    #: True for the releases of an exact sampler on a grid (secure noise,
+    #: :mod:`skdp.privacy.secure`); a ledger opened with ``secure_noise=True``
+    #: accepts no other kind.
+    sampled_exactly = False
+
     def pure_epsilon(self):
         """Per-use epsilon of pure DP (``inf`` if the mechanism is not pure DP)."""
         return math.inf
@@ -191,6 +196,8 @@ class DiscreteLaplaceEvent(LaplaceEvent):
     epsilon-DP mechanism), never below the continuous one.  A distinct type
     also lets a ledger tell secure releases from floating-point ones.
     """
+
+    sampled_exactly = True
 
     def rdp(self, orders):
         return pure_dp_rdp(self.pure_epsilon(), orders)
@@ -293,6 +300,8 @@ class DiscreteGaussianEvent(GaussianEvent):
     B. Balle, G. Barthe, M. Gaboardi, J. Hsu, T. Sato. Hypothesis testing
     interpretations and Renyi differential privacy. AISTATS 2020.
     """
+
+    sampled_exactly = True
 
     def approx_epsilon(self, delta):
         return _zcdp_rdp_epsilon(self.zcdp_rho(), delta)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mechanisms import GaussianMechanism, LaplaceMechanism, _check_value
+from .mechanisms import GaussianMechanism, LaplaceMechanism, _check_value, _secure
 
 
 class _SymmetricMatrixMixin:
@@ -31,9 +31,10 @@ class _SymmetricMatrixMixin:
             raise ValueError("The matrix to privatise must be symmetric.")
         d = value.shape[0]
         iu = np.triu_indices(d)
-        accountant.record(self.event())
+        secure = _secure(accountant)
+        accountant.record(self.event(secure_noise=secure))
         out = np.zeros((d, d))
-        out[iu] = self._perturb(value[iu], rng)
+        out[iu] = self._perturb(value[iu], rng, secure)
         return out + np.triu(out, 1).T
 
 

@@ -1,12 +1,18 @@
 """Additive noise mechanisms: Laplace and Gaussian.
 
 A mechanism is a small object holding a sensitivity, a noise scale and the
-neighbouring relation the sensitivity was derived under.  With
-``skdp.config_context(secure_noise=True)`` its noise is sampled exactly on a
-grid (:mod:`skdp.privacy.secure`) instead of in floating point.  Its only way to
+neighbouring relation the sensitivity was derived under.  Its only way to
 touch data is :meth:`release`, which records the mechanism's privacy event on
 the fit's :class:`~skdp.privacy.PrivacyLedger` before returning the noisy
 value, so a release can never escape the accounting.
+
+Secure noise is explicit: the ledger a release records on says how the fit
+samples (``PrivacyLedger(secure_noise=...)``, set by the estimator from its
+resolved ``secure_noise``).  On a secure ledger the Laplace and Gaussian
+mechanisms sample exactly on a grid (:mod:`skdp.privacy.secure`) and record
+the discrete events; each mechanism class declares whether it has such an
+exact sampler (:attr:`exact_sampler`), so an estimator can refuse an
+unsupported request before anything is reserved.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ import numbers
 
 import numpy as np
 
-from .._config import get_config
 from .calibration import _as_released, gaussian_noise_multiplier, laplace_noise_multiplier
 from .events import (
     REPLACE_ONE,
@@ -34,6 +39,11 @@ def _check_scale(name, value, allow_zero=False):
         )
 
 
+def _secure(ledger):
+    """The ``secure_noise`` of the fit ``ledger`` belongs to (False for a ledger without one)."""
+    return bool(getattr(ledger, "secure_noise", False))
+
+
 def _check_value(value):
     value = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(value)):
@@ -42,6 +52,9 @@ def _check_value(value):
 
 
 class _AdditiveMechanism:
+    #: Whether the mechanism can sample exactly on a grid under secure noise.
+    exact_sampler = True
+
     def __init__(self, sensitivity, scale, neighbouring=REPLACE_ONE):
         _check_scale("sensitivity", sensitivity)
         _check_scale("scale", scale)
@@ -59,21 +72,24 @@ class _AdditiveMechanism:
         """Return ``value`` plus noise, recording one event on ``accountant``.
 
         The whole array is one release: its sensitivity must bound the norm of
-        the change of the whole array between neighbouring datasets.
+        the change of the whole array between neighbouring datasets.  The
+        noise is sampled exactly on a grid when ``accountant`` (the fit's
+        ledger) says ``secure_noise``.
         """
         value = _check_value(value)
-        accountant.record(self.event())
-        return self._perturb(value, rng)
+        secure = _secure(accountant)
+        accountant.record(self.event(secure_noise=secure))
+        return self._perturb(value, rng, secure)
 
-    def _perturb(self, value, rng):
-        if get_config()["secure_noise"]:
+    def _perturb(self, value, rng, secure):
+        if secure:
             return secure_release(value, self.sensitivity, self.noise_multiplier, self._kind, rng)
         return value + self._noise(rng, value.shape)
 
-    def event(self, count=1):
-        """Privacy event of ``count`` releases (under the current noise setting).
+    def event(self, count=1, *, secure_noise=False):
+        """Privacy event of ``count`` releases.
 
-        Under ``secure_noise`` the exact grid samplers record their own event
+        With ``secure_noise`` the exact grid samplers record their own event
         types (:class:`DiscreteLaplaceEvent`, :class:`DiscreteGaussianEvent`);
         the mapping is the one calibration costs plans with, so a plan and
         its releases cannot disagree.
@@ -81,7 +97,7 @@ class _AdditiveMechanism:
         planned = self._event_class(
             count=count, neighbouring=self.neighbouring, noise_multiplier=self.noise_multiplier
         )
-        return _as_released(planned)
+        return _as_released(planned, secure_noise)
 
     def __repr__(self):
         return (

@@ -7,39 +7,16 @@ import numbers
 
 import numpy as np
 
-from .._config import get_config
 from .events import ADD_REMOVE, REPLACE_ONE, PureDPEvent, _check_relation
 
-
-def refuse_secure_noise_for_exponential_mechanism():
-    """Raise if ``secure_noise`` is on: the exponential mechanism has no exact sampler.
-
-    :class:`ExponentialMechanism` samples in floating point (``exp`` of
-    utilities for :meth:`~ExponentialMechanism.select`; inverse-CDF Beta,
-    Dirichlet and state draws for posterior sampling).  Its output carries
-    the low-order-bit leak of floating-point noise (Mironov 2012; Ilvento 2020
-    for the exponential mechanism), which no grid rounding removes, and its
-    event (:class:`~skdp.privacy.PureDPEvent`) cannot say so.  Under
-    ``secure_noise=True`` (the estimator's parameter or
-    ``skdp.set_config``/``config_context``) it must refuse, as the DP-SGD and
-    DP-SEP samplers do, rather than release silently.  Estimators call this at
-    the start of ``fit``, before the budget or the data is touched; the
-    mechanism calls it again before recording any event.
-
-    Raises
-    ------
-    ValueError
-        Naming ``secure_noise`` and ``mechanism='ops'``, when
-        ``skdp.get_config()["secure_noise"]`` is True.
-    """
-    if get_config()["secure_noise"]:
-        raise ValueError(
-            "secure_noise=True cannot be honoured by one-posterior sampling (mechanism='ops'), "
-            "the exponential mechanism: it samples in floating point and has no exact sampler. "
-            "Use mechanism='laplace' for noise sampled exactly on a grid, or accept floating-point "
-            "sampling with secure_noise=False for this estimator (or "
-            "skdp.config_context(secure_noise=False))."
-        )
+#: Why the exponential mechanism refuses ``secure_noise=True`` (OPS is its one user).
+SECURE_NOISE_REFUSAL = (
+    "secure_noise=True cannot be honoured by one-posterior sampling (mechanism='ops'), "
+    "the exponential mechanism: it samples in floating point and has no exact sampler. "
+    "Use mechanism='laplace' for noise sampled exactly on a grid, or accept floating-point "
+    "sampling with secure_noise=False for this estimator (or "
+    "skdp.config_context(secure_noise=False))."
+)
 
 
 def histogram_sensitivity(norm, neighbouring=REPLACE_ONE):
@@ -80,9 +57,15 @@ class ExponentialMechanism:
     posterior sampling with log-likelihood sensitivity ``sensitivity`` is
     epsilon-DP (Wang et al. 2015; Foulds et al. 2016, Eq. 10 and 14).
 
-    Both samplers work in floating point, so they refuse to run (ValueError)
-    while ``secure_noise`` is on: see
-    :func:`refuse_secure_noise_for_exponential_mechanism`.
+    Both samplers work in floating point (``exp`` of utilities for
+    :meth:`select`; inverse-CDF Beta, Dirichlet and state draws for posterior
+    sampling).  Their output carries the low-order-bit leak of floating-point
+    noise (Mironov 2012; Ilvento 2020 for the exponential mechanism), which
+    no grid rounding removes, and its event
+    (:class:`~skdp.privacy.PureDPEvent`) cannot say so.  So the mechanism has
+    no exact sampler (:attr:`exact_sampler` is False): it refuses (ValueError)
+    to release on a ledger opened with ``secure_noise=True``, and estimators
+    using it refuse such a fit before reserving (:meth:`refuse_secure_noise`).
 
     Parameters
     ----------
@@ -92,6 +75,13 @@ class ExponentialMechanism:
         sampling).
     neighbouring : {"replace_one", "add_remove"}
     """
+
+    exact_sampler = False
+
+    @classmethod
+    def refuse_secure_noise(cls):
+        """Raise the ValueError of a ``secure_noise=True`` request (no exact sampler)."""
+        raise ValueError(SECURE_NOISE_REFUSAL)
 
     def __init__(self, epsilon, sensitivity, neighbouring=REPLACE_ONE):
         for name, v in (("epsilon", epsilon), ("sensitivity", sensitivity)):
@@ -115,7 +105,8 @@ class ExponentialMechanism:
         u = np.asarray(utilities, dtype=float)
         if u.ndim != 1 or u.size == 0 or not np.all(np.isfinite(u)):
             raise ValueError("utilities must be a non-empty 1-D array of finite numbers.")
-        refuse_secure_noise_for_exponential_mechanism()
+        if getattr(accountant, "secure_noise", False):
+            self.refuse_secure_noise()
         accountant.record(self.event())
         logits = u / self.temperature
         p = np.exp(logits - logits.max())
@@ -128,6 +119,7 @@ class ExponentialMechanism:
         proportional to ``exp(u(theta) / temperature)`` over the (truncated)
         parameter space; posterior sampling passes the log joint as ``u``.
         """
-        refuse_secure_noise_for_exponential_mechanism()
+        if getattr(accountant, "secure_noise", False):
+            self.refuse_secure_noise()
         accountant.record(self.event())
         return sampler(self.temperature, rng)

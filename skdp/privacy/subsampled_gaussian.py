@@ -18,27 +18,28 @@ import contextlib
 
 import numpy as np
 
-from .._config import get_config
 from .events import ADD_REMOVE, REPLACE_ONE, SubsampledGaussianEvent
-from .mechanisms import GaussianMechanism, _check_value
+from .mechanisms import GaussianMechanism, _check_value, _secure
 
 #: Neighbouring relation each sampling scheme's amplification theorem refers to.
 SAMPLING_RELATION = {"poisson": ADD_REMOVE, "without_replacement": REPLACE_ONE}
 
 
-def _refuse_secure_noise():
-    # The exact grid samplers are scalar Python, and the amplification bounds
-    # behind SubsampledGaussianEvent are proved for the continuous Gaussian:
-    # refuse rather than release floating-point noise under a secure setting.
-    if get_config()["secure_noise"]:
-        raise ValueError(
-            "secure_noise=True is not supported by subsampled Gaussian mechanisms "
-            "(DP-SEP, DP-SGD): set secure_noise=False for this estimator."
-        )
+SECURE_NOISE_REFUSAL = (
+    "secure_noise=True is not supported by subsampled Gaussian mechanisms "
+    "(DP-SEP, DP-SGD): set secure_noise=False for this estimator."
+)
 
 
 class SubsampledGaussianMechanism(GaussianMechanism):
     """Gaussian mechanism whose input is computed from a random subsample.
+
+    It has no exact sampler (:attr:`exact_sampler` is False): the grid
+    samplers are scalar Python, and the amplification bounds behind
+    :class:`~skdp.privacy.SubsampledGaussianEvent` are proved for the
+    continuous Gaussian.  It refuses to release on a ledger opened with
+    ``secure_noise=True``; estimators using it refuse such a fit before
+    reserving (:meth:`refuse_secure_noise`).
 
     Parameters
     ----------
@@ -71,8 +72,17 @@ class SubsampledGaussianMechanism(GaussianMechanism):
         self.sampling_rate = float(sampling_rate)
         self.sampling = sampling
 
-    def event(self, count=1):
+    exact_sampler = False
+
+    @classmethod
+    def refuse_secure_noise(cls):
+        """Raise the ValueError of a ``secure_noise=True`` request (no exact sampler)."""
+        raise ValueError(SECURE_NOISE_REFUSAL)
+
+    def event(self, count=1, *, secure_noise=False):
         """Privacy event of ``count`` releases, each on a fresh subsample."""
+        if secure_noise:
+            self.refuse_secure_noise()
         return SubsampledGaussianEvent(
             count=count,
             neighbouring=self.neighbouring,
@@ -83,7 +93,8 @@ class SubsampledGaussianMechanism(GaussianMechanism):
 
     def release(self, value, rng, accountant):
         """One release on a fresh subsample (see :meth:`session` for loops)."""
-        _refuse_secure_noise()
+        if _secure(accountant):
+            self.refuse_secure_noise()
         return super().release(value, rng, accountant)
 
     @contextlib.contextmanager
@@ -105,7 +116,8 @@ class SubsampledGaussianMechanism(GaussianMechanism):
         >>> ledger.events[0].count
         3
         """
-        _refuse_secure_noise()
+        if _secure(accountant):
+            self.refuse_secure_noise()
         made = 0
         scale = self.scale
 

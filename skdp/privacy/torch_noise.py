@@ -10,8 +10,9 @@ value exists.  Within a DP-SGD step that ledger is the step's
 against its planned subsampled event.
 
 torch is imported when noise is drawn, never by ``import skdp.privacy``.
-The noise is floating point: under ``secure_noise`` the mechanism refuses
-(:func:`~skdp.privacy.dpsgd.check_noise_setting`).
+The noise is floating point: the mechanism has no exact sampler
+(``exact_sampler = False``) and refuses a ledger opened with
+``secure_noise=True`` (:func:`~skdp.privacy.dpsgd.check_noise_setting`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ class TorchGaussianMechanism:
         The relation ``sensitivity`` was derived under (DP-SGD's is
         add/remove, the one Poisson sampling amplifies).
     """
+
+    #: DP-SGD's noise is drawn by torch in floating point; no exact sampler.
+    exact_sampler = False
+
+    @classmethod
+    def refuse_secure_noise(cls):
+        """Raise the ValueError of a ``secure_noise=True`` request (no exact sampler)."""
+        check_noise_setting(True)
 
     def __init__(self, sensitivity, noise_multiplier, neighbouring=ADD_REMOVE):
         for name, v in (("sensitivity", sensitivity), ("noise_multiplier", noise_multiplier)):
@@ -76,7 +85,7 @@ class TorchGaussianMechanism:
         -------
         The noisy value, of the same structure.
         """
-        check_noise_setting()
+        check_noise_setting(getattr(ledger, "secure_noise", False))
         ledger.record(self.event())
         if isinstance(value, dict):
             return {k: self._perturb(v, generator) for k, v in value.items()}
