@@ -204,7 +204,10 @@ class DPEstimatorMixin:
     :func:`private_fit_context`, returns ``self._private_fit(X, ...)``, which
     runs, in this order and nowhere else:
 
-    1. ``_check_params()`` and ``_check_public_input(X, ...)``: checks of the
+    1. ``secure_noise`` is resolved once (the parameter, or the package
+       default); under it a fit whose mechanisms (``_noise_mechanisms()``)
+       include one without an exact sampler is refused; then
+       ``_check_params()`` and ``_check_public_input(X, ...)``: checks of the
        parameters, alone and against what is public about the input (its
        shape, never a value); nothing is reserved yet;
     2. ``_privacy_plan()``: the :class:`PrivacyPlan`, from the parameters

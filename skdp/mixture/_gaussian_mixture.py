@@ -218,7 +218,9 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Sample every Laplace and Gaussian release exactly on a grid (discrete
         Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
         in floating point, whose low-order bits leak the noiseless value
-        (Mironov 2012).  None follows ``skdp.get_config()["secure_noise"]``.
+        (Mironov 2012).  None follows the package default
+        (:func:`skdp.set_config`), read once at the start of ``fit`` and
+        carried by the estimator to worker processes.
 
     Attributes
     ----------

@@ -731,10 +731,11 @@ _COMMON_DOC = """
         ``"vmap"``: per-example gradients with ``torch.func``.  Both clip
         exactly the same per-example gradients, so the privacy is the same.
     secure_noise : bool or None, default=None
-        None follows ``skdp.get_config()['secure_noise']``.  DP-SGD's noise is
-        floating-point Gaussian noise drawn by torch (no exact grid sampler
-        is fast enough for a gradient per step), so under ``secure_noise=True``
-        ``fit`` raises a ``ValueError`` before touching the data or the
+        None follows the package default (:func:`skdp.set_config`), read once
+        at the start of ``fit`` and carried by the estimator to worker
+        processes.  DP-SGD's noise is floating-point Gaussian noise drawn by
+        torch (no exact grid sampler is fast enough for a gradient per step),
+        so under ``secure_noise=True`` ``fit`` raises a ``ValueError`` before touching the data or the
         budget; ``False`` accepts floating-point noise for this estimator even
         when the package-wide setting is on.
     accountant : BudgetAccountant or None, default=None
