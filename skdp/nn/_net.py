@@ -26,6 +26,7 @@ The nets override exactly the steps of skorch's training loop that DP changes
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import numbers
 import warnings
@@ -144,6 +145,24 @@ class DefaultMLP(torch.nn.Module):
     def forward(self, X):
         out = self.output(torch.relu(self.hidden(X)))
         return torch.softmax(out, dim=-1) if self.softmax else out
+
+
+_NO_PARTIAL_FIT = (
+    "{} does not support partial_fit: each fit is one privacy plan (epsilon, steps, noise). Call fit instead."
+)
+
+
+class _InstanceAttributeError:
+    """A method that exists on the class (for introspection) and not on instances."""
+
+    def __init__(self, function):
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self.function
+        raise AttributeError(_NO_PARTIAL_FIT.format(type(instance).__name__))
 
 
 class _DPNeuralNetMixin(DPEstimatorMixin):
@@ -435,18 +454,21 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         rest = (max(0.0, spent.epsilon - first.epsilon), max(0.0, spent.delta - first.delta))
         self._settle_budget(PrivacySpent(*rest))
 
-    @property
-    def partial_fit(self):
+    def partial_fit(self, X, y=None, classes=None, **fit_params):
         """Not available: each fit is one privacy plan (epsilon, steps, noise).
 
-        Accessing it raises ``AttributeError`` (so ``hasattr(net, "partial_fit")``
-        is False and scikit-learn does not try incremental fitting); call
-        :meth:`fit`, which trains from scratch.
+        Read from a net, ``partial_fit`` raises ``AttributeError`` (so
+        ``hasattr(net, "partial_fit")`` is False and scikit-learn does not try
+        incremental fitting); call :meth:`fit`, which trains from scratch.
         """
-        raise AttributeError(
-            f"{type(self).__name__} does not support partial_fit: each fit is one privacy plan "
-            "(epsilon, steps, noise). Call fit instead."
-        )
+        raise AttributeError(_NO_PARTIAL_FIT.format(type(self).__name__))
+
+    # A descriptor rather than a property: read from the class it is the
+    # function above, with skorch's ``classes`` parameter, which scikit-learn
+    # < 1.9's metadata routing looks for (skorch declares
+    # ``__metadata_request__partial_fit = {"classes": UNUSED}``); read from an
+    # instance it raises, as a missing method would.
+    partial_fit = _InstanceAttributeError(partial_fit)
 
     def fit_loop(self, X, y=None, epochs=None, *, _routing_method="fit", **fit_params):
         """skorch's fit loop with the DP-SGD plan made where the training set is known.
