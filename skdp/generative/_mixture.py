@@ -223,13 +223,14 @@ class DPGenerativeMixture(
            converted to add/remove with unchanged multipliers, which is
            conservative because each of its releases (counts, sums of clipped
            features, DPNorm histogram) has add/remove sensitivity at most its
-           replace-one sensitivity (:func:`clustering_events_as_add_remove`);
+           replace-one sensitivity (see :doc:`/generative`);
         2. ``T_S`` steps of Alg. 1, each accounted exactly as "pick cluster
            ``s`` with public probability ``p_s``, then a Poisson-subsampled
            Gaussian at rate ``q_s`` on it":
            ``exp((a-1) eps_a) = 1 - p_c + p_c exp((a-1) R_a(q_c))`` for the
            cluster ``c`` of the differing record, worst case over ``c``
-           (:class:`~skdp.privacy.cluster_sampling.ClusterSampledGaussianEvent`).
+           (the event ``ClusterSampledGaussianEvent`` of
+           ``skdp.privacy.cluster_sampling``; see :doc:`/generative`).
 
         The assignment of records to clusters is post-processing of the
         released centres; the selection probabilities and rates use the
@@ -241,7 +242,7 @@ class DPGenerativeMixture(
         utility) or, with ``n_samples="auto"``, ``N~ = N + N(0, s^2)``
         released by the Gaussian mechanism (sensitivity 1) with
         ``s = 10 * gaussian_noise_multiplier(epsilon, delta)``
-        (:func:`skdp.privacy.dpsgd.count_noise_multiplier`, the rule of the DP-SGD nets), whose
+        (:func:`~skdp.nn.count_noise_multiplier`, the rule of the DP-SGD nets), whose
         event is the first of the composition.  The gradient noise
         multiplier is calibrated so that the whole composition equals
         ``(epsilon, delta)``.  A replace-one guarantee follows by group
@@ -252,7 +253,7 @@ class DPGenerativeMixture(
           ``L / |D|`` (claiming ``alpha_Sk <= alpha_S1``).  That ignores that a
           step reveals which model moved, and is not a valid bound; the
           mixture above is.  For ten clusters it needs about three times the
-          paper's noise for the same budget (docs/generative.md).
+          paper's noise for the same budget (:doc:`/generative`).
         * Sensitivities are those of add/remove neighbours (``C``, and 1 for
           DPNorm's histogram) instead of the paper's ``sqrt(2) C``; DPNorm
           and the gradient of one batch are accounted together as one

@@ -39,7 +39,7 @@ __all__ = ["DPNormClipping"]
 
 
 class DPNormClipping:
-    """Clipping bound chosen per batch by DPNorm (Acs et al., Alg. 3).
+    """Clipping bound chosen per batch by DPNorm (Acs et al. 2018, Algorithm 3).
 
     Parameters
     ----------

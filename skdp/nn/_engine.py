@@ -154,24 +154,24 @@ class StepResult:
 
 
 class DPSGDEngine:
-    """One DP-SGD step (Acs et al. 2018, Alg. 4) on any torch module.
+    """One DP-SGD step (Acs et al. 2018, Algorithm 4) on any torch module.
 
     :meth:`step` computes the clipped per-example gradient sum of a Poisson
     batch, adds ``N(0, sigma^2 C^2)``, divides by the expected batch size and
     writes the result into ``param.grad`` of every trainable parameter; the
     caller then runs its optimiser.  Each step records one event
-    (:func:`~skdp.privacy.dpsgd.dpsgd_step_event`) on the fit's ledger, and the engine refuses to
+    (:func:`~skdp.nn.dpsgd_step_event`) on the fit's ledger, and the engine refuses to
     take more than ``max_steps`` steps, so training can never spend more than
     its plan.
 
     Parameters
     ----------
     module : torch.nn.Module
-        The model; checked with :func:`check_per_example_support`.
+        The model; checked with :func:`~skdp.nn.check_per_example_support`.
     loss_fn : callable
         ``loss_fn(module, *example_batch)`` returns the loss of a batch of one
         example, or ``(loss, aux)`` where ``aux`` (e.g. the prediction) is
-        returned batched in :class:`StepResult`.
+        returned batched in the ``StepResult`` that :meth:`step` returns.
     noise_multiplier : float
         sigma of Alg. 4, line 6 (noise std over clipping bound).
     sampling_rate : float
@@ -197,14 +197,14 @@ class DPSGDEngine:
         How per-example norms and the clipped sum are computed.  ``"ghost"``
         (:class:`~skdp.nn.GhostClipping`: norms from activations and output
         gradients, no per-example gradient tensor) when every parameterised
-        layer is supported, else :class:`VmapPerExampleGradients` with a
+        layer is supported, else :class:`~skdp.nn.VmapPerExampleGradients` with a
         :class:`~skdp.nn.GhostClippingFallbackWarning` naming the layer
         (once, here).  ``"vmap"``: always per-example gradients.  None:
         ``"ghost"`` if ``batch_loss_fn`` is given, else ``"vmap"``.  Both
         give the same clipped sum up to rounding, hence the same privacy.
     secure_noise : bool or None, default=None
         The noise is floating-point, so ``True`` is refused
-        (:func:`~skdp.privacy.dpsgd.check_noise_setting`), at construction and
+        (``skdp.privacy.dpsgd.check_noise_setting``), at construction and
         at every step.  None follows the package setting
         (``skdp.get_config()["secure_noise"]``), read at construction and at
         every step; the DP estimators pass ``False``, having refused secure

@@ -433,13 +433,13 @@ class GhostClipping:
     one forward pass of the whole batch through ``batch_loss_fn`` with hooks
     on the parameterised layers, one backward pass to the layers' outputs,
     the per-example norms from activations and output gradients
-    (:func:`linear_form_sq_norms` and the rules in the module docstring),
+    (the rules of the ghost clipping section of :doc:`/nn`),
     then the clipped sum layer by layer.  Memory stays that of ordinary
     training: no per-example gradient tensor is formed (except, by the mixed
     rule, where it is smaller than the Gram matrices).
 
     Every layer with trainable parameters must be supported
-    (:func:`find_unsupported_layer`) and use its parameters only through its
+    (:func:`~skdp.nn.find_unsupported_layer`) and use its parameters only through its
     ``forward``.  The result equals
     :class:`~skdp.nn.VmapPerExampleGradients` up to rounding.  A layer whose
     input or output is modified in place after its forward
@@ -448,7 +448,7 @@ class GhostClipping:
     a layer whose calls are not batch-first (a sequence-first tensor, a
     positional ``Embedding(arange(T))`` shared by the batch): leading
     dimensions are checked on every step and, once, on a forward pass of a
-    synthetic batch of another size (:meth:`_probe_layout`).
+    synthetic batch of another size.
 
     Per-example contract: loss ``i`` of ``batch_loss_fn`` depends on
     example ``i`` alone, in value and gradient.  Ghost clipping reads
@@ -459,8 +459,8 @@ class GhostClipping:
     the clipped sum by far more than the clipping bound ``C``: the
     sensitivity of the engine's privacy analysis would be false.  BatchNorm
     is refused outright (:func:`~skdp.nn.check_per_example_support`); any
-    other module is checked once, on the first non-empty batch, by
-    :meth:`_probe_contract`: gradient, value and batch-size checks on a
+    other module is checked once, on the first non-empty batch, by a
+    probe: gradient, value and batch-size checks on a
     synthetic batch built from the real batch's trailing shapes and dtypes
     only (no value of a record is read, so the outcome, which is released
     through the notice and ``clipping_mode``, reveals nothing about the
@@ -680,7 +680,7 @@ class GhostClipping:
         return None
 
     def clipped_sum(self, module, loss_fn, batch, threshold_fn):
-        """Clipped gradient sum of ``batch`` (see :class:`~skdp.nn._per_example.ClippedSum`)."""
+        """Clipped gradient sum of ``batch``: a ``ClippedSum`` (grads, norms, threshold, losses, aux)."""
         if self._fallback is not None:
             return self._fallback.clipped_sum(module, loss_fn, batch, threshold_fn)
         unsupported = find_unsupported_layer(module)

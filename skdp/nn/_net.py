@@ -143,6 +143,7 @@ class DefaultMLP(torch.nn.Module):
         self.softmax = softmax
 
     def forward(self, X):
+        """Class probabilities (``softmax=True``) or raw outputs of ``X``, shape ``(n, n_outputs)``."""
         out = self.output(torch.relu(self.hidden(X)))
         return torch.softmax(out, dim=-1) if self.softmax else out
 

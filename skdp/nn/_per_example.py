@@ -107,7 +107,7 @@ class VmapPerExampleGradients:
     name = "vmap"
 
     def clipped_sum(self, module, loss_fn, batch, threshold_fn):
-        """Clipped gradient sum of ``batch`` (see :class:`ClippedSum`)."""
+        """Clipped gradient sum of ``batch``: a ``ClippedSum`` (grads, norms, threshold, losses, aux)."""
         wrapper = _LossModule(module, loss_fn)
         trainable = {f"net.{k}": v.detach() for k, v in module.named_parameters() if v.requires_grad}
         frozen = {f"net.{k}": v.detach() for k, v in module.named_parameters() if not v.requires_grad}

@@ -190,11 +190,11 @@ class PrivacyLedger:
         """mu-GDP of the history when every event is a plain Gaussian mechanism, else None.
 
         Plain Gaussian releases compose exactly into ``sqrt(sum count / z^2)``-GDP
-        (:func:`~skdp.privacy.conversions.gaussian_dp_mu`), a claim about the
-        whole tradeoff curve between neighbours that :mod:`skdp.audit` can test
-        with far fewer runs than the ``(epsilon, delta)`` it implies.  Laplace,
-        subsampled and discrete (secure) Gaussian releases are not exactly GDP:
-        None.
+        (:func:`~skdp.privacy.gaussian_dp_mu`), a claim about the whole
+        tradeoff curve between neighbours that the audit
+        (:func:`~skdp.audit.mu_lower_bound`) can test with far fewer runs than
+        the ``(epsilon, delta)`` it implies.  Laplace, subsampled and discrete
+        (secure) Gaussian releases are not exactly GDP: None.
         """
         events = [e for e in self.events if e.count > 0]
         if not events or any(type(e) is not GaussianEvent for e in events):

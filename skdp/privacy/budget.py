@@ -23,7 +23,7 @@ _SETTLE_RTOL = 1e-9
 
 @dataclass(frozen=True)
 class BudgetReservation:
-    """A part of a budget set aside for one fit, returned by :meth:`BudgetAccountant.reserve`.
+    """A part of a budget set aside for one fit, returned by :meth:`~skdp.privacy.BudgetAccountant.reserve`.
 
     Pass it to :meth:`BudgetAccountant.settle` once the fit knows what it
     spent.  Until then the reserved amount counts as spent.

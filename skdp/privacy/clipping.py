@@ -62,7 +62,12 @@ def clip_factors(norms, bound, *, unit=False):
 
 
 def clip_rows(X, bound, *, unit=False, norms=None):
-    """Clip every row of ``X`` to L2 norm at most ``bound`` (the module's rule).
+    """Clip every row of ``X`` to L2 norm at most ``bound``.
+
+    Each row ``x`` becomes ``x * (C / max(||x||, C))`` with ``C = bound``
+    (Abadi et al. 2016, Algorithm 1 line 8): rows inside the ball are kept
+    unchanged, a norm that overflows is computed exactly by rescaling, and a
+    row whose norm is NaN or infinite becomes the zero row.
 
     Parameters
     ----------
@@ -73,7 +78,8 @@ def clip_rows(X, bound, *, unit=False, norms=None):
         Also divide by ``bound``, in the same product: rows end in the unit
         ball (``x / max(||x||, C)``), the scaling of DP-EM's moments.
     norms : ndarray of shape (n_rows,), default=None
-        The rows' norms, if already computed (:func:`row_norms`).
+        The rows' norms, if already computed (as
+        ``skdp.privacy.clipping.row_norms`` computes them).
 
     Returns
     -------

@@ -107,7 +107,7 @@ def pure_dp_rdp(epsilon, orders):
 
 
 def gaussian_delta(noise_multiplier, epsilon):
-    """Exact delta(epsilon) of the Gaussian mechanism (Balle & Wang 2018, Thm. 8).
+    """Exact delta(epsilon) of the Gaussian mechanism (Balle & Wang 2018, Theorem 8).
 
     ``delta = Phi(1/(2s) - eps*s) - e^eps * Phi(-1/(2s) - eps*s)`` with ``s`` the
     noise multiplier (std over L2 sensitivity).
@@ -160,4 +160,3 @@ def gaussian_dp_mu(noise_multipliers, counts=None):
     if np.any(z <= 0) or np.any(c < 0):
         raise ValueError("noise multipliers must be positive and counts non-negative.")
     return float(math.sqrt(np.sum(c / z**2)))
-

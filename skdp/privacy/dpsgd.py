@@ -76,7 +76,7 @@ def combined_noise_multiplier(*noise_multipliers):
 
 
 def dpsgd_step_event(noise_multiplier, sampling_rate, clip_noise_multiplier=None, count=1):
-    """Privacy event of ``count`` DP-SGD steps (Acs et al., Alg. 4).
+    """Privacy event of ``count`` DP-SGD steps (Acs et al. 2018, Algorithm 4).
 
     One step releases the noisy clipped gradient sum of a Poisson batch drawn
     at rate ``sampling_rate``: a Poisson-subsampled Gaussian mechanism with
@@ -253,7 +253,10 @@ def dpsgd_plan(n_samples, batch_size, max_epochs):
 
 
 def poisson_batch_indices(n_samples, sampling_rate, rng):
-    """Indices of a Poisson batch: each record kept independently with prob. ``q`` (Alg. 4, line 1)."""
+    """Indices of a Poisson batch: each record kept independently with probability ``q``.
+
+    Algorithm 4, line 1 of Acs et al. (2018); ``q`` is ``sampling_rate``.
+    """
     return np.flatnonzero(rng.random(n_samples) < sampling_rate)
 
 
@@ -292,7 +295,7 @@ def dataset_size_mechanism(noise_std):
 
 
 def dataset_size_event(noise_std):
-    """Privacy event of :func:`release_dataset_size` (a Gaussian count, add/remove)."""
+    """Privacy event of :func:`~skdp.nn.release_dataset_size` (a Gaussian count, add/remove)."""
     return dataset_size_mechanism(noise_std).event()
 
 

@@ -105,7 +105,7 @@ class PrivacyEvent:
     is_pure = False
 
     #: True for the releases of an exact sampler on a grid (secure noise,
-    #: :mod:`skdp.privacy.secure`); a ledger opened with ``secure_noise=True``
+    #: see :doc:`/privacy`); a ledger opened with ``secure_noise=True``
     #: accepts no other kind.
     sampled_exactly = False
 
@@ -182,8 +182,8 @@ class LaplaceEvent(PrivacyEvent):
 class DiscreteLaplaceEvent(LaplaceEvent):
     """Discrete Laplace on a grid (secure noise): pure DP, the RDP curve of randomised response.
 
-    The secure release of :mod:`skdp.privacy.secure` rounds the statistic to
-    a grid and adds exact discrete Laplace noise (Canonne, Kamath & Steinke
+    The secure release (``secure_noise=True``, see :doc:`/privacy`) rounds
+    the statistic to a grid and adds exact discrete Laplace noise (Canonne, Kamath & Steinke
     2020, Algorithm 2) of scale ``noise_multiplier`` times the integer L1
     sensitivity.  It is pure ``1 / noise_multiplier``-DP like the continuous
     Laplace, with the same zCDP bound, but not the continuous Laplace's RDP
@@ -192,7 +192,7 @@ class DiscreteLaplaceEvent(LaplaceEvent):
     ``+-epsilon``, with probabilities ``e^eps / (1 + e^eps)`` and
     ``1 / (1 + e^eps)``, which is binary randomised response, the epsilon-DP
     mechanism with the largest Renyi divergence of every order.  It is given
-    that curve (:func:`~skdp.privacy.conversions.pure_dp_rdp`, valid for every
+    that curve (``skdp.privacy.conversions.pure_dp_rdp``, valid for every
     epsilon-DP mechanism), never below the continuous one.  A distinct type
     also lets a ledger tell secure releases from floating-point ones.
     """
@@ -257,7 +257,7 @@ class GaussianEvent(PrivacyEvent):
 class DiscreteGaussianEvent(GaussianEvent):
     """Discrete Gaussian on a grid (secure noise): zCDP/RDP, and (epsilon, delta) derived from them.
 
-    The secure release (:func:`skdp.privacy.secure.secure_release`) rounds a
+    The secure release (``secure_noise=True``, see :doc:`/privacy`) rounds a
     ``d``-dimensional statistic to the integer grid and adds independent
     discrete Gaussian noise ``N_Z(0, sigma^2)`` to every coordinate, with
     ``sigma >= noise_multiplier * Delta_int`` for an integer L2 sensitivity

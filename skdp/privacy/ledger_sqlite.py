@@ -36,7 +36,7 @@ CREATE INDEX IF NOT EXISTS spends_dataset ON spends(dataset);
 
 
 class SQLiteBudgetAccountant(BudgetAccountant):
-    """A :class:`BudgetAccountant` kept in an SQLite file, shared by processes and threads.
+    """A :class:`~skdp.privacy.BudgetAccountant` kept in an SQLite file, shared by processes and threads.
 
     Several processes (``GridSearchCV(n_jobs=-1)``, notebooks, a nightly job)
     spend from one budget per dataset.  Each spend, reservation and

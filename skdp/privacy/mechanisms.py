@@ -140,7 +140,7 @@ class LaplaceMechanism(_AdditiveMechanism):
 
 
 class GaussianMechanism(_AdditiveMechanism):
-    """Gaussian mechanism (Dwork & Roth 2014, App. A; Balle & Wang 2018).
+    """Gaussian mechanism (Dwork & Roth 2014, Appendix A; Balle & Wang 2018).
 
     Adds i.i.d. ``N(0, scale^2)`` noise; its privacy is that of the noise
     multiplier ``scale / sensitivity`` for the L2 ``sensitivity``, in whatever

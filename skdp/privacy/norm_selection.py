@@ -58,7 +58,7 @@ def norm_bin_edges(c_max, n_bins):
 
 
 def norm_histogram(norms, c_max, n_bins):
-    """Counts ``t_j`` of norms in ``(C_{j-1}, C_j]`` (Alg. 3 line 2).
+    """Counts ``t_j`` of norms in ``(C_{j-1}, C_j]`` (Algorithm 3 line 2).
 
     A zero norm counts in the first bin, a norm above ``c_max`` (or NaN or
     infinite: counted as infinite) in the last, so that every record is in
@@ -98,7 +98,7 @@ def norm_selection_event(noise_multiplier, neighbouring=REPLACE_ONE, count=1):
 
 
 def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, accountant, neighbouring=REPLACE_ONE):
-    """Select a clipping bound privately (Acs et al., Alg. 3).
+    """Select a clipping bound privately (Acs et al. 2018, Algorithm 3).
 
     Parameters
     ----------
@@ -139,10 +139,11 @@ def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, accountant, neighbourin
 def dp_norm_from_histogram(
     counts, c_max, n_bins, noise_multiplier, rng, accountant, neighbouring=REPLACE_ONE
 ):
-    """:func:`dp_norm` from the exact counts of :func:`norm_histogram` (Alg. 3 line 2 onwards).
+    """:func:`~skdp.privacy.dp_norm` from the exact counts of :func:`~skdp.nn.norm_histogram`.
 
-    For data read chunk by chunk: the counts of the chunks add up to the
-    counts of the whole data.  Same parameters as :func:`dp_norm`, with
+    Algorithm 3 of Acs et al. (2018) from line 2 onwards.  For data read chunk
+    by chunk: the counts of the chunks add up to the counts of the whole data.
+    Same parameters as :func:`~skdp.privacy.dp_norm`, with
     ``counts`` of shape ``(n_bins,)`` in place of the norms.
     """
     _check_positive_real("noise_multiplier", noise_multiplier)

@@ -39,7 +39,7 @@ def noisy_histogram(counts, mechanism, rng, accountant):
 
 
 def noisy_histogram_mode(counts, mechanism, rng, accountant):
-    """Index of the largest bin of the noisy histogram (Acs et al., Alg. 3 line 6).
+    """Index of the largest bin of the noisy histogram (Acs et al. 2018, Algorithm 3 line 6).
 
     The argmax is post-processing of the released noisy histogram, so it costs
     what the histogram release costs.
