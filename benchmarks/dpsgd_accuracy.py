@@ -102,7 +102,7 @@ def ours(X, y, Xt, yt, epsilon, epochs, seed):
         criterion=torch.nn.CrossEntropyLoss,
         epsilon=epsilon,
         delta=DELTA,
-        max_grad_norm=CLIP,
+        clip_norm=CLIP,
         lr=LR,
         max_epochs=epochs,
         batch_size=BATCH,

@@ -104,7 +104,7 @@ def skorch_ours(X, y, batch, mode):
         max_epochs=1,
         batch_size=batch,
         noise_multiplier=SIGMA,
-        max_grad_norm=CLIP,
+        clip_norm=CLIP,
         epsilon=None,
         classes=list(range(10)),
         verbose=0,

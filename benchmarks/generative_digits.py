@@ -93,7 +93,7 @@ def make_model(n_clusters, epsilon, init, args, seed):
         batch_size=args.batch_size,
         n_epochs=args.epochs,
         learning_rate=args.learning_rate,
-        clipping=args.clipping if args.clipping == "adaptive" else float(args.clipping),
+        clip_norm=args.clip_norm if args.clip_norm == "auto" else float(args.clip_norm),
         epsilon=epsilon,
         delta=1e-5,
         random_state=seed,
@@ -121,7 +121,7 @@ def main(argv=None):
     parser.add_argument("--latent-dim", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=1e-2)
-    parser.add_argument("--clipping", default="adaptive")
+    parser.add_argument("--clip-norm", default="auto")
     parser.add_argument("--gamma", type=float, default=0.02)
     parser.add_argument("--kmeans-iter", type=int, default=1)
     parser.add_argument("--cluster-budget", type=float, default=0.1)

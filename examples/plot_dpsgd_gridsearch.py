@@ -4,7 +4,7 @@ DP-SGD classifier in a Pipeline, tuned by GridSearchCV over epsilon
 
 :class:`~skdp.nn.DPNeuralNetClassifier` is a skorch net trained by DP-SGD
 (Abadi et al. 2016): Poisson-sampled batches, per-example gradients clipped to
-``max_grad_norm`` and Gaussian noise calibrated so that ``max_epochs`` epochs
+``clip_norm`` and Gaussian noise calibrated so that ``max_epochs`` epochs
 spend exactly ``epsilon``. It is a scikit-learn estimator, so it goes in a
 ``Pipeline`` and ``GridSearchCV`` searches over its ``epsilon`` like any other
 hyperparameter.
@@ -60,7 +60,7 @@ budget = BudgetAccountant(epsilon=20.0, delta=1e-3, neighbouring="add_remove")
 net = DPNeuralNetClassifier(
     classes=list(range(10)),
     module__hidden_units=64,
-    max_grad_norm=1.0,
+    clip_norm=1.0,
     lr=1.0,
     max_epochs=10,
     batch_size=200,

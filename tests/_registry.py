@@ -274,7 +274,9 @@ CASES = {
                 _NO_TRAINING_LABELS,
             ),
             Checked(
-                "DPKernelKMeans[clip=auto]", DPKernelKMeans(clip="auto", random_state=0), _NO_TRAINING_LABELS
+                "DPKernelKMeans[clip_norm=auto]",
+                DPKernelKMeans(clip_norm="auto", random_state=0),
+                _NO_TRAINING_LABELS,
             ),
         ],
     ),
@@ -415,9 +417,9 @@ def _modes():
             {"estimator": "mle", "component_releases": "separate", "delta": 1e-5},
         ],
         "DPKMeans": [{}, {"mechanism": "laplace", "delta": 0.0}, {"max_iter": "auto"}],
-        "DPKernelKMeans": [{}, {"kernel": "laplacian", "clip": 2.0}],
+        "DPKernelKMeans": [{}, {"kernel": "laplacian", "clip_norm": 2.0}],
         "DPSEPRegressor": [{}, {"mechanism": "clipped"}, {"mechanism": "none"}],
-        "DPGenerativeMixture": [{}, {"n_clusters": 1}, {"generator": "rbm", "clipping": 1.0}],
+        "DPGenerativeMixture": [{}, {"n_clusters": 1}, {"generator": "rbm", "clip_norm": 1.0}],
         "DPNeuralNetClassifier": [{}, {"clipping_mode": "vmap"}, {"noise_multiplier": None, "epsilon": 3.0}],
         "DPNeuralNetRegressor": [{}],
     }

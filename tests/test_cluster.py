@@ -208,13 +208,15 @@ def test_laplace_basic_calibration_closed_form():
     assert 3 / (4 * z) + 3 / z == pytest.approx(1.0, rel=1e-5)
 
 
-@pytest.mark.parametrize("clip", [1.0, "auto"])
-def test_kernel_ledger_matches_plan(clip):
+@pytest.mark.parametrize("clip_norm", [1.0, "auto"])
+def test_kernel_ledger_matches_plan(clip_norm):
     X, _ = blobs(600)
-    km = DPKernelKMeans(3, epsilon=1.0, n_components=50, clip=clip, max_iter=4, random_state=0).fit(X)
+    km = DPKernelKMeans(3, epsilon=1.0, n_components=50, clip_norm=clip_norm, max_iter=4, random_state=0).fit(
+        X
+    )
     z, w = km.noise_multiplier_, lloyd.count_noise_weight("gaussian", 50)
     events = km.privacy_ledger_.events
-    n_norm = int(clip == "auto")
+    n_norm = int(clip_norm == "auto")
     assert len(events) == 8 + n_norm
     assert all(type(e) is GaussianEvent and e.neighbouring == "replace_one" for e in events)
     multipliers = sorted(e.noise_multiplier for e in events)
@@ -268,7 +270,7 @@ def test_every_row_is_clipped(monkeypatch):
     DPKMeans(3, data_norm=0.7, max_iter=3, random_state=0).fit(X * 100)
     assert len(seen) == 3 and max(seen) <= 0.7 * (1 + 1e-12)
     seen.clear()
-    DPKernelKMeans(3, clip=0.4, max_iter=2, random_state=0).fit(X)
+    DPKernelKMeans(3, clip_norm=0.4, max_iter=2, random_state=0).fit(X)
     assert len(seen) == 2 and max(seen) <= 0.4 * (1 + 1e-12)
 
 
@@ -339,7 +341,7 @@ CLUSTERERS = [
         3, data_norm=5.0, init=[[-3, -3], [3, -3], [0, 3]], mechanism="laplace", delta=0.0, random_state=0
     ),
     DPKernelKMeans(3, gamma=0.2, n_components=50, random_state=0),
-    DPKernelKMeans(3, gamma=0.2, n_components=50, clip="auto", random_state=0),
+    DPKernelKMeans(3, gamma=0.2, n_components=50, clip_norm="auto", random_state=0),
 ]
 
 
@@ -406,7 +408,7 @@ def test_fit_predict_reserves_and_validates_like_fit():
 
 def test_reproducible_with_random_state():
     X, _ = blobs(500)
-    for est in (DPKMeans(3, data_norm=5.0), DPKernelKMeans(3, clip="auto")):
+    for est in (DPKMeans(3, data_norm=5.0), DPKernelKMeans(3, clip_norm="auto")):
         a = clone(est).set_params(random_state=7).fit(X).cluster_centers_
         b = clone(est).set_params(random_state=7).fit(X).cluster_centers_
         c = clone(est).set_params(random_state=8).fit(X).cluster_centers_
@@ -489,8 +491,8 @@ def test_bad_hyperparameters_named():
         DPKMeans(3, data_norm=-1.0).fit(X)
     with pytest.raises(ValueError, match="mechanism"):
         DPKMeans(3, mechanism="exponential").fit(X)
-    with pytest.raises(ValueError, match="clip"):
-        DPKernelKMeans(3, clip="max").fit(X)
+    with pytest.raises(ValueError, match="clip_norm"):
+        DPKernelKMeans(3, clip_norm="max").fit(X)
     with pytest.raises(ValueError, match="kernel"):
         DPKernelKMeans(3, kernel="poly").fit(X)
     with pytest.raises(ValueError, match="gamma"):
@@ -652,3 +654,45 @@ def test_cluster_modules_import_no_cycle():
     graph = _cluster_import_graph()
     assert graph["_rows"] >= {"_fourier"} and graph["_kernel_kmeans"] >= {"_fourier"}
     assert _cycles(graph) == []
+
+
+# ------------------------------------------- deprecated DPNorm spellings ---
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ({"clip": 0.7}, {"clip_norm": 0.7}),
+        (
+            {"clip": "auto", "clip_max": 1.2, "n_bins": 30},
+            {"clip_norm": "auto", "clip_norm_max": 1.2, "clip_norm_bins": 30},
+        ),
+    ],
+)
+def test_kernel_deprecated_dpnorm_names_warn_and_fit_as_the_new_names(old, new):
+    X, _ = blobs(600)
+    with pytest.warns(FutureWarning) as record:
+        km_old = DPKernelKMeans(3, n_components=50, max_iter=2, random_state=0, **old).fit(X)
+    warned = {str(w.message) for w in record if issubclass(w.category, FutureWarning)}
+    assert len(warned) == len(old)
+    assert all(any(f"use {name} instead" in m for m in warned) for name in new)
+    km_new = DPKernelKMeans(3, n_components=50, max_iter=2, random_state=0, **new).fit(X)
+    np.testing.assert_array_equal(km_old.cluster_centers_, km_new.cluster_centers_)
+    assert km_old.clip_bound_ == km_new.clip_bound_ and km_old.privacy_spent_ == km_new.privacy_spent_
+    assert km_old.privacy_ledger_.events == km_new.privacy_ledger_.events
+
+
+# A valid old name met before the conflicting one has warned already.
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"clip": 0.7, "clip_norm": "auto"},
+        {"clip_max": 1.2, "clip_norm_max": 1.3},
+        {"n_bins": 30, "clip_norm_bins": 40},
+    ],
+)
+def test_kernel_deprecated_and_new_dpnorm_names_together_raise(params):
+    old, new = params
+    with pytest.raises(ValueError, match=f"{old}=.*{new}="):
+        DPKernelKMeans(3, **params).fit(blobs(300)[0])

@@ -26,7 +26,7 @@ ESTIMATORS = [
     DPKMeans(3, epsilon=2.0, data_norm=6.0, max_iter=4, random_state=0),
     DPKMeans(3, epsilon=2.0, data_norm=6.0, max_iter=3, mechanism="laplace", delta=0.0, random_state=0),
     DPKernelKMeans(3, epsilon=2.0, gamma=0.5, n_components=30, max_iter="auto", random_state=0),
-    DPKernelKMeans(3, epsilon=2.0, gamma=0.5, n_components=30, clip="auto", max_iter=3, random_state=0),
+    DPKernelKMeans(3, epsilon=2.0, gamma=0.5, n_components=30, clip_norm="auto", max_iter=3, random_state=0),
     DPKernelKMeans(
         3, epsilon=2.0, gamma=0.5, n_components=30, init=[[-3, -3], [3, -3], [0, 3]], random_state=0
     ),
@@ -114,7 +114,7 @@ def test_chunked_data_norm_none_warns_and_bad_chunks_rejected():
 # ---------------------------------------------------------------------------
 RANDOM_INIT = [
     DPKMeans(3, epsilon=2.0, data_norm=6.0, max_iter=4, random_state=0),
-    DPKernelKMeans(3, epsilon=2.0, gamma=0.5, n_components=30, clip="auto", max_iter=3, random_state=0),
+    DPKernelKMeans(3, epsilon=2.0, gamma=0.5, n_components=30, clip_norm="auto", max_iter=3, random_state=0),
 ]
 
 

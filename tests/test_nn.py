@@ -320,7 +320,7 @@ def test_every_step_adds_noise_to_every_parameter(data, monkeypatch):
         return original(self, value, ledger, generator)
 
     monkeypatch.setattr(GaussianNoise, "release", counting)
-    net = _net(noise_multiplier=0.9, max_grad_norm=0.4).fit(X, y)
+    net = _net(noise_multiplier=0.9, clip_norm=0.4).fit(X, y)
     names = sorted(name for name, _ in net.module_.named_parameters())
     # One release per step, of the gradients of every parameter together.
     assert len(calls) == net.n_steps_
@@ -427,7 +427,7 @@ def test_dpnorm_histogram_noise_std_and_mode():
 def test_adaptive_fit_accounts_histogram_and_gradient_together(data):
     X, y = data
     net = _net(
-        noise_multiplier=None, epsilon=2.0, clipping="adaptive", clipping_noise_ratio=3.0, max_grad_norm=5.0
+        noise_multiplier=None, epsilon=2.0, clip_norm="auto", clip_norm_noise_ratio=3.0, clip_norm_max=5.0
     )
     net.fit(X, y)
     assert net.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-5)
@@ -563,11 +563,13 @@ def test_verbose_table_has_epsilon_column(data, capsys):
         ({"noise_multiplier": None, "epsilon": 0.0}, "epsilon"),
         ({"noise_multiplier": None, "epsilon": float("inf")}, "epsilon"),
         ({"delta": 0.0}, "delta"),
-        ({"max_grad_norm": -1.0}, "max_grad_norm"),
+        ({"clip_norm": -1.0}, "clip_norm"),
+        ({"clip_norm": "adaptive"}, "clip_norm"),
+        ({"clip_norm": "auto", "clip_norm_max": 0.0}, "clip_norm_max"),
         ({"clipping": "auto"}, "clipping"),
         ({"noise_multiplier": 0.0}, "noise_multiplier"),
-        ({"clipping_bins": 0}, "clipping_bins"),
-        ({"clipping_noise_ratio": float("nan")}, "clipping_noise_ratio"),
+        ({"clip_norm_bins": 0}, "clip_norm_bins"),
+        ({"clip_norm_noise_ratio": float("nan")}, "clip_norm_noise_ratio"),
         ({"warm_start": True}, "warm_start"),
         ({"max_epochs": 0}, "max_epochs"),
     ],
@@ -774,7 +776,7 @@ def test_auto_plan_privacy_spent_matches_dp_accounting(data):
 
 def test_history_and_printout_hold_no_exact_training_statistic(data, capsys):
     X, y = data
-    net = _net(verbose=1, max_epochs=2, clipping="adaptive").fit(X, y)
+    net = _net(verbose=1, max_epochs=2, clip_norm="auto").fit(X, y)
     out = capsys.readouterr().out
     keys = set()
     for epoch in net.history:
@@ -830,7 +832,7 @@ def test_auto_plan_with_a_given_noise_charges_what_it_spent(data):
 
 def test_fitted_net_holds_no_generator_or_fit_state(data):
     X, y = data
-    net = _net(n_samples="auto", random_state=np.random.default_rng(3), clipping="adaptive").fit(X, y)
+    net = _net(n_samples="auto", random_state=np.random.default_rng(3), clip_norm="auto").fit(X, y)
     assert not any(k.startswith("_dp") for k in vars(net))
     params = set(net.get_params(deep=False))
     assert set(vars(net)) - params <= type(net)._release_surface()
@@ -927,3 +929,65 @@ def test_failed_training_drops_the_fit_state_and_stays_charged(data, params, n_r
     else:
         full = _net(**params).fit(X, y)
         assert budget.spent.epsilon == pytest.approx(full.privacy_spent_.epsilon, rel=1e-9)
+
+
+# ------------------------------------------- deprecated DPNorm spellings ---
+
+
+def _trained(net, X, y):
+    torch.manual_seed(0)  # the module's initialisation follows torch's global seed
+    net.fit(X, y)
+    clip_norms = [b["clip_norm"] for epoch in net.history for b in epoch["batches"]]
+    return [p.detach().numpy().copy() for p in net.module_.parameters()], clip_norms, net.privacy_spent_
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ({"max_grad_norm": 0.4}, {"clip_norm": 0.4}),
+        (
+            {"clipping": "adaptive", "max_grad_norm": 3.0, "clipping_bins": 7, "clipping_noise_ratio": 2.0},
+            {"clip_norm": "auto", "clip_norm_max": 3.0, "clip_norm_bins": 7, "clip_norm_noise_ratio": 2.0},
+        ),
+    ],
+)
+def test_deprecated_dpnorm_names_warn_and_fit_as_the_new_names(data, old, new):
+    X, y = data
+    with pytest.warns(FutureWarning) as record:
+        params_old, clips_old, spent_old = _trained(_net(**old), X, y)
+    warned = {str(w.message) for w in record if issubclass(w.category, FutureWarning)}
+    assert len(warned) == len(old)
+    # Each warning names the new spelling the old value maps to.
+    assert all(any(f"use {name} instead" in m for m in warned) for name in new)
+    params_new, clips_new, spent_new = _trained(_net(**new), X, y)
+    assert clips_old == clips_new and spent_old == spent_new
+    for a, b in zip(params_old, params_new, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # The parameters themselves are not rewritten by fit.
+    assert _net(**old).get_params()["clip_norm"] == 1.0
+
+
+# A valid old name met before the conflicting one has warned already.
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize(
+    "params, old, new",
+    [
+        ({"max_grad_norm": 0.4, "clip_norm": 0.5}, "max_grad_norm", "clip_norm"),
+        (
+            {"clipping": "adaptive", "max_grad_norm": 2.0, "clip_norm_max": 3.0},
+            "max_grad_norm",
+            "clip_norm_max",
+        ),
+        ({"clipping": "adaptive", "clip_norm": "auto"}, "clipping", "clip_norm"),
+        ({"clipping_bins": 5, "clip_norm_bins": 6}, "clipping_bins", "clip_norm_bins"),
+        (
+            {"clipping_noise_ratio": 2.0, "clip_norm_noise_ratio": 3.0},
+            "clipping_noise_ratio",
+            "clip_norm_noise_ratio",
+        ),
+    ],
+)
+def test_deprecated_and_new_dpnorm_names_together_raise(data, params, old, new):
+    X, y = data
+    with pytest.raises(ValueError, match=f"{old}=.*{new}="):
+        _net(**params).fit(X, y)

@@ -219,7 +219,7 @@ _PLAN_FROM_A_RELEASE = (
 )
 PLAN_FROM_A_RELEASE = {
     "DPGenerativeMixture": _PLAN_FROM_A_RELEASE,
-    "DPGenerativeMixture[generator=rbm,clipping=1.0]": _PLAN_FROM_A_RELEASE,
+    "DPGenerativeMixture[generator=rbm,clip_norm=1.0]": _PLAN_FROM_A_RELEASE,
 }
 
 

@@ -624,7 +624,7 @@ def _dpsgd_net():
 
     torch.set_num_threads(1)
     return DPNeuralNetClassifier(
-        _zero_linear_module(), epsilon=1.0, delta=1e-5, max_grad_norm=1.0, max_epochs=1, batch_size=10, lr=1.0,
+        _zero_linear_module(), epsilon=1.0, delta=1e-5, clip_norm=1.0, max_epochs=1, batch_size=10, lr=1.0,
         verbose=0, classes=[0, 1],
     )  # fmt: skip
 
@@ -632,7 +632,7 @@ def _dpsgd_net():
 def _dpsgd_neighbours():
     # Add/remove (DP-SGD's relation): twenty rows at x = 0 (no gradient on
     # the weights), and the neighbour adds the canary x = (5, 5), label 1,
-    # whose gradient is clipped to the full bound C = max_grad_norm.
+    # whose gradient is clipped to the full bound C = clip_norm.
     X = np.zeros((20, 2), dtype=np.float32)
     y = np.tile([0, 1], 10).astype(np.int64)
     X_neighbour = np.vstack([X, np.full((1, 2), 5.0, dtype=np.float32)])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 
 from .._random import released_stream
+from .._renamed_params import DEPRECATED, deprecated_value
 from ..privacy import REPLACE_ONE
 from ..privacy.norm_selection import dp_norm_from_histogram
 from ._base import _BaseDPLloyd
@@ -25,12 +26,12 @@ class DPKernelKMeans(_BaseDPLloyd):
 
     Clipping.  ``|z(x)| <= sqrt(2)`` for every ``x``, and Theorem 2 shows
     ``E|z(x)| <= 1`` for the RBF kernel, but only in expectation over ``W``
-    and ``b``: the guarantee rests on the explicit clip to ``C`` (``clip=1.0``
+    and ``b``: the guarantee rests on the explicit clip to ``C`` (``clip_norm=1.0``
     by default, the paper's choice), which bounds every row, always.  With
-    ``clip="auto"``, ``C`` is chosen by DPNorm (Alg. 3,
+    ``clip_norm="auto"``, ``C`` is chosen by DPNorm (Alg. 3,
     the release of :func:`skdp.privacy.dp_norm`): the noisy mode of the
-    histogram of ``|z(x)|`` over ``n_bins`` bins up to ``clip_max``, one more
-    Gaussian release in the plan.
+    histogram of ``|z(x)|`` over ``clip_norm_bins`` bins up to
+    ``clip_norm_max``, one more Gaussian release in the plan.
 
     Noise.  A noise multiplier ``sigma_K`` calibrated up front for the whole
     plan (``2 * max_iter`` releases, plus DPNorm) by
@@ -50,7 +51,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     ``W, b`` and clip, and picks the nearest centre there (post-processing).
     Everything the fitted model holds is covered: the released centres and
     noisy sizes, the data-independent ``W`` and ``b``, ``clip_bound_``
-    (``clip``, or DPNorm's release), the plan (``n_iter_``,
+    (``clip_norm``, or DPNorm's release), the plan (``n_iter_``,
     ``noise_multiplier_``) and ``n_reseeded_`` (a function of the released
     sizes).  There is no ``labels_`` or ``inertia_``: ``fit_predict(X)``
     returns the labels of ``X`` and ``-score(X)`` its exact feature-space
@@ -73,12 +74,16 @@ class DPKernelKMeans(_BaseDPLloyd):
         Kernel width parameter; must be public (not tuned on the private data).
     n_components : int, default=200
         Number ``d`` of random features (the paper's choice).
-    clip : float or "auto", default=1.0
+    clip_norm : float or "auto", default=1.0
         Clipping bound ``C`` of the feature vectors, or ``"auto"`` for DPNorm.
-    clip_max : float, default=sqrt(2)
-        Largest bound DPNorm may select (``C_max`` of Alg. 3).
-    n_bins : int, default=100
-        Number ``w`` of candidate bounds of DPNorm.
+    clip_norm_max : float, default=sqrt(2)
+        Largest bound DPNorm may select (``C_max`` of Alg. 3), with
+        ``clip_norm="auto"``.
+    clip_norm_bins : int, default=100
+        Number ``w`` of candidate bounds of DPNorm, with ``clip_norm="auto"``.
+        (There is no ``clip_norm_noise_ratio`` here, unlike the DP-SGD
+        estimators: DPNorm's histogram is one release of the plan with the
+        plan's own multiplier ``sigma_K``, calibrated with the rest.)
     max_iter : int or "auto", default=5
         Number ``T`` of Lloyd iterations, all of which are run (the budget is
         split over them; fewer iterations, less noise in each).  ``"auto"``: the largest ``T <= 10``
@@ -109,6 +114,12 @@ class DPKernelKMeans(_BaseDPLloyd):
         (Mironov 2012).  None follows the package default
         (:func:`skdp.set_config`), read once at the start of ``fit`` and
         carried by the estimator to worker processes.
+    clip : float or "auto"
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm`` (same values).
+    clip_max : float
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm_max``.
+    n_bins : int
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm_bins``.
 
     Attributes
     ----------
@@ -126,7 +137,7 @@ class DPKernelKMeans(_BaseDPLloyd):
         Number of re-seedings of clusters with noisy size below 1 (a function
         of the released noisy sizes).
     clip_bound_ : float
-        Clipping bound ``C`` used (released by DPNorm when ``clip="auto"``).
+        Clipping bound ``C`` used (released by DPNorm when ``clip_norm="auto"``).
     noise_multiplier_ : float
         Calibrated ``sigma_K`` (sums and DPNorm).
     privacy_spent_ : PrivacySpent
@@ -173,7 +184,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     """
 
     # As DPKMeans, plus the random feature map (drawn from the public number
-    # of features only); clip_bound_ is clip (public) or DPNorm's release.
+    # of features only); clip_bound_ is clip_norm (public) or DPNorm's release.
     _released_attributes = frozenset(
         {
             "cluster_centers_",
@@ -192,9 +203,17 @@ class DPKernelKMeans(_BaseDPLloyd):
         "kernel": [StrOptions({"rbf", "laplacian"})],
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "clip": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "clip_max": [Interval(Real, 0, None, closed="neither")],
-        "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "clip_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
+        "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
+        # Deprecated spellings (until 0.3): clip, clip_max, n_bins.
+        "clip": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+            Hidden(StrOptions({DEPRECATED})),
+        ],
+        "clip_max": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({DEPRECATED}))],
+        "n_bins": [Interval(Integral, 1, None, closed="left"), Hidden(StrOptions({DEPRECATED}))],
     }
 
     def __init__(
@@ -206,9 +225,9 @@ class DPKernelKMeans(_BaseDPLloyd):
         kernel="rbf",
         gamma=1.0,
         n_components=200,
-        clip=1.0,
-        clip_max=MAX_FEATURE_NORM,
-        n_bins=100,
+        clip_norm=1.0,
+        clip_norm_max=MAX_FEATURE_NORM,
+        clip_norm_bins=100,
         max_iter=5,
         init="random",
         composition="rdp",
@@ -216,6 +235,9 @@ class DPKernelKMeans(_BaseDPLloyd):
         accountant=None,
         random_state=None,
         secure_noise=None,
+        clip=DEPRECATED,
+        clip_max=DEPRECATED,
+        n_bins=DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -223,9 +245,9 @@ class DPKernelKMeans(_BaseDPLloyd):
         self.kernel = kernel
         self.gamma = gamma
         self.n_components = n_components
-        self.clip = clip
-        self.clip_max = clip_max
-        self.n_bins = n_bins
+        self.clip_norm = clip_norm
+        self.clip_norm_max = clip_norm_max
+        self.clip_norm_bins = clip_norm_bins
         self.max_iter = max_iter
         self.init = init
         self.composition = composition
@@ -233,6 +255,9 @@ class DPKernelKMeans(_BaseDPLloyd):
         self.accountant = accountant
         self.random_state = random_state
         self.secure_noise = secure_noise
+        self.clip = clip
+        self.clip_max = clip_max
+        self.n_bins = n_bins
 
     def _fit_feature_map(self, n_features, rng):
         # The features are released as drawn: a stream of their own, so their
@@ -247,15 +272,28 @@ class DPKernelKMeans(_BaseDPLloyd):
     def _feature_dim(self, n_features):
         return int(self.n_components)
 
+    def _clip_norm_options(self, *, warn=False):
+        """``(clip_norm, clip_norm_max, clip_norm_bins)`` in effect, the deprecated spellings mapped."""
+        values = []
+        for old, new in (("clip", "clip_norm"), ("clip_max", "clip_norm_max"), ("n_bins", "clip_norm_bins")):
+            value = deprecated_value(self, old, new, warn=warn)
+            values.append(getattr(self, new) if value is None else value)
+        return tuple(values)
+
+    def _check_params(self):
+        super()._check_params()
+        self._clip_norm_options(warn=True)
+
     def _n_norm_selections(self):
-        return 1 if self.clip == "auto" else 0
+        return 1 if self._clip_norm_options()[0] == "auto" else 0
 
     def _select_bound(self, rows, noise_multiplier, rng, ledger):
-        if self.clip != "auto":
-            return float(self.clip)
+        clip_norm, clip_norm_max, n_bins = self._clip_norm_options()
+        if clip_norm != "auto":
+            return float(clip_norm)
         # DPNorm (Alg. 3), the core's one implementation, on the histogram of
         # the feature norms: counts that a chunked source adds up chunk by chunk.
-        counts = rows.norm_histogram(self.clip_max, self.n_bins)
+        counts = rows.norm_histogram(clip_norm_max, n_bins)
         return dp_norm_from_histogram(
-            counts, self.clip_max, self.n_bins, noise_multiplier, rng, ledger, REPLACE_ONE
+            counts, clip_norm_max, n_bins, noise_multiplier, rng, ledger, REPLACE_ONE
         )

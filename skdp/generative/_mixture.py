@@ -13,11 +13,12 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
 )
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import FitInput
 from .._random import check_generator
+from .._renamed_params import DEPRECATED, deprecated_value
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import (
     ADD_REMOVE,
@@ -298,15 +299,16 @@ class DPGenerativeMixture(
         Epochs; one epoch is ``round(sum n~ / L)`` steps.
     learning_rate : float, default=1e-3
         Adam learning rate (the paper's optimiser).
-    clipping : "adaptive" or float, default="adaptive"
-        ``"adaptive"``: per-batch clipping bound by DPNorm (Alg. 3); a float
-        is a fixed clipping bound ``C``.
-    clip_max : float, default=10.0
-        ``C_max`` of DPNorm (Section IV).
-    clip_bins : int, default=100
-        Candidate bounds ``w`` of DPNorm (Section IV).
-    clip_noise_ratio : float, default=5.0
-        DPNorm histogram's noise multiplier over the gradient's.
+    clip_norm : "auto" or float, default="auto"
+        ``"auto"``: per-batch clipping bound chosen by DPNorm (Alg. 3); a
+        float is a fixed clipping bound ``C`` of the per-example gradients.
+    clip_norm_max : float, default=10.0
+        ``C_max`` of DPNorm (Section IV), with ``clip_norm="auto"``.
+    clip_norm_bins : int, default=100
+        Candidate bounds ``w`` of DPNorm (Section IV), with ``clip_norm="auto"``.
+    clip_norm_noise_ratio : float, default=5.0
+        DPNorm histogram's noise multiplier over the gradient's, with
+        ``clip_norm="auto"``.
     n_chains : int, default=100
         Persistent chains of each RBM.
     n_samples : int or "auto", default="auto"
@@ -343,6 +345,15 @@ class DPGenerativeMixture(
         carried by the estimator to worker processes.
         DP-SGD has no secure sampler: a secure setting makes ``fit`` raise
         ``ValueError`` before any data is touched.
+    clipping : "adaptive" or float
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm``
+        (``"adaptive"`` is ``clip_norm="auto"``; a float is the same float).
+    clip_max : float
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm_max``.
+    clip_bins : int
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm_bins``.
+    clip_noise_ratio : float
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm_noise_ratio``.
 
     Attributes
     ----------
@@ -454,10 +465,19 @@ class DPGenerativeMixture(
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_epochs": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "clipping": [StrOptions({"adaptive"}), Interval(Real, 0, None, closed="neither")],
-        "clip_max": [Interval(Real, 0, None, closed="neither")],
-        "clip_bins": [Interval(Integral, 1, None, closed="left")],
-        "clip_noise_ratio": [Interval(Real, 0, None, closed="neither")],
+        "clip_norm": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
+        "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
+        "clip_norm_noise_ratio": [Interval(Real, 0, None, closed="neither")],
+        # Deprecated spellings (until 0.3).
+        "clipping": [
+            StrOptions({"adaptive"}),
+            Interval(Real, 0, None, closed="neither"),
+            Hidden(StrOptions({DEPRECATED})),
+        ],
+        "clip_max": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({DEPRECATED}))],
+        "clip_bins": [Interval(Integral, 1, None, closed="left"), Hidden(StrOptions({DEPRECATED}))],
+        "clip_noise_ratio": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({DEPRECATED}))],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str],
@@ -479,10 +499,10 @@ class DPGenerativeMixture(
         batch_size=32,
         n_epochs=20,
         learning_rate=1e-3,
-        clipping="adaptive",
-        clip_max=10.0,
-        clip_bins=100,
-        clip_noise_ratio=5.0,
+        clip_norm="auto",
+        clip_norm_max=10.0,
+        clip_norm_bins=100,
+        clip_norm_noise_ratio=5.0,
         n_chains=100,
         n_samples="auto",
         epsilon=1.0,
@@ -491,6 +511,10 @@ class DPGenerativeMixture(
         accountant=None,
         random_state=None,
         secure_noise=None,
+        clipping=DEPRECATED,
+        clip_max=DEPRECATED,
+        clip_bins=DEPRECATED,
+        clip_noise_ratio=DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.generator = generator
@@ -505,10 +529,10 @@ class DPGenerativeMixture(
         self.batch_size = batch_size
         self.n_epochs = n_epochs
         self.learning_rate = learning_rate
-        self.clipping = clipping
-        self.clip_max = clip_max
-        self.clip_bins = clip_bins
-        self.clip_noise_ratio = clip_noise_ratio
+        self.clip_norm = clip_norm
+        self.clip_norm_max = clip_norm_max
+        self.clip_norm_bins = clip_norm_bins
+        self.clip_norm_noise_ratio = clip_norm_noise_ratio
         self.n_chains = n_chains
         self.n_samples = n_samples
         self.epsilon = epsilon
@@ -517,6 +541,10 @@ class DPGenerativeMixture(
         self.accountant = accountant
         self.random_state = random_state
         self.secure_noise = secure_noise
+        self.clipping = clipping
+        self.clip_max = clip_max
+        self.clip_bins = clip_bins
+        self.clip_noise_ratio = clip_noise_ratio
 
     # -- helpers ---------------------------------------------------------------
 
@@ -525,8 +553,28 @@ class DPGenerativeMixture(
         # [0, 1] is the model's public domain: clipping is per record.
         return np.clip(X, 0.0, 1.0)
 
+    def _clip_norm_options(self, *, warn=False):
+        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)`` in effect.
+
+        The deprecated spellings mapped: ``clipping="adaptive"`` is
+        ``clip_norm="auto"``, a float ``clipping`` the same ``clip_norm``.
+        """
+        values = []
+        for old, new in (
+            ("clipping", "clip_norm"),
+            ("clip_max", "clip_norm_max"),
+            ("clip_bins", "clip_norm_bins"),
+            ("clip_noise_ratio", "clip_norm_noise_ratio"),
+        ):
+            value = deprecated_value(self, old, new, warn=warn)
+            values.append(getattr(self, new) if value is None else value)
+        if isinstance(values[0], str) and values[0] == "adaptive":
+            values[0] = "auto"
+        return tuple(values)
+
     def _clip_ratio(self):
-        return self.clip_noise_ratio if self.clipping == "adaptive" else None
+        clip_norm, _, _, ratio = self._clip_norm_options()
+        return ratio if clip_norm == "auto" else None
 
     def _cluster(self, X, plan, rng, ledger):
         """Alg. 1 line 1: DP kernel k-means; returns (events, labels, public sizes, clusterer).
@@ -630,6 +678,7 @@ class DPGenerativeMixture(
     def _check_params(self):
         import torch
 
+        self._clip_norm_options(warn=True)
         try:
             torch.device(self.device)
         except (RuntimeError, TypeError) as exc:
@@ -672,6 +721,7 @@ class DPGenerativeMixture(
         k = self.n_clusters
         probs, rates, n_steps = cluster_schedule(sizes, self.batch_size, self.n_epochs)
         ratio = plan.settings["clip_noise_ratio"]
+        clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
         # Post-processing of the released sizes: the schedule, hence the
         # steps' events, are public once the clustering is on the ledger.
         z = calibrate_noise_multiplier(
@@ -704,9 +754,9 @@ class DPGenerativeMixture(
         for s in range(k):
             module, loss, batch_loss = self._build(m, init_gen)
             clipping = (
-                DPNormClipping(self.clip_max, self.clip_bins, clip_z)
+                DPNormClipping(clip_norm_max, clip_norm_bins, clip_z)
                 if ratio is not None
-                else FixedClipping(float(self.clipping))
+                else FixedClipping(float(clip_norm))
             )
             engines.append(
                 DPSGDEngine(

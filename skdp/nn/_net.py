@@ -41,6 +41,7 @@ from skorch import NeuralNet, NeuralNetClassifier, NeuralNetRegressor
 from skorch.dataset import unpack_data
 from skorch.utils import TeeGenerator, is_dataset, to_tensor
 
+from .._renamed_params import DEPRECATED, deprecated_value
 from ..base import (
     DPEstimatorMixin,
     PrivacyPlan,
@@ -68,16 +69,21 @@ __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
 _DP_PARAMS = (
     "epsilon",
     "delta",
-    "max_grad_norm",
-    "clipping",
+    "clip_norm",
+    "clip_norm_max",
     "noise_multiplier",
-    "clipping_bins",
-    "clipping_noise_ratio",
+    "clip_norm_bins",
+    "clip_norm_noise_ratio",
     "clipping_mode",
     "secure_noise",
     "accountant",
     "random_state",
     "n_samples",
+    # Deprecated spellings of the DPNorm options (until 0.3).
+    "max_grad_norm",
+    "clipping",
+    "clipping_bins",
+    "clipping_noise_ratio",
 )
 
 #: What a fitted net holds besides its parameters (see
@@ -211,19 +217,22 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 raise ValueError(f"epsilon must be a positive finite number, got {self.epsilon!r}.")
         if not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
             raise ValueError(f"delta must be in (0, 1) (DP-SGD adds Gaussian noise), got {self.delta!r}.")
-        if not _is_positive_real(self.max_grad_norm):
-            raise ValueError(f"max_grad_norm must be a positive finite number, got {self.max_grad_norm!r}.")
-        if self.clipping not in ("fixed", "adaptive"):
+        if self.clipping not in (DEPRECATED, "fixed", "adaptive"):
             raise ValueError(f"clipping must be 'fixed' or 'adaptive', got {self.clipping!r}.")
+        clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio = self._clip_norm_options(warn=True)
+        if clip_norm != "auto" and not _is_positive_real(clip_norm):
+            raise ValueError(f"clip_norm must be 'auto' or a positive finite number, got {clip_norm!r}.")
+        if not _is_positive_real(clip_norm_max):
+            raise ValueError(f"clip_norm_max must be a positive finite number, got {clip_norm_max!r}.")
         if self.noise_multiplier is not None and not _is_positive_real(self.noise_multiplier):
             raise ValueError(
                 f"noise_multiplier must be None or a positive finite number, got {self.noise_multiplier!r}."
             )
-        if not (isinstance(self.clipping_bins, numbers.Integral) and self.clipping_bins >= 1):
-            raise ValueError(f"clipping_bins must be a positive integer, got {self.clipping_bins!r}.")
-        if not _is_positive_real(self.clipping_noise_ratio):
+        if not (isinstance(clip_norm_bins, numbers.Integral) and clip_norm_bins >= 1):
+            raise ValueError(f"clip_norm_bins must be a positive integer, got {clip_norm_bins!r}.")
+        if not _is_positive_real(clip_norm_noise_ratio):
             raise ValueError(
-                f"clipping_noise_ratio must be a positive finite number, got {self.clipping_noise_ratio!r}."
+                f"clip_norm_noise_ratio must be a positive finite number, got {clip_norm_noise_ratio!r}."
             )
         if self.clipping_mode not in ("ghost", "vmap"):
             raise ValueError(f"clipping_mode must be 'ghost' or 'vmap', got {self.clipping_mode!r}.")
@@ -262,9 +271,43 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 stacklevel=_user_stacklevel(),
             )
 
+    def _clip_norm_options(self, *, warn=False):
+        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)`` in effect.
+
+        The deprecated spellings mapped: ``clipping="adaptive"`` is
+        ``clip_norm="auto"``; ``max_grad_norm`` was the fixed bound
+        (``clip_norm``), or DPNorm's ``C_max`` (``clip_norm_max``) with
+        ``clipping="adaptive"``, so it may be set with neither of them.
+        """
+        clip_norm, clip_norm_max = self.clip_norm, self.clip_norm_max
+        if deprecated_value(self, "clipping", "clip_norm", warn=warn) == "adaptive":
+            clip_norm = "auto"
+        auto = isinstance(clip_norm, str) and clip_norm == "auto"
+        max_grad_norm = deprecated_value(
+            self,
+            "max_grad_norm",
+            "clip_norm_max" if auto else "clip_norm",
+            warn=warn,
+            conflicts=("clip_norm", "clip_norm_max"),
+        )
+        if max_grad_norm is not None:
+            if auto:
+                clip_norm_max = max_grad_norm
+            else:
+                clip_norm = max_grad_norm
+        bins = deprecated_value(self, "clipping_bins", "clip_norm_bins", warn=warn)
+        ratio = deprecated_value(self, "clipping_noise_ratio", "clip_norm_noise_ratio", warn=warn)
+        return (
+            clip_norm,
+            clip_norm_max,
+            self.clip_norm_bins if bins is None else bins,
+            self.clip_norm_noise_ratio if ratio is None else ratio,
+        )
+
     def _clip_noise_ratio(self):
         # DPNorm's histogram noise over the gradient's; None with fixed clipping.
-        return self.clipping_noise_ratio if self.clipping == "adaptive" else None
+        clip_norm, _, _, ratio = self._clip_norm_options()
+        return ratio if clip_norm == "auto" else None
 
     def _batch_size_param(self):
         return self.get_params_for("iterator_train").get("batch_size", self.batch_size)
@@ -535,10 +578,11 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         else:
             self.noisy_n_samples_ = None
         plan, z = state.dpsgd_plan, state.noise_multiplier
+        clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
         if state.clip_noise_ratio is not None:
-            clipping = DPNormClipping(self.max_grad_norm, self.clipping_bins, state.clip_noise_ratio * z)
+            clipping = DPNormClipping(clip_norm_max, clip_norm_bins, state.clip_noise_ratio * z)
         else:
-            clipping = FixedClipping(self.max_grad_norm)
+            clipping = FixedClipping(clip_norm)
         device = next(self.module_.parameters()).device
         generator = torch.Generator(device=device)
         generator.manual_seed(int(state.rng.integers(2**62)))
@@ -679,8 +723,8 @@ _COMMON_DOC = """
     The module is trained by DP-SGD (Acs et al. 2018, Alg. 4; Abadi et al.
     2016): Poisson batches with rate ``q = batch_size / n`` for a *public*
     size ``n`` (``n_samples``, or a noisy count), per-example
-    gradient norms (ghost clipping, or ``torch.func`` per-example gradients), clipping to ``max_grad_norm`` (or to a bound
-    chosen per batch by DPNorm, Alg. 3, with ``clipping='adaptive'``),
+    gradient norms (ghost clipping, or ``torch.func`` per-example gradients), clipping to ``clip_norm`` (or to a bound
+    chosen per batch by DPNorm, Alg. 3, with ``clip_norm="auto"``),
     Gaussian noise ``N(0, sigma^2 C^2)`` on the clipped sum, division by the
     expected batch size, then skorch's optimiser step.  Every other skorch
     feature (``module__`` parameters, callbacks, ``history``, ``device``) is
@@ -707,7 +751,7 @@ _COMMON_DOC = """
         Each step's sensitivity: one record changes the clipped gradient sum by
         at most ``C`` in L2 norm (add/remove), so noise ``sigma * C`` is a
         Gaussian mechanism with multiplier ``sigma``; with DPNorm the norm
-        histogram (sensitivity 1, noise ``clipping_noise_ratio * sigma``) and
+        histogram (sensitivity 1, noise ``clip_norm_noise_ratio * sigma``) and
         the gradient of the same batch are accounted as one Gaussian with the
         combined multiplier (see :func:`skdp.nn.dpsgd_step_event`).  All steps
         compose by RDP (the moments accountant, Acs et al. Theorem 1).
@@ -724,12 +768,13 @@ _COMMON_DOC = """
         ``noise_multiplier`` is given: epsilon is then reported, not enforced.
     delta : float, default=1e-5
         Target delta, in (0, 1).
-    max_grad_norm : float, default=1.0
-        Clipping bound ``C`` (``clipping='fixed'``), or the largest candidate
-        bound ``C_max`` of DPNorm (``clipping='adaptive'``).
-    clipping : {"fixed", "adaptive"}, default="fixed"
-        Fixed bound, or DPNorm's noisy mode of the batch's gradient-norm
-        histogram (Acs et al. Alg. 3).
+    clip_norm : float or "auto", default=1.0
+        Clipping bound ``C`` of the per-example gradients, or ``"auto"``:
+        per batch, DPNorm's noisy mode of the batch's gradient-norm histogram
+        (Acs et al. Alg. 3).
+    clip_norm_max : float, default=1.0
+        The largest candidate bound ``C_max`` of DPNorm, with
+        ``clip_norm="auto"``.
     noise_multiplier : float or None, default=None
         sigma of Alg. 4 (noise std over ``C``).  None: calibrated from
         ``epsilon, delta, q, max_epochs`` (and the count's event with
@@ -737,10 +782,11 @@ _COMMON_DOC = """
         ``accountant`` before the data is read (with ``n_samples='auto'``:
         the count's cost before the data, the steps' from the noisy count
         before the first step).
-    clipping_bins : int, default=20
-        DPNorm's number of candidate bounds ``w``.
-    clipping_noise_ratio : float, default=5.0
-        DPNorm's histogram noise ``sigma_C`` as a multiple of sigma.  Large
+    clip_norm_bins : int, default=20
+        DPNorm's number of candidate bounds ``w``, with ``clip_norm="auto"``.
+    clip_norm_noise_ratio : float, default=5.0
+        DPNorm's histogram noise ``sigma_C`` as a multiple of sigma, with
+        ``clip_norm="auto"``.  Large
         values make the histogram nearly free: the step is accounted with
         ``(sigma^-2 + sigma_C^-2)^(-1/2)``.
     clipping_mode : {"ghost", "vmap"}, default="ghost"
@@ -780,6 +826,16 @@ _COMMON_DOC = """
         rows); a wrong value only changes the realised batch sizes.
         ``"auto"``: the size is released with Gaussian noise on the ledger
         (see Privacy) and the plan made from the rounded noisy count.
+    max_grad_norm : float
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm`` (with
+        ``clipping="adaptive"``: ``clip_norm_max``).
+    clipping : {"fixed", "adaptive"}
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm``
+        (``"adaptive"`` is ``clip_norm="auto"``).
+    clipping_bins : int
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm_bins``.
+    clipping_noise_ratio : float
+        Deprecated since 0.2, removed in 0.3: use ``clip_norm_noise_ratio``.
     **kwargs
         Any other skorch parameter (``lr``, ``max_epochs``, ``batch_size``,
         ``optimizer``, ``callbacks``, ``device``, ``module__*``, ...).
@@ -862,33 +918,41 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         *args,
         epsilon=1.0,
         delta=1e-5,
-        max_grad_norm=1.0,
-        clipping="fixed",
+        clip_norm=1.0,
+        clip_norm_max=1.0,
         noise_multiplier=None,
-        clipping_bins=20,
-        clipping_noise_ratio=5.0,
+        clip_norm_bins=20,
+        clip_norm_noise_ratio=5.0,
         clipping_mode="ghost",
         secure_noise=None,
         accountant=None,
         random_state=None,
         train_split=None,
         n_samples="auto",
+        max_grad_norm=DEPRECATED,
+        clipping=DEPRECATED,
+        clipping_bins=DEPRECATED,
+        clipping_noise_ratio=DEPRECATED,
         **kwargs,
     ):
         super().__init__(module, *args, train_split=train_split, **kwargs)
         self._store_dp_params(
             epsilon=epsilon,
             delta=delta,
-            max_grad_norm=max_grad_norm,
-            clipping=clipping,
+            clip_norm=clip_norm,
+            clip_norm_max=clip_norm_max,
             noise_multiplier=noise_multiplier,
-            clipping_bins=clipping_bins,
-            clipping_noise_ratio=clipping_noise_ratio,
+            clip_norm_bins=clip_norm_bins,
+            clip_norm_noise_ratio=clip_norm_noise_ratio,
             clipping_mode=clipping_mode,
             secure_noise=secure_noise,
             accountant=accountant,
             random_state=random_state,
             n_samples=n_samples,
+            max_grad_norm=max_grad_norm,
+            clipping=clipping,
+            clipping_bins=clipping_bins,
+            clipping_noise_ratio=clipping_noise_ratio,
         )
 
     _default_softmax = True
@@ -981,33 +1045,41 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         *args,
         epsilon=1.0,
         delta=1e-5,
-        max_grad_norm=1.0,
-        clipping="fixed",
+        clip_norm=1.0,
+        clip_norm_max=1.0,
         noise_multiplier=None,
-        clipping_bins=20,
-        clipping_noise_ratio=5.0,
+        clip_norm_bins=20,
+        clip_norm_noise_ratio=5.0,
         clipping_mode="ghost",
         secure_noise=None,
         accountant=None,
         random_state=None,
         train_split=None,
         n_samples="auto",
+        max_grad_norm=DEPRECATED,
+        clipping=DEPRECATED,
+        clipping_bins=DEPRECATED,
+        clipping_noise_ratio=DEPRECATED,
         **kwargs,
     ):
         super().__init__(module, *args, train_split=train_split, **kwargs)
         self._store_dp_params(
             epsilon=epsilon,
             delta=delta,
-            max_grad_norm=max_grad_norm,
-            clipping=clipping,
+            clip_norm=clip_norm,
+            clip_norm_max=clip_norm_max,
             noise_multiplier=noise_multiplier,
-            clipping_bins=clipping_bins,
-            clipping_noise_ratio=clipping_noise_ratio,
+            clip_norm_bins=clip_norm_bins,
+            clip_norm_noise_ratio=clip_norm_noise_ratio,
             clipping_mode=clipping_mode,
             secure_noise=secure_noise,
             accountant=accountant,
             random_state=random_state,
             n_samples=n_samples,
+            max_grad_norm=max_grad_norm,
+            clipping=clipping,
+            clipping_bins=clipping_bins,
+            clipping_noise_ratio=clipping_noise_ratio,
         )
 
     _default_softmax = False
