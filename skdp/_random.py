@@ -96,17 +96,19 @@ def generator_after_fit(random_state, draw):
     return check_generator(random_state)
 
 
-def released_stream(rng):
-    """A generator for draws that are released as they are, independent of ``rng``.
+def child_generator(rng):
+    """An independent child of ``rng``, spawned through its ``SeedSequence``.
 
-    Some randomness is published verbatim: the random Fourier features of
-    :class:`~skdp.cluster.DPKernelKMeans` (``random_weights_``, thousands of
-    normal draws).  Drawn from the noise generator itself, they would be
-    consecutive outputs of the very stream that then draws the noise, and
-    PCG64's state can be recovered from a few hundred of its outputs
-    (Bouillaguet, Martinez & Sauvage 2020), hence the noise.  This returns a
-    child spawned through the generator's ``SeedSequence``: a different
-    stream, whose outputs say nothing of ``rng``'s.
+    Two uses, one rule.  Randomness released as drawn (the random Fourier
+    features of :class:`~skdp.cluster.DPKernelKMeans`, ``random_weights_``,
+    thousands of normal draws) must not be consecutive outputs of the
+    stream that then draws the noise: PCG64's state can be recovered from a
+    few hundred of its outputs (Bouillaguet, Martinez & Sauvage 2020), hence
+    the noise.  And a nested estimator's fit (the clusterer of
+    :class:`~skdp.generative.DPGenerativeMixture`) must draw its noise from
+    the parent's entropy without any seed a nested estimator could keep.  A
+    child spawned through the ``SeedSequence`` is a different stream, says
+    nothing of ``rng``'s outputs, and consumes none of them.
 
     Parameters
     ----------
@@ -122,6 +124,7 @@ def released_stream(rng):
     if isinstance(seed_seq, np.random.SeedSequence):
         return np.random.default_rng(seed_seq.spawn(1)[0])
     # A generator built from an explicit state has no SeedSequence: seed the
-    # child with 256 fresh bits from the OS, which reproducibility gives up
-    # only for this unusual input.
+    # child with 256 fresh bits from the OS (never with draws of ``rng``,
+    # which would tie the child's outputs to the parent's); reproducibility
+    # is given up only for this unusual input.
     return np.random.default_rng()

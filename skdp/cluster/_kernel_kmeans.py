@@ -6,7 +6,7 @@ from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 
-from .._random import released_stream
+from .._random import child_generator
 from .._renamed_params import DEPRECATED, deprecated_value
 from ..privacy import REPLACE_ONE
 from ..privacy.norm_selection import dp_norm_from_histogram
@@ -263,7 +263,7 @@ class DPKernelKMeans(_BaseDPLloyd):
         # The features are released as drawn: a stream of their own, so their
         # values cannot lead back to the noise generator's state.
         self.random_weights_, self.random_offset_ = draw_fourier_weights(
-            self.kernel, self.gamma, n_features, self.n_components, released_stream(rng)
+            self.kernel, self.gamma, n_features, self.n_components, child_generator(rng)
         )
 
     def _feature_map(self):

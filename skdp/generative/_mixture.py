@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import FitInput
-from .._random import check_generator
+from .._random import check_generator, child_generator
 from .._renamed_params import DEPRECATED, deprecated_value
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import (
@@ -50,20 +50,6 @@ _CALIBRATION_RTOL = 1e-3
 #: ``(0,)`` for its clustering; this key is neither, so a sample is
 #: reproducible from its int but never replays a draw of any fit's noise.
 _SAMPLE_SPAWN_KEY = (0x73616D70,)
-
-
-def _spawn_generator(rng):
-    """An independent child of ``rng`` (``Generator.spawn``), for a nested fit.
-
-    The parent's stream is not consumed, so the child replays nothing of it.
-    A bit generator without a SeedSequence (legacy seeding) cannot spawn; the
-    child is then seeded with 256 bits drawn from the parent, which are
-    dropped with the child.
-    """
-    try:
-        return rng.spawn(1)[0]
-    except TypeError:
-        return np.random.default_rng(rng.integers(2**63, size=4))
 
 
 def _sample_generator(random_state):
@@ -612,7 +598,7 @@ class DPGenerativeMixture(
             # clustering comes from the parent's entropy, and no seed exists
             # that a nested estimator could keep.  (Nested validation is
             # skipped inside this fit, so the Generator is accepted.)
-            random_state=_spawn_generator(rng),
+            random_state=child_generator(rng),
         ).fit(X)
         # The spawned generator has been stepped past the clustering's noise
         # draws and can be run back to them: the released clusterer keeps
