@@ -347,7 +347,7 @@ class DPEstimatorMixin:
             self.__dict__.pop("privacy_ledger_", None)
             self.privacy_spent_ = PrivacySpent(math.inf, 0.0)
             return self
-        ledger, rng = self._begin_private_fit(plan=plan)
+        ledger, rng = self._begin_private_fit(plan)
         data = self._validate_input(X, y, **fit_params)
         plan = self._calibrate(data, plan)
         self._fit_private(data, plan, rng, ledger)
@@ -384,24 +384,19 @@ class DPEstimatorMixin:
 
     # --- the steps the template is made of ------------------------------------
 
-    def _begin_private_fit(self, composition="rdp", *, plan=None):
-        """Reserve the requested budget before touching data; return (ledger, rng).
+    def _begin_private_fit(self, plan):
+        """Reserve ``plan``'s budget before touching data; return (ledger, rng).
 
-        ``plan``, a :class:`PrivacyPlan`, gives the composition and the budget
-        (the template's call); without it, ``composition`` and the
-        estimator's ``(epsilon, delta)`` (fits that manage their own plan).
+        ``plan`` (a :class:`PrivacyPlan`) gives the ledger's composition and
+        ``secure_noise`` and the ``(epsilon, delta)`` reserved.
         """
-        if plan is not None:
-            composition = plan.composition
-        secure = plan.secure_noise if plan is not None else self._resolve_secure_noise()
-        ledger = PrivacyLedger(composition=composition, neighbouring=self._neighbouring, secure_noise=secure)
+        ledger = PrivacyLedger(
+            composition=plan.composition, neighbouring=self._neighbouring, secure_noise=plan.secure_noise
+        )
         rng = self._fit_generator()
         # Last: whatever fails after the reservation keeps it charged, so
         # nothing that can fail without the data comes after it.
-        if plan is not None:
-            self._reserve_budget(plan.epsilon, plan.delta)
-        else:
-            self._reserve_budget(self.epsilon, self.delta)
+        self._reserve_budget(plan.epsilon, plan.delta)
         return ledger, rng
 
     def _reserve_budget(self, epsilon, delta):

@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator
 
 from skdp import BudgetAccountant, BudgetExceededError, PrivacyLeakWarning
 from skdp._random import check_generator
-from skdp.base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, warn_privacy_leak
+from skdp.base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, warn_privacy_leak
 from skdp.privacy import LaplaceMechanism
 
 
@@ -29,7 +29,8 @@ class _ToyMean(DPEstimatorMixin, BaseEstimator):
         self.fail = fail
 
     def fit(self, X):
-        ledger, rng = self._begin_private_fit("basic")
+        plan = PrivacyPlan(self.epsilon, self.delta, "basic", secure_noise=self._resolve_secure_noise())
+        ledger, rng = self._begin_private_fit(plan)
         X = np.asarray(X, dtype=float)
         eps = 2 * self.epsilon if self.overspend else self.epsilon
         mech = LaplaceMechanism.from_epsilon(eps, 1.0 / len(X))
