@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from _release_walk import release_violations
 from scipy import integrate, stats
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -420,58 +421,6 @@ def test_bad_device_is_a_value_error():
 PRIME_ROWS = 97
 
 
-def _held_leaks(root, n_rows, user_seed):
-    """Generators, per-row arrays and unpassed nested seeds in ``root``'s object graph."""
-    import numbers
-
-    from sklearn.base import BaseEstimator
-
-    generator_types = (
-        np.random.Generator,
-        np.random.BitGenerator,
-        np.random.RandomState,
-        np.random.SeedSequence,
-        torch.Generator,
-    )
-    problems, seen, stack = [], set(), [("model", root)]
-    while stack:
-        path, obj = stack.pop()
-        if (
-            obj is None
-            or isinstance(obj, (numbers.Number, str, bytes, type))
-            or callable(obj)
-            and not hasattr(obj, "__dict__")
-        ):
-            continue
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, generator_types):
-            problems.append(f"{path}: {type(obj).__name__}")
-            continue
-        if isinstance(obj, dict) and "bit_generator" in obj:
-            problems.append(f"{path}: generator state")
-        shape = tuple(obj.shape) if isinstance(obj, (np.ndarray, torch.Tensor)) else ()
-        if isinstance(obj, (list, tuple)):
-            shape = (len(obj),)
-        if n_rows in shape:
-            problems.append(f"{path}: one entry per training row {shape}")
-        if isinstance(obj, BaseEstimator) and obj is not root:
-            seed = obj.get_params(deep=False).get("random_state")
-            if seed is not None and seed != user_seed:
-                problems.append(f"{path}: nested random_state={seed!r}")
-        if isinstance(obj, dict):
-            children = list(obj.items())
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            children = list(enumerate(obj))
-        elif isinstance(obj, (np.ndarray, torch.Tensor)):
-            children = []
-        else:
-            children = list(getattr(obj, "__dict__", {}).items())
-        stack.extend((f"{path}.{key}", value) for key, value in children)
-    return problems
-
-
 def test_walker_is_not_vacuous():
     X = binary_data(n=PRIME_ROWS)
     gm = small().fit(X)
@@ -481,8 +430,8 @@ def test_walker_is_not_vacuous():
         {"g": torch.Generator()},
         np.random.default_rng(0).bit_generator.state,
     ]
-    problems = "\n".join(_held_leaks(gm, PRIME_ROWS, None))
-    for needle in ("nested random_state=12345", "one entry per training row", "Generator", "generator state"):
+    problems = "\n".join(release_violations(gm, None, n_rows=PRIME_ROWS))
+    for needle in ("random_state=12345", "one entry per training row", "Generator", "generator state"):
         assert needle in problems
 
 
@@ -520,9 +469,13 @@ def test_pickled_model_holds_no_generator_seed_or_row(params, random_state):
     assert held <= type(gm)._release_surface(), held - type(gm)._release_surface()
     restored = pickle.loads(pickle.dumps(gm))
     user_seed = random_state if isinstance(random_state, int) else None
-    assert _held_leaks(restored, PRIME_ROWS, user_seed) == []
+    assert release_violations(restored, user_seed, n_rows=PRIME_ROWS) == []
     # In memory the user's own Generator stays the parameter; nothing else holds one.
-    in_memory = [p for p in _held_leaks(gm, PRIME_ROWS, user_seed) if not p.startswith("model.random_state")]
+    in_memory = [
+        p
+        for p in release_violations(gm, user_seed, n_rows=PRIME_ROWS, in_memory=True)
+        if not p.startswith("model.random_state")
+    ]
     assert in_memory == []
 
 
