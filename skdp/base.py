@@ -63,6 +63,7 @@ from ._input import validate_fit_input
 from ._random import check_generator, generator_after_fit
 from .exceptions import PrivacyLeakWarning, without_data_values
 from .privacy import BudgetAccountant, PrivacyLedger, PrivacySpent
+from .privacy.accountant import DEFAULT_COMPOSITION
 from .privacy.events import REPLACE_ONE
 
 #: Constraints every DP estimator merges into its ``_parameter_constraints``.
@@ -101,8 +102,9 @@ class PrivacyPlan:
     epsilon, delta : float
         The guarantee requested, reserved on the user's budget before the
         data is read.
-    composition : str, default="rdp"
-        How the fit's ledger composes its events.
+    composition : str, default="pld"
+        How the fit's ledger composes its events (an accountant of
+        :mod:`skdp.privacy.accountants`).
     private : bool, default=True
         False for a non-private reference mode: nothing is reserved or
         accounted, and ``privacy_spent_`` is ``(inf, 0)``.
@@ -123,7 +125,7 @@ class PrivacyPlan:
 
     epsilon: float
     delta: float
-    composition: str = "rdp"
+    composition: str = DEFAULT_COMPOSITION
     private: bool = True
     settings: Mapping[str, Any] = field(default_factory=dict)
     secure_noise: bool = False
@@ -368,7 +370,7 @@ class DPEstimatorMixin:
 
     def _privacy_plan(self):
         """The :class:`PrivacyPlan` of this fit, from the parameters alone."""
-        return PrivacyPlan(self.epsilon, self.delta, getattr(self, "composition", "rdp"))
+        return PrivacyPlan(self.epsilon, self.delta, getattr(self, "composition", DEFAULT_COMPOSITION))
 
     def _validate_input(self, X, y=None, **fit_params):
         """The validated training data (after the reservation: reading it is a release)."""

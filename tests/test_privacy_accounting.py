@@ -31,6 +31,9 @@ from skdp.privacy import (
     rdp_to_epsilon,
     zcdp_to_epsilon,
 )
+from skdp.privacy.accountants.basic import per_use_epsilon
+from skdp.privacy.accountants.rdp import RDPAccountant
+from skdp.privacy.accountants.zcdp import ZCDPAccountant
 from skdp.privacy.conversions import pure_dp_rdp
 
 ORDERS = np.asarray(DEFAULT_ORDERS)
@@ -81,7 +84,7 @@ def test_subsampled_gaussian_rdp_matches_dp_accounting(sigma, q):
     integer = np.array([o for o in DEFAULT_ORDERS if float(o).is_integer()])
     acc = dp_accounting.rdp.RdpAccountant(list(integer))
     acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), 1)
-    np.testing.assert_allclose(ours.rdp(integer), acc._rdp, rtol=0.02)
+    np.testing.assert_allclose(RDPAccountant.curve(ours, integer), acc._rdp, rtol=0.02)
 
 
 @pytest.mark.parametrize("sigma,n,batch", [(1.0, 10_000, 100), (2.0, 1_000, 200)])
@@ -101,7 +104,7 @@ def test_without_replacement_rdp_matches_dp_accounting(sigma, n, batch):
     acc.compose(
         dp_accounting.SampledWithoutReplacementDpEvent(n, batch, dp_accounting.GaussianDpEvent(sigma)), 1
     )
-    np.testing.assert_allclose(ours.rdp(integer), acc._rdp, rtol=0.02)
+    np.testing.assert_allclose(RDPAccountant.curve(ours, integer), acc._rdp, rtol=0.02)
 
 
 def test_adapter_hides_autodp_warts():
@@ -163,7 +166,9 @@ def test_pure_dp_rdp_is_randomised_response():
     rr = math.log(p**a * (1 - p) ** (1 - a) + (1 - p) ** a * p ** (1 - a)) / (a - 1)
     assert pure_dp_rdp(eps, [a])[0] == pytest.approx(rr)
     # Laplace is eps-DP, so randomised response's curve dominates it.
-    lap = LaplaceEvent(count=1, neighbouring=REPLACE_ONE, noise_multiplier=1 / eps).rdp(ORDERS)
+    lap = RDPAccountant.curve(
+        LaplaceEvent(count=1, neighbouring=REPLACE_ONE, noise_multiplier=1 / eps), ORDERS
+    )
     assert np.all(pure_dp_rdp(eps, ORDERS) >= lap - 1e-12)
     assert np.all(pure_dp_rdp(eps, ORDERS) <= eps + 1e-12)
 
@@ -269,19 +274,19 @@ def _balle_conversion(rho, delta, alphas):
 def test_discrete_gaussian_epsilon_is_derived_from_its_zcdp(sigma, delta):
     event = DiscreteGaussianEvent(count=1, neighbouring=REPLACE_ONE, noise_multiplier=sigma)
     rho = 1 / (2 * sigma**2)
-    assert event.zcdp_rho() == pytest.approx(rho)
-    np.testing.assert_allclose(event.rdp(ORDERS), ORDERS * rho, rtol=1e-10)
-    eps = event.approx_epsilon(delta)
+    assert ZCDPAccountant.rho(event) == pytest.approx(rho)
+    np.testing.assert_allclose(RDPAccountant.curve(event, ORDERS), ORDERS * rho, rtol=1e-10)
+    eps = per_use_epsilon(event, delta)
     # The continuous Gaussian's exact curve (Balle & Wang) is never above it ...
     assert eps >= gaussian_epsilon(sigma, delta)
     # ... and it is the RDP-to-DP conversion of alpha * rho, minimised over real orders.
     dense = max(0.0, float(_balle_conversion(rho, delta, 1 + np.geomspace(1e-4, 1e7, 400_001)).min()))
     assert eps == pytest.approx(dense, rel=1e-6, abs=1e-12)
-    assert eps <= rdp_to_epsilon(event.rdp(ORDERS), ORDERS, delta) + 1e-12
+    assert eps <= rdp_to_epsilon(RDPAccountant.curve(event, ORDERS), ORDERS, delta) + 1e-12
     # Basic and advanced composition use it, never the continuous curve.
     k = 4
     events = [DiscreteGaussianEvent(count=k, neighbouring=REPLACE_ONE, noise_multiplier=sigma)]
-    assert compose(events, delta, "basic").epsilon == pytest.approx(k * event.approx_epsilon(delta / k))
+    assert compose(events, delta, "basic").epsilon == pytest.approx(k * per_use_epsilon(event, delta / k))
     plain = [GaussianEvent(count=k, neighbouring=REPLACE_ONE, noise_multiplier=sigma)]
     for method in ("basic", "advanced", "rdp"):
         assert compose(events, delta, method).epsilon >= compose(plain, delta, method).epsilon
@@ -305,7 +310,7 @@ def test_discrete_gaussian_vector_release_is_within_its_rdp_curve(sigma2):
     multiplier = math.sqrt(sigma2 / 6)
     orders = np.array([1.5, 2.0, 3.0, 8.0, 32.0])
     exact = np.array([sum(_discrete_gaussian_renyi(sigma2, k, a) for k in shift) for a in orders])
-    bound = DiscreteGaussianEvent(1, REPLACE_ONE, noise_multiplier=multiplier).rdp(orders)
+    bound = RDPAccountant.curve(DiscreteGaussianEvent(1, REPLACE_ONE, noise_multiplier=multiplier), orders)
     assert np.all(exact <= bound * (1 + 1e-9)), (exact, bound)
 
 

@@ -29,6 +29,9 @@ from skdp.privacy import (
     PrivacyLedger,
     compose,
 )
+from skdp.privacy.accountants.basic import pure_epsilon
+from skdp.privacy.accountants.rdp import RDPAccountant
+from skdp.privacy.accountants.zcdp import ZCDPAccountant
 from skdp.privacy.secure import bernoulli_exp, discrete_gaussian, discrete_laplace, grid_step
 
 N = 20_000
@@ -246,7 +249,7 @@ def test_discrete_laplace_rdp_is_randomised_response_not_the_laplace_curve(t):
     assert np.all(continuous < exact * (1 - 1e-3))
     # With a larger integer shift and scale (the grid's regime) the event's curve still bounds it.
     assert np.all(
-        DiscreteLaplaceEvent(1, "replace_one", 2.0).rdp(orders)
+        RDPAccountant.curve(DiscreteLaplaceEvent(1, "replace_one", 2.0), orders)
         >= [_exact_discrete_laplace_rdp(40, 20, a) for a in orders]
     )
     # Pure and zCDP accounting are those of any epsilon-DP mechanism: unchanged.
@@ -254,7 +257,7 @@ def test_discrete_laplace_rdp_is_randomised_response_not_the_laplace_curve(t):
         DiscreteLaplaceEvent(1, "replace_one", 2.0),
         LaplaceEvent(1, "replace_one", 2.0),
     ):
-        assert e.pure_epsilon() == 0.5 and e.zcdp_rho() == 0.125
+        assert pure_epsilon(e) == 0.5 and ZCDPAccountant.rho(e) == 0.125
 
 
 # --- OPS has no exact sampler: it refuses secure noise ------------------------------------------

@@ -6,7 +6,7 @@ and its torch noise :mod:`skdp.privacy.torch_noise` (``import skdp.privacy``
 never imports torch).
 """
 
-from .accountant import COMPOSITIONS, PrivacyLedger, PrivacySpent, compose
+from .accountant import COMPOSITIONS, DEFAULT_COMPOSITION, PrivacyLedger, PrivacySpent, compose
 from .budget import BudgetAccountant, BudgetReservation
 from .calibration import (
     calibrate_noise_multiplier,
@@ -51,6 +51,7 @@ from .torch_noise import TorchGaussianMechanism
 __all__ = [
     "ADD_REMOVE",
     "COMPOSITIONS",
+    "DEFAULT_COMPOSITION",
     "DEFAULT_ORDERS",
     "REPLACE_ONE",
     "BudgetAccountant",

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from .events import ADD_REMOVE, PrivacyEvent, _check_positive
 
 __all__ = [
@@ -144,12 +143,3 @@ class ClusterSampledGaussianEvent(PrivacyEvent):
             raise ValueError(f"selection probabilities must be in (0, 1], got {probs!r}.")
         object.__setattr__(self, "sampling_rates", tuple(float(q) for q in rates))
         object.__setattr__(self, "selection_probabilities", tuple(float(p) for p in probs))
-
-    def rdp(self, orders):
-        # Clusters with the same (rate, probability) share one curve.
-        pairs = sorted(set(zip(self.sampling_rates, self.selection_probabilities, strict=True)))
-        curves = [cluster_sampled_gaussian_rdp(self.noise_multiplier, q, p, orders) for q, p in pairs]
-        return np.max(curves, axis=0)
-
-    def approx_epsilon(self, delta):
-        return rdp_to_epsilon(self.rdp(DEFAULT_ORDERS), DEFAULT_ORDERS, delta)

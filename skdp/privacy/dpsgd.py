@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .accountant import DEFAULT_COMPOSITION
 from .calibration import calibrate_noise_multiplier, gaussian_noise_multiplier
 from .events import ADD_REMOVE, GaussianEvent, SubsampledGaussianEvent
 from .mechanisms import GaussianMechanism
@@ -106,13 +107,21 @@ def dpsgd_step_event(noise_multiplier, sampling_rate, clip_noise_multiplier=None
     )
 
 
-def calibrate_dpsgd_noise(epsilon, delta, sampling_rate, n_steps, clip_noise_ratio=None, extra_events=()):
+def calibrate_dpsgd_noise(
+    epsilon,
+    delta,
+    sampling_rate,
+    n_steps,
+    clip_noise_ratio=None,
+    extra_events=(),
+    composition=DEFAULT_COMPOSITION,
+):
     """Smallest gradient noise multiplier meeting ``(epsilon, delta)``.
 
     The plan is ``n_steps`` events of :func:`dpsgd_step_event`; with DPNorm the
     histogram's multiplier is ``clip_noise_ratio`` times the gradient's, so one
-    scalar is bisected (:func:`skdp.privacy.calibrate_noise_multiplier`, RDP
-    composition, add/remove neighbours).  ``extra_events`` are releases of the
+    scalar is bisected (:func:`skdp.privacy.calibrate_noise_multiplier`
+    under ``composition``, PLD by default, add/remove neighbours).  ``extra_events`` are releases of the
     same fit whose noise is already fixed (the private dataset size of
     :func:`release_dataset_size`): they are composed with the steps, so the
     whole fit spends ``(epsilon, delta)``.
@@ -123,7 +132,9 @@ def calibrate_dpsgd_noise(epsilon, delta, sampling_rate, n_steps, clip_noise_rat
         clip_z = None if clip_noise_ratio is None else clip_noise_ratio * z
         return [*extra, dpsgd_step_event(z, sampling_rate, clip_z, count=n_steps)]
 
-    return calibrate_noise_multiplier(make_events, epsilon, delta, composition="rdp", neighbouring=ADD_REMOVE)
+    return calibrate_noise_multiplier(
+        make_events, epsilon, delta, composition=composition, neighbouring=ADD_REMOVE
+    )
 
 
 class DPSGDStepLedger:

@@ -24,15 +24,9 @@ relation, so those conversions raise.
 
 from __future__ import annotations
 
-import functools
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import optimize
-
-from . import _autodp
-from .conversions import DEFAULT_ORDERS, gaussian_epsilon, pure_dp_rdp, rdp_to_epsilon
 
 REPLACE_ONE = "replace_one"
 ADD_REMOVE = "add_remove"
@@ -47,42 +41,6 @@ def _check_relation(neighbouring):
 def _check_positive(name, value):
     if not (np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
-
-
-def _rdp_conversion(rho, log_delta, alpha):
-    """Balle et al. (2020, Thm. 21) conversion of the RDP curve ``alpha * rho`` at one order."""
-    return alpha * rho + math.log1p(-1.0 / alpha) - (log_delta + math.log(alpha)) / (alpha - 1.0)
-
-
-@functools.lru_cache(maxsize=4096)
-def _zcdp_rdp_epsilon(rho, delta):
-    """Smallest epsilon at ``delta`` of a mechanism whose RDP curve is ``alpha * rho``.
-
-    Minimises :func:`_rdp_conversion` over real orders ``alpha > 1``: the grid
-    :data:`DEFAULT_ORDERS`, the order minimising Mironov's simpler bound
-    (``1 + sqrt(log(1/delta) / rho)``) and a bounded scalar search.  Every
-    order gives a valid bound, so the smallest one found is valid however
-    close it is to the true infimum.  Cached: calibration asks for the same
-    values many times.
-    """
-    if delta <= 0:
-        return math.inf
-    if rho <= 0:
-        return 0.0
-    log_delta = math.log(delta)
-    candidates = [_rdp_conversion(rho, log_delta, a) for a in DEFAULT_ORDERS]
-    candidates.append(_rdp_conversion(rho, log_delta, 1.0 + math.sqrt(-log_delta / rho)))
-    # Search over log(alpha - 1): the objective is smooth and unimodal there.
-    result = optimize.minimize_scalar(
-        lambda t: _rdp_conversion(rho, log_delta, 1.0 + math.exp(t)),
-        bounds=(-12.0, 40.0),
-        method="bounded",
-        options={"xatol": 1e-10},
-    )
-    if np.isfinite(result.fun):
-        candidates.append(_rdp_conversion(rho, log_delta, 1.0 + math.exp(result.x)))
-    finite = [c for c in candidates if math.isfinite(c)]
-    return float(max(0.0, min(finite))) if finite else math.inf
 
 
 @dataclass(frozen=True)
@@ -108,22 +66,6 @@ class PrivacyEvent:
     #: see :doc:`/privacy`); a ledger opened with ``secure_noise=True``
     #: accepts no other kind.
     sampled_exactly = False
-
-    def pure_epsilon(self):
-        """Per-use epsilon of pure DP (``inf`` if the mechanism is not pure DP)."""
-        return math.inf
-
-    def zcdp_rho(self):
-        """Per-use zero-concentrated DP parameter rho (Bun & Steinke 2016)."""
-        raise ValueError(f"{type(self).__name__} has no zCDP characterisation; use 'rdp'.")
-
-    def rdp(self, orders):
-        """Per-use Renyi DP curve on ``orders`` (Mironov 2017)."""
-        raise NotImplementedError
-
-    def approx_epsilon(self, delta):
-        """Per-use epsilon of (epsilon, delta)-DP at the given delta."""
-        raise NotImplementedError
 
     def to_relation(self, neighbouring):
         """The same event described under another neighbouring relation."""
@@ -158,19 +100,6 @@ class LaplaceEvent(PrivacyEvent):
         super().__post_init__()
         _check_positive("noise_multiplier", self.noise_multiplier)
 
-    def pure_epsilon(self):
-        return 1.0 / self.noise_multiplier
-
-    def zcdp_rho(self):
-        # Pure eps-DP implies eps^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4).
-        return 0.5 * self.pure_epsilon() ** 2
-
-    def rdp(self, orders):
-        return _autodp.laplace_rdp(self.noise_multiplier, orders)
-
-    def approx_epsilon(self, delta):
-        return self.pure_epsilon()
-
     def _doubled_sensitivity(self):
         # Also valid for the discrete release: the integer change of a
         # replacement is at most the sum of the integer changes of its removal
@@ -199,9 +128,6 @@ class DiscreteLaplaceEvent(LaplaceEvent):
 
     sampled_exactly = True
 
-    def rdp(self, orders):
-        return pure_dp_rdp(self.pure_epsilon(), orders)
-
 
 @dataclass(frozen=True)
 class PureDPEvent(PrivacyEvent):
@@ -213,18 +139,6 @@ class PureDPEvent(PrivacyEvent):
     def __post_init__(self):
         super().__post_init__()
         _check_positive("epsilon", self.epsilon)
-
-    def pure_epsilon(self):
-        return self.epsilon
-
-    def zcdp_rho(self):
-        return 0.5 * self.epsilon**2
-
-    def rdp(self, orders):
-        return pure_dp_rdp(self.epsilon, orders)
-
-    def approx_epsilon(self, delta):
-        return self.epsilon
 
     def _doubled_sensitivity(self):
         return replace(self, epsilon=2 * self.epsilon, neighbouring=REPLACE_ONE)
@@ -239,15 +153,6 @@ class GaussianEvent(PrivacyEvent):
     def __post_init__(self):
         super().__post_init__()
         _check_positive("noise_multiplier", self.noise_multiplier)
-
-    def zcdp_rho(self):
-        return 1.0 / (2.0 * self.noise_multiplier**2)
-
-    def rdp(self, orders):
-        return _autodp.gaussian_rdp(self.noise_multiplier, orders)
-
-    def approx_epsilon(self, delta):
-        return gaussian_epsilon(self.noise_multiplier, delta)
 
     def _doubled_sensitivity(self):
         return replace(self, noise_multiplier=self.noise_multiplier / 2, neighbouring=REPLACE_ONE)
@@ -303,18 +208,23 @@ class DiscreteGaussianEvent(GaussianEvent):
 
     sampled_exactly = True
 
-    def approx_epsilon(self, delta):
-        return _zcdp_rdp_epsilon(self.zcdp_rho(), delta)
-
 
 @dataclass(frozen=True)
 class SubsampledGaussianEvent(PrivacyEvent):
     """Gaussian mechanism applied to a random subsample.
 
     ``sampling="poisson"``: each record enters independently with probability
-    ``sampling_rate`` (add/remove neighbours).  ``sampling="without_replacement"``:
-    a batch of ``sampling_rate * N`` records drawn without replacement
-    (replace-one neighbours).
+    ``sampling_rate`` (DP-SGD's batches, DP-SEP's), under either relation.
+    ``sampling="without_replacement"``: a batch of ``sampling_rate * N``
+    records drawn without replacement (replace-one neighbours only).
+
+    ``noise_multiplier`` is the noise std over the sensitivity of the
+    un-subsampled sum under the event's relation: one record's contribution
+    bound ``C`` under add/remove, ``2 C`` under replace-one (a replacement
+    swaps one contribution for another).  The same Poisson mechanism
+    described under replace-one therefore has half its add/remove multiplier
+    (:meth:`to_relation`), and is accounted directly by the ``"pld"``
+    accountant (dp-accounting's ``REPLACE_ONE`` pair), not by group privacy.
     """
 
     noise_multiplier: float = 1.0
@@ -326,21 +236,17 @@ class SubsampledGaussianEvent(PrivacyEvent):
         _check_positive("noise_multiplier", self.noise_multiplier)
         if not 0 < self.sampling_rate <= 1:
             raise ValueError(f"sampling_rate must be in (0, 1], got {self.sampling_rate!r}.")
-        expected = {"poisson": ADD_REMOVE, "without_replacement": REPLACE_ONE}.get(self.sampling)
-        if expected is None:
+        if self.sampling not in ("poisson", "without_replacement"):
             raise ValueError(f"sampling must be 'poisson' or 'without_replacement', got {self.sampling!r}.")
-        if self.neighbouring != expected:
+        if self.sampling == "without_replacement" and self.neighbouring != REPLACE_ONE:
             raise ValueError(
-                f"{self.sampling!r} sampling is accounted under {expected!r} neighbours, "
+                f"'without_replacement' sampling is accounted under {REPLACE_ONE!r} neighbours, "
                 f"not {self.neighbouring!r}."
             )
 
-    def rdp(self, orders):
-        if self.sampling_rate == 1.0:
-            return _autodp.gaussian_rdp(self.noise_multiplier, orders)
-        return _autodp.subsampled_gaussian_rdp(
-            self.noise_multiplier, self.sampling_rate, self.sampling == "poisson", orders
-        )
-
-    def approx_epsilon(self, delta):
-        return rdp_to_epsilon(self.rdp(DEFAULT_ORDERS), DEFAULT_ORDERS, delta)
+    def _doubled_sensitivity(self):
+        if self.sampling != "poisson":
+            return super()._doubled_sensitivity()
+        # The same Poisson mechanism: a replacement moves the sum by at most
+        # twice what an addition or a removal does.
+        return replace(self, noise_multiplier=self.noise_multiplier / 2, neighbouring=REPLACE_ONE)
