@@ -4,8 +4,8 @@ Set-up of the paper: Bernoulli(p = 0.1) data, epsilon = 0.1, OPS truncation
 a0 = 0.05, N from 10 to 10^4, 1000 repeats; the error of one posterior sample
 ``|p_sample - p|`` averaged over the repeats, for
 
-* ``laplace``: DPBetaBernoulli(mechanism="laplace"), a sample from the
-  privatised posterior,
+* ``laplace``: DPBetaBernoulli(mechanism="laplace", count_release="paper"),
+  a sample from the privatised posterior,
 * ``ops``: DPBetaBernoulli(mechanism="ops"), the one released posterior sample,
 * ``non-private``: a sample from the exact posterior Beta(1 + n+, 1 + n-).
 
@@ -36,7 +36,10 @@ def l1_errors(n, repeats, seed):
     laplace, ops, exact = [], [], []
     for _ in range(repeats):
         X = rng.binomial(1, P_TRUE, size=(n, 1))
-        m = DPBetaBernoulli(epsilon=EPSILON, random_state=int(rng.integers(2**31))).fit(X)
+        # The paper's release of both counts (count_release="paper"), as in its Figure 2.
+        m = DPBetaBernoulli(
+            epsilon=EPSILON, count_release="paper", random_state=int(rng.integers(2**31))
+        ).fit(X)
         laplace.append(abs(m.posterior_sample_[0] - P_TRUE))
         m = DPBetaBernoulli(
             epsilon=EPSILON, mechanism="ops", truncation=A0, random_state=int(rng.integers(2**31))

@@ -13,13 +13,20 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._chunks import is_chunked_input
 from .._input import set_chunked_features, validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, private_fit_context
-from ..privacy import ExponentialMechanism, LaplaceMechanism
+from ..privacy import REPLACE_ONE, ExponentialMechanism, LaplaceMechanism, histogram_sensitivity
 from ._conjugate import bernoulli_log_likelihood, category_counts, project_counts, sample_truncated_beta
 
 #: L1 sensitivity of one feature's counts (n_minus, n_plus) under replace-one
 #: neighbours: a changed record moves one unit from one count to the other
-#: (Foulds et al., Eq. 17 with S(x) = [x, 1 - x]).
-COUNT_L1_SENSITIVITY = 2.0
+#: (Foulds et al., Eq. 17 with S(x) = [x, 1 - x]), the replace-one L1
+#: sensitivity of a histogram (2).  ``count_release="paper"``.
+COUNT_L1_SENSITIVITY = histogram_sensitivity(1, REPLACE_ONE)
+
+#: L1 sensitivity of one feature's success count n_plus alone under
+#: replace-one neighbours (``count_release="one"``): the histogram's change of
+#: 2 is one unit out of one bin and one unit into the other, so each of the two
+#: bins moves by at most half of it (S(x) = x, |x - x'| <= 1).
+SUCCESS_COUNT_L1_SENSITIVITY = COUNT_L1_SENSITIVITY / 2
 
 
 def ops_log_likelihood_sensitivity(truncation, n_features):
@@ -67,13 +74,27 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     inference methods:
 
     ``mechanism="laplace"`` (Foulds et al., Section 3.2, Eq. 16-17)
-        Laplace noise on the sufficient statistics ``(n_minus, n_plus)`` of
-        every feature, L1 sensitivity 2 per feature under replace-one
-        neighbours, the budget split equally over the features (scale
-        ``2 d / epsilon``), then projection to non-negative counts.  The
-        posterior ``Beta(alpha + n_plus~, beta + n_minus~)`` is post-processing
-        of the released counts: any number of posterior samples, moments or
-        synthetic records is free.  Pure epsilon-DP.
+        Laplace noise on the sufficient statistics of every feature, the
+        budget split equally over the ``d`` features.  The posterior
+        ``Beta(alpha + n_plus~, beta + n_minus~)`` is post-processing of the
+        released counts: any number of posterior samples, moments or
+        synthetic records is free.  Pure epsilon-DP.  Two releases of the
+        counts (``count_release``):
+
+        ``"one"`` (default)
+            Under replace-one neighbours the number of records ``n`` is
+            public (neighbours have the same size), so ``n_minus = n - n_plus``
+            carries no information beyond ``n_plus``.  Only ``n_plus`` is
+            released, with L1 sensitivity 1 per feature (scale
+            ``d / epsilon``, half the paper's at the same epsilon); the noisy
+            count is clipped to ``[0, n]`` and ``n_minus~ = n - n_plus~``
+            (post-processing), so the released pair is non-negative and sums
+            to ``n``.
+        ``"paper"``
+            The paper's release: both ``(n_minus, n_plus)``, L1 sensitivity 2
+            per feature (scale ``2 d / epsilon``), then projection to
+            non-negative counts (Eq. 16).  Reproduces Foulds et al.'s
+            Figure 2 and the fits of skdp before ``count_release`` existed.
     ``mechanism="ops"`` (one posterior sample; Section 3.1, Eq. 14-15)
         One sample from the posterior truncated to ``[a0, 1 - a0]`` and
         tempered at ``T = 2 Delta / epsilon`` with
@@ -107,6 +128,16 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         Accepted for API uniformity; both mechanisms are pure DP, so the
         reported delta is 0.
     mechanism : {"laplace", "ops"}, default="laplace"
+    count_release : {"one", "paper"}, default="one"
+        How ``mechanism="laplace"`` releases the counts of a feature: the
+        success count alone, the failure count derived from the public ``n``
+        (``"one"``, half the noise), or both counts as in the paper
+        (``"paper"``); see above.  Ignored by ``mechanism="ops"``, which
+        releases a posterior sample and no counts.  It relies on ``n`` being
+        public, which holds for the replace-one neighbours this estimator
+        is accounted under; a subclass accounted under add/remove neighbours
+        (where ``n`` is private) must use ``"paper"``: ``"one"`` raises a
+        ValueError there, before the budget is reserved.
     truncation : float, default=0.05
         OPS truncation point ``a0`` in (0, 0.5).
     accountant : BudgetAccountant, default=None
@@ -144,7 +175,8 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         Defined when X has feature names that are all strings.
     noisy_counts_ : ndarray of shape (n_features, 2)
         Released ``(n_minus, n_plus)`` per feature after projection
-        (``"laplace"`` only).
+        (``"laplace"`` only); with ``count_release="one"`` each row sums to
+        the number of records.
     posterior_alpha_, posterior_beta_ : ndarray of shape (n_features,)
         Parameters of the privatised posterior (``"laplace"`` only).
     temperature_ : float
@@ -205,6 +237,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "prior": [tuple, list],
         "mechanism": [StrOptions({"laplace", "ops"})],
+        "count_release": [StrOptions({"one", "paper"})],
         "truncation": [Interval(Real, 0, 0.5, closed="neither")],
     }
 
@@ -214,6 +247,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         epsilon=1.0,
         delta=0.0,
         mechanism="laplace",
+        count_release="one",
         truncation=0.05,
         accountant=None,
         random_state=None,
@@ -223,6 +257,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         self.epsilon = epsilon
         self.delta = delta
         self.mechanism = mechanism
+        self.count_release = count_release
         self.truncation = truncation
         self.accountant = accountant
         self.random_state = random_state
@@ -291,6 +326,13 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
 
     def _check_params(self):
         self._check_prior()
+        if self.mechanism == "laplace" and self.count_release == "one" and self._neighbouring != REPLACE_ONE:
+            # Deriving n_minus from n is free only when n is public, as under
+            # replace-one neighbours; under add/remove it is not.
+            raise ValueError(
+                "count_release='one' derives the failure counts from the number of records, "
+                "which is public only under replace-one neighbours: use count_release='paper'."
+            )
 
     def _noise_mechanisms(self):
         # OPS samples in floating point: the template refuses secure noise
@@ -306,7 +348,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         return validate_fit_input(self, X, ensure_2d=False, single_pass=True, validate=self._validate_X)
 
     def _fit_private(self, data, plan, rng, ledger):
-        """Release the counts (Laplace, Eq. 16-17) or one tempered posterior sample (OPS, Eq. 14)."""
+        """Release the counts (Laplace, Eq. 16-17; see ``count_release``) or one tempered posterior sample (OPS, Eq. 14)."""
         prior = plan.settings["prior"]
         if data.chunked:
             counts = self._chunked_counts(data.chunks)
@@ -324,9 +366,18 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
             self.__dict__.pop(attr, None)
         self._n_draws_after_fit = 0
         if self.mechanism == "laplace":
-            mech = LaplaceMechanism.from_epsilon(self.epsilon, COUNT_L1_SENSITIVITY, n_uses=d)
-            noisy = np.vstack([mech.release(counts[j], rng, ledger) for j in range(d)])
-            self.noisy_counts_ = project_counts(noisy)
+            if self.count_release == "paper":
+                mech = LaplaceMechanism.from_epsilon(self.epsilon, COUNT_L1_SENSITIVITY, n_uses=d)
+                noisy = np.vstack([mech.release(counts[j], rng, ledger) for j in range(d)])
+                self.noisy_counts_ = project_counts(noisy)
+            else:
+                # n_plus alone; n (public under replace-one) gives n_minus.
+                # Clipping to [0, n] keeps both counts non-negative.
+                n = float(counts[0].sum())
+                mech = LaplaceMechanism.from_epsilon(self.epsilon, SUCCESS_COUNT_L1_SENSITIVITY, n_uses=d)
+                n_plus = np.array([mech.release(counts[j, 1], rng, ledger) for j in range(d)], dtype=float)
+                n_plus = np.clip(n_plus, 0.0, n)
+                self.noisy_counts_ = np.column_stack([n - n_plus, n_plus])
             self.posterior_alpha_ = prior[0] + self.noisy_counts_[:, 1]
             self.posterior_beta_ = prior[1] + self.noisy_counts_[:, 0]
             self.posterior_sample_ = rng.beta(self.posterior_alpha_, self.posterior_beta_)
