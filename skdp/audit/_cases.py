@@ -177,6 +177,8 @@ def _replayed_counts(model, n_records, max_steps=2000):
     released = pickle.loads(pickle.dumps(model))
     noisy = released.noisy_counts_
     d = noisy.shape[0]
+    if getattr(released, "count_release", "paper") == "one":
+        return _replayed_success_counts(released, noisy, d, n_records, max_steps)
     scale = _beta_bernoulli.COUNT_L1_SENSITIVITY * d / released.epsilon
     kept = noisy > 0
     for gen in _generators_in(released):
@@ -193,6 +195,33 @@ def _replayed_counts(model, n_records, max_steps=2000):
                 continue
             n_plus = np.where(kept[:, 1], exact[:, 1], n_records - exact[:, 0])
             if np.all(kept.any(axis=1)) and np.all((n_plus >= 0) & (n_plus <= n_records)):
+                return np.column_stack([n_records - n_plus, n_plus])
+    return None
+
+
+def _replayed_success_counts(released, noisy, d, n_records, max_steps):
+    """The replay attack on the one-count release: ``d`` Laplace draws of scale ``d / epsilon``.
+
+    Only the success counts strictly inside ``(0, n)`` (left unchanged by the
+    release's clipping) are checked for integrality.
+    """
+    scale = _beta_bernoulli.SUCCESS_COUNT_L1_SENSITIVITY * d / released.epsilon
+    plus = noisy[:, 1]
+    kept = (plus > 0) & (plus < n_records)
+    if not kept.any():
+        return None
+    for gen in _generators_in(released):
+        bits = gen.bit_generator
+        if not hasattr(bits, "advance"):
+            continue
+        end = bits.state
+        for k in range(d, d + max_steps):
+            bits.state = end
+            bits.advance(2**128 - k)
+            counts = plus - gen.laplace(0.0, scale, size=d)
+            exact = np.round(counts)
+            if np.all(np.abs(counts - exact)[kept] < 1e-6) and np.all((exact >= 0) & (exact <= n_records)):
+                n_plus = np.where(kept, exact, plus)
                 return np.column_stack([n_records - n_plus, n_plus])
     return None
 
