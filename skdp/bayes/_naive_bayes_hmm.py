@@ -162,8 +162,8 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     epsilon : float, default=1.0
         Total privacy budget of the fit.
     delta : float, default=0.0
-        Used only by ``"advanced"``, ``"zcdp"`` and ``"rdp"`` composition;
-        both mechanisms are pure DP.
+        Used only by ``"advanced"``, ``"zcdp"``, ``"rdp"`` and ``"pld"``
+        composition; both mechanisms are pure DP.
     truncation : float or None, default=None
         OPS truncation ``a0`` (the same for every feature, ``a0 K_d < 1``);
         None uses ``1 / (100 K_d)`` per feature as the paper.
@@ -183,8 +183,11 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Unknown categories at predict/score time raise, or are left out of
         the likelihood (the feature is treated as missing for that record).
         It does not apply to ``fit``.
-    composition : {"basic", "advanced", "zcdp", "rdp"}, default="basic"
-        Composition theorem of the fit's releases.
+    composition : {"basic", "advanced", "zcdp", "rdp", "pld"}, default="basic"
+        Accountant of the fit's releases (:mod:`skdp.privacy.accountants`).
+        Both mechanisms are pure DP and ``delta`` defaults to 0, where basic
+        composition is exact; with ``delta > 0``, ``"pld"`` trades a little
+        delta for a smaller epsilon.
     accountant : BudgetAccountant, default=None
     random_state : int, RandomState instance or None, default=None
 

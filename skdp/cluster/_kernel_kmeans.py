@@ -96,8 +96,9 @@ class DPKernelKMeans(_BaseDPLloyd):
         ``"random"``: the first iteration assigns the rows uniformly at random
         (a data-independent random partition).  An array gives public centres
         in the input space (Acs et al., footnote 3), mapped through ``z``.
-    composition : {"rdp", "zcdp", "advanced", "basic"}, default="rdp"
-        Composition theorem of the plan.
+    composition : {"pld", "rdp", "zcdp", "advanced", "basic"}, default="pld"
+        Accountant of the plan (:mod:`skdp.privacy.accountants`; ``"pld"``,
+        the tightest, never looser than ``"rdp"``).
     count_noise_weight : "auto" or float, default="auto"
         Noise multiplier of the cluster sizes over ``sigma_K``; ``"auto"`` is
         ``(2 n_components)^(1/4)`` (:ref:`cluster-budget-split`), ``1.0`` the
@@ -230,7 +231,7 @@ class DPKernelKMeans(_BaseDPLloyd):
         clip_norm_bins=100,
         max_iter=5,
         init="random",
-        composition="rdp",
+        composition="pld",
         count_noise_weight="auto",
         accountant=None,
         random_state=None,

@@ -157,9 +157,11 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         deviation about 214 with Laplace and about 24 with Gaussian noise.
         ``"laplace"`` and ``"gaussian"`` force the choice (explicit
         ``"gaussian"`` with ``delta=0`` raises a ValueError).
-    composition : {"rdp", "zcdp", "advanced"}, default="rdp"
-        Composition theorem the plan is calibrated and accounted with: Renyi
-        DP (moments accountant), zero-concentrated DP, or advanced composition
+    composition : {"pld", "rdp", "zcdp", "advanced"}, default="pld"
+        Accountant the plan is calibrated and accounted with
+        (:mod:`skdp.privacy.accountants`): privacy loss distributions
+        (dp-accounting, the tightest; never looser than RDP), Renyi DP
+        (moments accountant), zero-concentrated DP, or advanced composition
         (Appendix C; the paper's baseline).
     component_releases : {"joint", "separate"}, default="joint"
         One release per statistic per iteration for all components together,
@@ -177,8 +179,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Three positive numbers: the shares of (counts, means, second
         moments), normalised to sum to one; each statistic's share is spread
         evenly over its releases.  The shares are exact under ``"zcdp"``
-        (Gaussian noise) and basic composition (Laplace); under ``"rdp"`` and
-        ``"advanced"`` they fix the ratios of the noise multipliers, and the
+        (Gaussian noise) and basic composition (Laplace); under ``"pld"``,
+        ``"rdp"`` and ``"advanced"`` they fix the ratios of the noise multipliers, and the
         common scale is calibrated to ``(epsilon, delta)`` as always.
     max_iter : int, default=5
         Number of EM iterations ``J``; the budget is split over all of them,
@@ -329,7 +331,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "covariance_type": [StrOptions({"full", "tied", "spherical"})],
         "estimator": [StrOptions({"map", "mle"})],
         "mean_mechanism": [StrOptions({"auto", "laplace", "gaussian"})],
-        "composition": [StrOptions({"rdp", "zcdp", "advanced"})],
+        "composition": [StrOptions({"pld", "rdp", "zcdp", "advanced"})],
         "component_releases": [StrOptions({"joint", "separate"})],
         "budget_split": [StrOptions({"equal", "auto"}), "array-like"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -352,7 +354,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         covariance_type="full",
         estimator="map",
         mean_mechanism="auto",
-        composition="rdp",
+        composition="pld",
         component_releases="joint",
         budget_split="auto",
         max_iter=5,
