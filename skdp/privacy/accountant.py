@@ -56,8 +56,10 @@ PrivacySpent.__doc__ = """(epsilon, delta) differential-privacy guarantee of a r
 
 
 def _check_composition(composition):
-    if composition not in COMPOSITIONS:
-        raise ValueError(f"composition must be one of {COMPOSITIONS}, got {composition!r}.")
+    # The live registry, not COMPOSITIONS (a snapshot taken at import): an
+    # accountant registered later, outside this package, is usable too.
+    if not isinstance(composition, str) or composition not in ACCOUNTANTS:
+        raise ValueError(f"composition must be one of {tuple(ACCOUNTANTS)}, got {composition!r}.")
 
 
 def accountant_for(events, composition):
