@@ -34,6 +34,7 @@ from skdp.privacy import (
 from skdp.privacy.accountants.basic import per_use_epsilon
 from skdp.privacy.accountants.rdp import RDPAccountant
 from skdp.privacy.accountants.zcdp import ZCDPAccountant
+from skdp.privacy.cluster_sampling import ClusterSampledGaussianEvent
 from skdp.privacy.conversions import pure_dp_rdp
 
 ORDERS = np.asarray(DEFAULT_ORDERS)
@@ -238,14 +239,29 @@ def test_neighbouring_relations():
     assert acc.privacy_spent(0).epsilon == pytest.approx(1.0)
     with pytest.raises(ValueError, match="cannot be converted"):
         PrivacyLedger(neighbouring=ADD_REMOVE).record(LaplaceEvent(1, REPLACE_ONE, 2.0))
+    # A Poisson-subsampled Gaussian is the same mechanism under replace-one:
+    # a replacement moves the sum by at most 2C, so the multiplier halves.
+    poisson = SubsampledGaussianEvent(3, ADD_REMOVE, noise_multiplier=1.1, sampling_rate=0.1)
+    converted = PrivacyLedger(neighbouring=REPLACE_ONE).record(poisson)
+    assert converted == SubsampledGaussianEvent(
+        3, REPLACE_ONE, noise_multiplier=0.55, sampling_rate=0.1, sampling="poisson"
+    )
+    # ... and it is never cheaper under replace-one than under add/remove.
+    assert compose([converted], 1e-5).epsilon > compose([poisson], 1e-5).epsilon
+    # Without-replacement batches and Acs et al.'s cluster-sampled steps are
+    # tied to their relation: both directions refuse.
+    wor = SubsampledGaussianEvent(1, REPLACE_ONE, 1.0, 0.1, sampling="without_replacement")
     with pytest.raises(ValueError, match="cannot be converted"):
-        PrivacyLedger(neighbouring=REPLACE_ONE).record(
-            SubsampledGaussianEvent(1, ADD_REMOVE, noise_multiplier=1.0, sampling_rate=0.1)
-        )
+        PrivacyLedger(neighbouring=ADD_REMOVE).record(wor)
+    cluster = ClusterSampledGaussianEvent(1, ADD_REMOVE, 1.0, (0.1,), (1.0,))
+    with pytest.raises(ValueError, match="cannot be converted"):
+        PrivacyLedger(neighbouring=REPLACE_ONE).record(cluster)
+    with pytest.raises(ValueError, match="cannot be converted"):
+        PrivacyLedger(neighbouring=ADD_REMOVE).record(converted)
     with pytest.raises(ValueError, match="different relations"):
         compose([lap, LaplaceEvent(1, REPLACE_ONE, 1.0)], 0.0)
-    with pytest.raises(ValueError, match="poisson"):
-        SubsampledGaussianEvent(1, REPLACE_ONE, noise_multiplier=1.0, sampling_rate=0.1)
+    with pytest.raises(ValueError, match="without_replacement"):
+        SubsampledGaussianEvent(1, ADD_REMOVE, 1.0, 0.1, sampling="without_replacement")
 
 
 def test_accountant_validation_and_pickle():

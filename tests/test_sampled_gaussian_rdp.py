@@ -172,7 +172,7 @@ def test_accountant_uses_the_minimum_of_exact_and_autodp():
     autodp = np.full(orders.shape, np.inf)
     autodp[picked] = _autodp._subsampled_gaussian_rdp(sigma, q, True, tuple(orders[picked]))
     expected = rdp_to_epsilon(steps * np.minimum(exact, autodp), orders, DELTA)
-    assert compose([_event(sigma, q, steps)], DELTA).epsilon == pytest.approx(expected, rel=1e-12)
+    assert compose([_event(sigma, q, steps)], DELTA, "rdp").epsilon == pytest.approx(expected, rel=1e-12)
     # The exact curve is what lowers epsilon: autodp alone (on its own grid) is looser.
     assert expected < rdp_to_epsilon(steps * autodp[picked], orders[picked], DELTA) * (1 - 1e-3)
 
@@ -206,5 +206,5 @@ def test_total_epsilon_matches_opacus_rdp_accountant(sigma, q, steps):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus warns when its optimum is its largest order
         theirs = acc.get_epsilon(DELTA)
-    ours = compose([_event(sigma, q, steps)], DELTA).epsilon
+    ours = compose([_event(sigma, q, steps)], DELTA, "rdp").epsilon
     assert ours == pytest.approx(theirs, rel=0.005)

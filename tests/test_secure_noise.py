@@ -243,8 +243,8 @@ def test_discrete_laplace_rdp_is_randomised_response_not_the_laplace_curve(t):
     # The discrete event must not use the continuous curve.
     orders = np.array([1.5, 2.0, 4.0, 16.0])
     exact = np.array([_exact_discrete_laplace_rdp(t, 1, a) for a in orders])
-    discrete = DiscreteLaplaceEvent(1, "replace_one", float(t)).rdp(orders)
-    continuous = LaplaceEvent(1, "replace_one", float(t)).rdp(orders)
+    discrete = RDPAccountant.curve(DiscreteLaplaceEvent(1, "replace_one", float(t)), orders)
+    continuous = RDPAccountant.curve(LaplaceEvent(1, "replace_one", float(t)), orders)
     np.testing.assert_allclose(discrete, exact, rtol=1e-9)
     assert np.all(continuous < exact * (1 - 1e-3))
     # With a larger integer shift and scale (the grid's regime) the event's curve still bounds it.
