@@ -1,0 +1,335 @@
+"""DPPCA: principal components of a noisy second-moment matrix ("Analyze Gauss")."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
+
+from ..base import (
+    PRIVACY_PARAMETER_CONSTRAINTS,
+    DPEstimatorMixin,
+    PrivacyPlan,
+    private_fit_context,
+    warn_privacy_leak,
+)
+from ..privacy import (
+    DEFAULT_COMPOSITION,
+    GaussianEvent,
+    GaussianMechanism,
+    SymmetricMatrixGaussianMechanism,
+    calibrate_noise_multiplier,
+)
+from ..privacy.clipping import clip_rows, row_norms
+
+
+def second_moment_sensitivity(data_norm):
+    """Frobenius sensitivity of ``sum_i x_i x_i^T`` over rows of norm ``<= C`` under replace-one.
+
+    Replacing ``a`` by ``b`` changes the matrix by ``a a^T - b b^T``, of
+    Frobenius norm ``sqrt(||a||^4 + ||b||^4 - 2 (a.b)^2) <= sqrt(2) C^2``
+    (tight for orthogonal ``a, b``; :class:`~skdp.privacy.SymmetricMatrixGaussianMechanism`,
+    with weight ``C^2`` for rows scaled to the unit ball).  It bounds the L2
+    sensitivity of the upper triangle the mechanism perturbs.
+    """
+    return math.sqrt(2.0) * data_norm**2
+
+
+def sum_sensitivity(data_norm):
+    """L2 sensitivity of ``sum_i x_i`` over rows of norm ``<= C`` under replace-one: ``||a - b|| <= 2 C``."""
+    return 2.0 * data_norm
+
+
+def pca_statistics(chunk, data_norm):
+    """``(sum_i x_i, sum_i x_i x_i^T)`` of the rows clipped to ``data_norm``, as one summable array.
+
+    Returns shape ``(d + 1, d)``: the first row is the sum, the rest the
+    second-moment matrix (a map step of
+    :meth:`skdp._chunks.ChunkedData.map_reduce`).
+    """
+    clipped = clip_rows(chunk, data_norm)
+    return np.vstack([clipped.sum(axis=0), clipped.T @ clipped])
+
+
+def _max_row_norm(chunk):
+    return row_norms(chunk).max()
+
+
+class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Differentially private PCA by "Analyze Gauss" (Dwork, Talwar, Thakurta & Zhang 2014).
+
+    Rows are clipped to L2 norm ``data_norm`` (the core's clipping rule); the
+    second-moment matrix ``A = sum_i x_i x_i^T`` is released with symmetric
+    Gaussian noise (i.i.d. on the upper triangle, mirrored:
+    :class:`~skdp.privacy.SymmetricMatrixGaussianMechanism`, Algorithm 1 of
+    the paper), whose Frobenius sensitivity under replace-one neighbours is
+    ``sqrt(2) C^2`` (:func:`second_moment_sensitivity`).  The components are
+    the top eigenvectors of the released covariance (post-processing).
+
+    Centring (``centered``):
+
+    ``centered=False`` (default)
+        The mean is released too, from the same clipped rows: the sum
+        ``sum_i x_i`` with Gaussian noise, L2 sensitivity ``2 C``.  Both
+        releases share one noise multiplier, calibrated so that the two
+        Gaussian events compose to ``(epsilon, delta)`` (the core's
+        ``"pld"`` accountant; two Gaussians at multiplier ``z`` are one at
+        ``z / sqrt(2)``).  The covariance is
+        ``(A~ - n mu~ mu~^T) / (n - 1)`` (post-processing; ``n`` is public
+        under replace-one neighbours).
+    ``centered=True``
+        The data is declared centred at 0 (public knowledge, e.g. features
+        standardised by public constants): ``mean_`` is 0, not released, and
+        the whole budget goes to ``A``; the covariance is ``A~ / n``.
+
+    The noise on each entry of the covariance has std about
+    ``z sqrt(2) C^2 / n``: ``n`` must be large against ``d``'s share of the
+    spectrum for the top components to survive it (Dwork et al., Thm. 3).
+
+    ``data_norm=None`` reads the largest row norm off the data and raises a
+    :class:`~skdp.PrivacyLeakWarning`: the guarantee then holds only for
+    neighbours with the same largest norm.
+
+    The guarantee (``privacy_spent_``) refers to replace-one neighbours.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of components kept; None keeps all ``n_features``.
+    epsilon : float, default=1.0
+    delta : float in (0, 1), default=1e-5
+        Gaussian noise needs ``delta > 0``.
+    data_norm : float or None, default=None
+        Public bound on the L2 norm of a row; rows are clipped to it.
+    centered : bool, default=False
+        Declare the data centred at 0 (no mean released); see above.
+    accountant : BudgetAccountant, default=None
+        Shared budget charged with ``privacy_spent_``.
+    random_state : None, int, RandomState or Generator, default=None
+        Source of the noise; None (fresh OS entropy) for a release, an int to
+        reproduce a fit (whoever holds it can replay the noise).
+    secure_noise : bool or None, default=None
+        Sample the Gaussian noise exactly on a grid (discrete Gaussian,
+        Canonne, Kamath & Steinke 2020) instead of in floating point
+        (Mironov 2012).  None follows the package default
+        (:func:`skdp.set_config`).
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Released principal axes (rows, unit norm, by decreasing eigenvalue;
+        the sign makes the largest entry of each positive).
+    explained_variance_ : ndarray of shape (n_components,)
+        Eigenvalues of the released covariance for those axes, floored at 0.
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the sum of the floored eigenvalues.
+    covariance_ : ndarray of shape (n_features, n_features)
+        The released covariance the components come from.
+    mean_ : ndarray of shape (n_features,)
+        Released mean (0 with ``centered=True``).
+    data_norm_ : float
+        The bound the rows were clipped to (declared, or read off the data).
+    n_components_ : int
+    n_samples_ : int
+        Number of training records (public under replace-one neighbours).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+    privacy_spent_ : PrivacySpent
+    privacy_ledger_ : PrivacyLedger
+        One Gaussian event for the matrix (and one for the mean).
+
+    See Also
+    --------
+    sklearn.decomposition.PCA : the non-private PCA.
+
+    References
+    ----------
+    C. Dwork, K. Talwar, A. Thakurta, L. Zhang. Analyze Gauss: optimal bounds
+    for privacy-preserving principal component analysis. STOC 2014.
+
+    B. Balle, Y.-X. Wang. Improving the Gaussian mechanism for differential
+    privacy: analytical calibration and optimal denoising. ICML 2018.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdp.preprocessing import DPPCA
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20000, 3)) * [3.0, 1.0, 0.3]
+    >>> pca = DPPCA(n_components=1, data_norm=10.0, random_state=0).fit(X)
+    >>> np.abs(pca.components_).round(1)
+    array([[1., 0., 0.]])
+    """
+
+    # Released: the noisy second-moment matrix and (centered=False) the noisy
+    # sum, two Gaussian events, and their post-processing (covariance_,
+    # components_, explained variances, mean_); data_norm_ declared (or read
+    # off the data, warned); n public under replace-one neighbours.
+    _released_attributes = frozenset(
+        {
+            "components_",
+            "explained_variance_",
+            "explained_variance_ratio_",
+            "covariance_",
+            "mean_",
+            "data_norm_",
+            "n_components_",
+            "n_samples_",
+        }
+    )
+
+    _parameter_constraints = {
+        **PRIVACY_PARAMETER_CONSTRAINTS,
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "data_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "centered": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        n_components=None,
+        epsilon=1.0,
+        delta=1e-5,
+        data_norm=None,
+        centered=False,
+        accountant=None,
+        random_state=None,
+        secure_noise=None,
+    ):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.data_norm = data_norm
+        self.centered = centered
+        self.accountant = accountant
+        self.random_state = random_state
+        self.secure_noise = secure_noise
+
+    def _check_n_components(self, n_features):
+        if self.n_components is not None and self.n_components > n_features:
+            raise ValueError(
+                f"n_components={self.n_components} must be at most the number of features ({n_features})."
+            )
+        return n_features if self.n_components is None else int(self.n_components)
+
+    # The template's steps (skdp.base.DPEstimatorMixin._private_fit).
+    def _check_public_input(self, X, y=None):
+        shape = getattr(X, "shape", None)
+        # An X with no column is left to validation, whose message names it.
+        if shape is not None and len(shape) == 2 and isinstance(shape[1], Integral) and shape[1] >= 1:
+            self._check_n_components(int(shape[1]))
+
+    def _noise_mechanisms(self):
+        return (SymmetricMatrixGaussianMechanism,)
+
+    def _privacy_plan(self):
+        return PrivacyPlan(self.epsilon, self.delta, DEFAULT_COMPOSITION)
+
+    def _calibrate(self, data, plan):
+        n_releases = 1 if self.centered else 2
+
+        def events(z):
+            return [GaussianEvent(count=n_releases, neighbouring=self._neighbouring, noise_multiplier=z)]
+
+        z = calibrate_noise_multiplier(
+            events, plan.epsilon, plan.delta, plan.composition, secure_noise=plan.secure_noise
+        )
+        return plan.with_settings(noise_multiplier=z)
+
+    def _fit_private(self, data, plan, rng, ledger):
+        d = data.n_features
+        k = self._check_n_components(d)
+        if self.data_norm is None:
+            warn_privacy_leak("data_norm", "the largest row norm")
+            norm = data.summary.max_norm if data.chunked else float(row_norms(data.X).max())
+            # An all-zero dataset has no norm to clip to: any positive bound is exact.
+            norm = norm if norm > 0 else 1.0
+        else:
+            norm = float(self.data_norm)
+        self.data_norm_ = norm
+        stats = data.chunks.map_reduce(pca_statistics, norm) if data.chunked else pca_statistics(data.X, norm)
+        n = self.n_samples_ = int(data.n_samples)
+        z = plan.settings["noise_multiplier"]
+        moment_sens = second_moment_sensitivity(norm)
+        moments = SymmetricMatrixGaussianMechanism(moment_sens, z * moment_sens).release(
+            (stats[1:] + stats[1:].T) / 2, rng, ledger
+        )
+        # Post-processing of the released matrix (and sum) from here on.
+        if self.centered:
+            self.mean_ = np.zeros(d)
+            covariance = moments / n
+        else:
+            sum_sens = sum_sensitivity(norm)
+            total = GaussianMechanism(sum_sens, z * sum_sens).release(stats[0], rng, ledger)
+            self.mean_ = total / n
+            covariance = (moments - n * np.outer(self.mean_, self.mean_)) / max(n - 1, 1)
+        self.covariance_ = covariance
+        values, vectors = np.linalg.eigh(covariance)
+        order = np.argsort(values)[::-1]
+        values, vectors = np.maximum(values[order], 0.0), vectors[:, order].T
+        # Deterministic signs (as scikit-learn's svd_flip): largest entry positive.
+        signs = np.sign(vectors[np.arange(d), np.argmax(np.abs(vectors), axis=1)])
+        vectors *= np.where(signs == 0, 1.0, signs)[:, None]
+        self.n_components_ = k
+        self.components_ = vectors[:k]
+        self.explained_variance_ = values[:k]
+        total_variance = values.sum()
+        self.explained_variance_ratio_ = values[:k] / total_variance if total_variance > 0 else np.zeros(k)
+
+    @private_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Release the private covariance and its principal components.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A 2-D ``numpy.memmap``, Dask array or DataFrame, or a callable
+            returning chunks, is read chunk by chunk (:doc:`/scale_out`).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : DPPCA
+        """
+        return self._private_fit(X)
+
+    def transform(self, X):
+        """Project ``X`` on the released components: ``(X - mean_) @ components_.T`` (free).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_components_)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        return (X - self.mean_) @ self.components_.T
+
+    def inverse_transform(self, X):
+        """Map projections back to feature space: ``X @ components_ + mean_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components_)
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        X = np.asarray(X, dtype=float)
+        return X @ self.components_ + self.mean_
+
+    @property
+    def _n_features_out(self):
+        """Number of output features (ClassNamePrefixFeaturesOutMixin)."""
+        return self.components_.shape[0]

@@ -1,0 +1,342 @@
+"""skdp.preprocessing: DPStandardScaler, DPMinMaxScaler and DPPCA.
+
+Noise scales are tested statistically against the mechanism's theoretical
+standard deviation, with chi-square (or kurtosis-aware) bounds at a false
+alarm rate of 1e-4 per test, so halving the noise fails every one of them.
+"""
+
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from _release_walk import N_ROWS, release_violations
+from scipy import stats
+from sklearn.base import clone
+from sklearn.datasets import load_breast_cancer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import check_estimator
+
+from skdp import PrivacyLeakWarning
+from skdp.preprocessing import DPPCA, DPMinMaxScaler, DPStandardScaler
+from skdp.preprocessing._minmax import default_grid, private_quantiles, rank_counts
+from skdp.privacy import (
+    BudgetAccountant,
+    GaussianEvent,
+    LaplaceEvent,
+    PrivacyLedger,
+    PureDPEvent,
+    gaussian_noise_multiplier,
+)
+
+#: False-alarm rate of each statistical test.
+ALPHA = 1e-4
+
+
+def _instances():
+    return [
+        DPStandardScaler(bounds=(-3.0, 3.0), random_state=0),
+        DPStandardScaler(bounds=(-3.0, 3.0), delta=0.0, with_std=False, random_state=0),
+        DPStandardScaler(bounds="auto", random_state=0),
+        DPMinMaxScaler(random_state=0),
+        DPMinMaxScaler(delta=1e-5, feature_range=(-1, 1), clip=False, random_state=0),
+        DPPCA(n_components=1, data_norm=5.0, random_state=0),
+        DPPCA(data_norm=5.0, centered=True, random_state=0),
+    ]
+
+
+def _ids():
+    return [f"{type(e).__name__}-{i}" for i, e in enumerate(_instances())]
+
+
+def _fit_quietly(est, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        return est.fit(X)
+
+
+def _check_variance(samples, sigma):
+    """Chi-square test that i.i.d. Gaussian ``samples`` have std ``sigma`` (two-sided, ALPHA)."""
+    k = samples.size
+    statistic = np.sum(samples**2) / sigma**2  # mean 0 known: k degrees of freedom
+    low, high = stats.chi2.ppf([ALPHA / 2, 1 - ALPHA / 2], k)
+    assert low <= statistic <= high, (statistic / k, low / k, high / k)
+
+
+# --- scikit-learn API -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("est", _instances(), ids=_ids())
+def test_sklearn_check_estimator(est):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_estimator(est)
+
+
+@pytest.mark.parametrize("est", _instances(), ids=_ids())
+def test_clone_params_and_set_output_pandas(est):
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(np.random.default_rng(0).normal(size=(300, 3)), columns=["a", "b", "c"])
+    copy = clone(est).set_params(epsilon=2.0)
+    assert copy.get_params()["epsilon"] == 2.0 and est.get_params()["epsilon"] == 1.0
+    out = _fit_quietly(copy.set_output(transform="pandas"), X).transform(X)
+    assert isinstance(out, pd.DataFrame)
+    names = list(copy.get_feature_names_out())
+    assert list(out.columns) == names
+    if isinstance(est, DPPCA):
+        assert names == [f"dppca{i}" for i in range(copy.n_components_)]
+    else:
+        assert names == ["a", "b", "c"]
+
+
+def test_pipeline_with_logistic_regression_on_breast_cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, random_state=0, stratify=y)
+    # Public bounds: 0 to 1.2 times each feature's largest value (a stand-in for domain knowledge).
+    bounds = (0.0, 1.2 * X.max(axis=0))
+    pipe = make_pipeline(DPStandardScaler(bounds=bounds, random_state=0), LogisticRegression(max_iter=1000))
+    assert pipe.fit(Xtr, ytr).score(Xte, yte) > 0.9
+    pipe = make_pipeline(
+        DPPCA(n_components=5, data_norm=5000.0, random_state=0), LogisticRegression(max_iter=5000)
+    )
+    assert pipe.fit(Xtr, ytr).score(Xte, yte) > 0.85
+
+
+# --- noise scales ----------------------------------------------------------------------------------
+
+
+def test_standard_scaler_gaussian_noise_scale():
+    # Constant data at the centre of the bounds: mean_ = width * noise / n,
+    # never clipped (noise std 0.015 against a half-width of 1).
+    n, d, fits = 1000, 2, 300
+    X = np.zeros((n, d))
+    means = np.array([DPStandardScaler(bounds=(-1, 1), random_state=s).fit(X).mean_ for s in range(fits)])
+    # 2d statistics of sensitivity 1 each: L2 sensitivity sqrt(2d); a single
+    # Gaussian release at (1, 1e-5) has the analytic multiplier.
+    sigma = gaussian_noise_multiplier(1.0, 1e-5) * math.sqrt(2 * d)
+    _check_variance(means.ravel() * n / 2.0, sigma)
+
+
+def test_standard_scaler_laplace_noise_scale():
+    n, d, fits = 1000, 2, 500
+    X = np.zeros((n, d))
+    noise = np.array(
+        [DPStandardScaler(bounds=(-1, 1), delta=0.0, random_state=s).fit(X).mean_ for s in range(fits)]
+    ).ravel() * (n / 2.0)
+    b = 2 * d / 1.0  # L1 sensitivity 2d at epsilon 1
+    # Sample variance of k Laplace draws: mean 2 b^2, variance (E x^4 - (2b^2)^2) / k = 20 b^4 / k.
+    k = noise.size
+    z = (np.mean(noise**2) - 2 * b**2) / math.sqrt(20 * b**4 / k)
+    assert abs(z) < stats.norm.ppf(1 - ALPHA / 2), z
+    assert stats.kstest(noise, stats.laplace(scale=b).cdf).pvalue > ALPHA
+
+
+def test_standard_scaler_variance_floor_and_clipping():
+    X = np.full((200, 2), 7.0)  # constant: exact variance 0
+    s = DPStandardScaler(bounds=(0, 10), random_state=0).fit(X)
+    assert np.all(s.var_ > 0) and np.all(np.isfinite(s.transform(X)))
+    assert np.all((s.mean_ >= 0) & (s.mean_ <= 10))
+    # Values outside the bounds are clipped before the sums: a huge outlier moves nothing.
+    Y = np.zeros((1000, 1))
+    Y[0] = 1e300
+    a = DPStandardScaler(bounds=(-1, 1), random_state=0).fit(Y)
+    Y[0] = 1.0
+    b = DPStandardScaler(bounds=(-1, 1), random_state=0).fit(Y)
+    np.testing.assert_allclose(a.mean_, b.mean_)
+
+
+def test_pca_matrix_noise_scale():
+    n, d, C, fits = 500, 3, 2.0, 100
+    X = np.zeros((n, d))
+    iu = np.triu_indices(d)
+    entries = np.array(
+        [DPPCA(data_norm=C, centered=True, random_state=s).fit(X).covariance_[iu] for s in range(fits)]
+    )
+    # Frobenius sensitivity sqrt(2) C^2 (replace-one), one Gaussian release at (1, 1e-5).
+    sigma = gaussian_noise_multiplier(1.0, 1e-5) * math.sqrt(2.0) * C**2 / n
+    _check_variance(entries.ravel(), sigma)
+
+
+def test_pca_mean_noise_scale():
+    n, d, C, fits = 500, 3, 2.0, 200
+    X = np.zeros((n, d))
+    means = np.array([DPPCA(data_norm=C, random_state=s).fit(X).mean_ for s in range(fits)])
+    # Two Gaussian releases at multiplier z compose as one at z / sqrt(2):
+    # z = sqrt(2) times the single-release multiplier; sum sensitivity 2C.
+    z = math.sqrt(2.0) * gaussian_noise_multiplier(1.0, 1e-5)
+    _check_variance(means.ravel(), z * 2 * C / n)
+
+
+def test_exponential_quantile_probabilities():
+    # All records in cell [1, 2] of the grid 0..4: the cells' distances to the
+    # target rank are known, and the draw frequencies must follow exp(-eps dist / 2).
+    grid = np.arange(5.0)
+    X = np.full((10, 1), 1.5)
+    counts = rank_counts(X, grid)
+    q, eps, draws = 0.5, 1.0, 4000
+    rng = np.random.default_rng(0)
+    ledger = PrivacyLedger(composition="basic")
+    out = np.array([private_quantiles(counts, 10, [q], grid, eps, rng, ledger)[0, 0] for _ in range(draws)])
+    distance = np.array([5.0, 0.0, 5.0, 5.0])  # target 5 against counts (0,0), (0,10), (10,10), (10,10)
+    p = np.exp(-eps * distance / 2)
+    p /= p.sum()
+    observed = np.array([np.sum(out == m) for m in (0.5, 1.5, 2.5, 3.5)])
+    assert observed.sum() == draws
+    assert stats.chisquare(observed, p * draws).pvalue > ALPHA
+    assert len(ledger) == draws and ledger.privacy_spent(0.0).epsilon == pytest.approx(draws * eps)
+
+
+# --- accounting ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("est", "events"),
+    [
+        (DPStandardScaler(bounds=(-1, 1), random_state=0), [GaussianEvent]),
+        (DPStandardScaler(bounds=(-1, 1), delta=0.0, random_state=0), [LaplaceEvent]),
+        (DPStandardScaler(bounds="auto", random_state=0), [PureDPEvent] * 6 + [GaussianEvent]),
+        (DPMinMaxScaler(random_state=0), [PureDPEvent] * 6),
+        (DPMinMaxScaler(delta=1e-5, random_state=0), [PureDPEvent] * 6),
+        (DPPCA(data_norm=3.0, random_state=0), [GaussianEvent, GaussianEvent]),
+        (DPPCA(data_norm=3.0, centered=True, random_state=0), [GaussianEvent]),
+    ],
+)
+def test_ledger_privacy_spent_and_accountant(est, events):
+    X = np.random.default_rng(0).normal(size=(400, 3))
+    budget = BudgetAccountant(epsilon=10.0, delta=1e-3)
+    est.set_params(accountant=budget, epsilon=1.0).fit(X)
+    assert sorted(type(e).__name__ for e in est.privacy_ledger_.events) == sorted(e.__name__ for e in events)
+    eps, delta = est.privacy_spent_
+    assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-3)
+    assert delta == est.delta
+    # The budget recomposes the fit's events under its own accountant ("pld"),
+    # never above what the fit reports (bounds="auto" composes basically).
+    assert 0.8 * eps < budget.spent[0] <= eps * (1 + 1e-6)
+    if isinstance(est, DPMinMaxScaler) and est.delta == 0:
+        # Basic composition of 2d pure-DP quantiles: epsilon / (2d) each.
+        assert all(e.epsilon == pytest.approx(1.0 / 6, rel=1e-5) for e in est.privacy_ledger_.events)
+
+
+def test_auto_bounds_refuse_secure_noise_before_charging():
+    budget = BudgetAccountant(epsilon=10.0, delta=1e-3)
+    X = np.zeros((50, 2))
+    for est in (DPStandardScaler(bounds="auto", accountant=budget), DPMinMaxScaler(accountant=budget)):
+        with pytest.raises(ValueError, match="secure_noise"):
+            est.set_params(secure_noise=True).fit(X)
+    assert budget.spent[0] == 0
+
+
+def test_secure_noise_standard_scaler_and_pca():
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    for est in (
+        DPStandardScaler(bounds=(-3, 3)),
+        DPStandardScaler(bounds=(-3, 3), delta=0.0),
+        DPPCA(data_norm=5.0),
+    ):
+        est.set_params(secure_noise=True, random_state=0).fit(X)
+        assert est.privacy_spent_.epsilon <= 1.0
+
+
+@pytest.mark.parametrize("est", _instances(), ids=_ids())
+def test_release_surface(est):
+    X = np.random.default_rng(1).normal(size=(N_ROWS, 3))
+    model = _fit_quietly(clone(est), X)
+    assert release_violations(model, 0, in_memory=True) == []
+    assert release_violations(pickle.loads(pickle.dumps(model)), 0) == []
+
+
+# --- bounds and leaks -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("est", "warns"),
+    [
+        (DPStandardScaler(random_state=0), True),
+        (DPStandardScaler(bounds=(-5, 5), random_state=0), False),
+        (DPStandardScaler(bounds="auto", random_state=0), False),
+        (DPMinMaxScaler(random_state=0), False),
+        (DPPCA(random_state=0), True),
+        (DPPCA(data_norm=5.0, random_state=0), False),
+    ],
+)
+def test_privacy_leak_warning_only_when_bounds_read_off_data(est, warns):
+    X = np.random.default_rng(0).normal(size=(100, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X)
+    leaks = [w for w in caught if issubclass(w.category, PrivacyLeakWarning)]
+    assert bool(leaks) == warns
+    if warns:
+        assert ("bounds" if isinstance(est, DPStandardScaler) else "data_norm") in str(leaks[0].message)
+
+
+def test_min_max_scaler_needs_no_bounds_and_finds_the_quantiles():
+    n, eps, beta = 20000, 1.0, 1e-4
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(1000.0, 100.0, n), rng.exponential(0.01, n)])
+    scaler = DPMinMaxScaler(epsilon=eps, random_state=0).fit(X)
+    grid = default_grid()
+    counts = rank_counts(X, grid)
+    # The exponential mechanism's utility guarantee (McSherry & Talwar 2007):
+    # the chosen cell is at most (2 / eps') log(n_cells / beta) records from
+    # the target rank with probability 1 - beta, per quantile.
+    eps_each = eps / (2 * X.shape[1])
+    slack = 2 / eps_each * math.log((grid.size - 1) / beta)
+    for row, q in ((scaler.data_min_, 0.01), (scaler.data_max_, 0.99)):
+        for j, value in enumerate(row):
+            k = np.searchsorted(grid, value) - 1  # the cell [grid[k], grid[k+1]] the midpoint is in
+            lo, hi = counts[j, k], counts[j, k + 1]
+            distance = max(lo - q * n, 0.0) + max(q * n - hi, 0.0)
+            assert distance <= slack, (j, q, distance, slack)
+    # And in value: within 6% (one grid cell, 4.7%, plus the rank slack) of the true quantiles.
+    true = np.quantile(X, [0.01, 0.99], axis=0)
+    np.testing.assert_allclose(scaler.data_min_, true[0], rtol=0.06)
+    np.testing.assert_allclose(scaler.data_max_, true[1], rtol=0.06)
+    Xt = scaler.transform(X)
+    assert Xt.min() == 0.0 and Xt.max() == 1.0
+
+
+def test_chunked_input_matches_in_memory():
+    X = np.random.default_rng(0).normal(size=(1000, 3))
+
+    def factory():
+        return (X[i : i + 128] for i in range(0, len(X), 128))
+
+    for est in (DPStandardScaler(bounds=(-3, 3)), DPMinMaxScaler(), DPPCA(data_norm=4.0)):
+        a = clone(est).set_params(random_state=0).fit(X)
+        b = clone(est).set_params(random_state=0).fit(factory)
+        for name in ("mean_", "scale_", "data_min_", "data_max_", "components_"):
+            if hasattr(a, name):
+                np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-9, atol=1e-12)
+
+
+# --- bad parameters --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("est", "name"),
+    [
+        (DPStandardScaler(epsilon=-1.0), "epsilon"),
+        (DPStandardScaler(bounds=(1.0, 0.0)), "bounds"),
+        (DPStandardScaler(bounds=([0, 0], [1, 1])), "bounds"),  # 2 columns for 3 features
+        (DPStandardScaler(bounds="everything"), "bounds"),
+        (DPStandardScaler(bounds_budget=1.0), "bounds_budget"),
+        (DPMinMaxScaler(quantiles=(0.9, 0.1)), "quantiles"),
+        (DPMinMaxScaler(feature_range=(1, 0)), "feature_range"),
+        (DPMinMaxScaler(grid=[0.0, 2.0, 1.0]), "grid"),
+        (DPMinMaxScaler(delta=1.5), "delta"),
+        (DPPCA(n_components=4, data_norm=1.0), "n_components"),
+        (DPPCA(n_components=0, data_norm=1.0), "n_components"),
+        (DPPCA(delta=0.0, data_norm=1.0), "delta"),
+        (DPPCA(data_norm=-1.0), "data_norm"),
+        (DPPCA(centered="yes"), "centered"),
+    ],
+)
+def test_bad_parameters_raise_naming_the_parameter_before_charging(est, name):
+    budget = BudgetAccountant(epsilon=10.0, delta=1e-3)
+    with pytest.raises((ValueError, TypeError), match=name):
+        est.set_params(accountant=budget).fit(np.zeros((20, 3)))
+    assert budget.spent[0] == 0
