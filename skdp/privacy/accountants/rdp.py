@@ -111,3 +111,18 @@ def _cluster_sampled(event, orders):
     pairs = sorted(set(zip(event.sampling_rates, event.selection_probabilities, strict=True)))
     curves = [cluster_sampled_gaussian_rdp(event.noise_multiplier, q, p, orders) for q, p in pairs]
     return np.max(curves, axis=0)
+
+
+# Papernot & Steinke (2022): private selection by random repetition (issue 21).
+from ..repeat_select import RepeatAndSelectEvent, repeat_and_select_rdp  # noqa: E402
+
+
+@RDPAccountant.rule(RepeatAndSelectEvent)
+def _repeat_and_select(event, orders):
+    # One trial: the sum of its events' curves, maximised over the candidate
+    # plans it draws from (a mixture that names its candidate); then
+    # Theorem 2 (truncated negative binomial) or Theorem 6 (Poisson).
+    trial = np.max(
+        [sum(e.count * RDPAccountant.curve(e, orders) for e in plan) for plan in event.inner_events], axis=0
+    )
+    return repeat_and_select_rdp(orders, trial, event.mean, event.shape)

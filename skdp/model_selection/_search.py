@@ -1,0 +1,746 @@
+"""Private hyperparameter search: repeat a random candidate a random number of times, keep the best.
+
+Papernot & Steinke (2022), "Hyperparameter tuning with Renyi differential
+privacy" (ICLR), Theorems 2 and 6; the privacy computation is
+:mod:`skdp.privacy.repeat_select`.  See the docstring of
+:class:`DPGridSearchCV` and :doc:`/model_selection`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.model_selection import ParameterGrid, ParameterSampler
+from sklearn.utils import _safe_indexing
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted, indexable
+
+from .._config import resolve_secure_noise
+from ..exceptions import PrivacyLeakWarning
+from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
+from ..privacy.accountant import DEFAULT_COMPOSITION
+from ..privacy.accountants.rdp import RDPAccountant
+from ..privacy.clipping import clip_rows
+from ..privacy.conversions import DEFAULT_ORDERS
+from ..privacy.events import REPLACE_ONE
+from ..privacy.repeat_select import (
+    POISSON,
+    RepeatAndSelectEvent,
+    truncated_negative_binomial_gamma,
+)
+
+#: ``n_trials_distribution`` names and their ``eta`` (Papernot & Steinke's Definition 1).
+_DISTRIBUTIONS = {"poisson": POISSON, "geometric": 1.0, "logarithmic": 0.0}
+
+#: Relative precision of the bisection over the per-trial budget.
+_RTOL = 1e-2
+
+#: Tolerance of the check that a fit spent no more than its dry run planned.
+_CURVE_RTOL = 1e-9
+
+
+def _curve(events):
+    """RDP curve on the default orders of the composition of ``events``."""
+    orders = np.asarray(DEFAULT_ORDERS)
+    return sum((e.count * RDPAccountant.curve(e, orders) for e in events), np.zeros_like(orders))
+
+
+def _estimator_has(name):
+    def check(self):
+        return hasattr(self.best_estimator_ if hasattr(self, "best_estimator_") else self.estimator, name)
+
+    return check
+
+
+def _fit_trial(estimator, params, X, y, rng):
+    """Fit one candidate on the training part (no budget: the search holds it)."""
+    model = clone(estimator).set_params(**params)
+    model.set_params(random_state=rng)
+    model.fit(X) if y is None else model.fit(X, y)
+    # The generator was stepped past this fit's noise draws and can be run
+    # backwards to them: the model must not keep it.
+    model.set_params(random_state=None)
+    return model
+
+
+class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
+    """Repeat-and-select search (docstring of :class:`DPGridSearchCV`)."""
+
+    _neighbouring = REPLACE_ONE
+
+    def __init__(
+        self,
+        estimator,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        n_trials_mean=10.0,
+        n_trials_distribution="geometric",
+        validation_fraction=0.2,
+        scoring=None,
+        score_bounds=None,
+        score_share=0.25,
+        refit=True,
+        refit_share=0.5,
+        accountant=None,
+        random_state=None,
+        n_jobs=None,
+    ):
+        self.estimator = estimator
+        self.epsilon = epsilon
+        self.delta = delta
+        self.n_trials_mean = n_trials_mean
+        self.n_trials_distribution = n_trials_distribution
+        self.validation_fraction = validation_fraction
+        self.scoring = scoring
+        self.score_bounds = score_bounds
+        self.score_share = score_share
+        self.refit = refit
+        self.refit_share = refit_share
+        self.accountant = accountant
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # --- checks of the parameters (public: nothing reserved yet) -------------
+
+    def _check_params(self):
+        def positive(name, value, upper=None, closed=False):
+            ok = isinstance(value, numbers.Real) and math.isfinite(value) and value > 0
+            if ok and upper is not None:
+                ok = value <= upper if closed else value < upper
+            if not ok:
+                bound = "" if upper is None else f" and {'<=' if closed else '<'} {upper}"
+                raise ValueError(f"{name} must be a finite number > 0{bound}, got {value!r}.")
+
+        positive("epsilon", self.epsilon)
+        if not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}.")
+        if not (isinstance(self.n_trials_mean, numbers.Real) and 1 <= self.n_trials_mean < math.inf):
+            raise ValueError(f"n_trials_mean must be a finite number >= 1, got {self.n_trials_mean!r}.")
+        shape = self.n_trials_distribution
+        if isinstance(shape, str):
+            if shape not in _DISTRIBUTIONS:
+                raise ValueError(
+                    f"n_trials_distribution must be one of {tuple(_DISTRIBUTIONS)} or a number >= 0, "
+                    f"got {shape!r}."
+                )
+        elif not (isinstance(shape, numbers.Real) and 0 <= shape < math.inf):
+            raise ValueError(f"n_trials_distribution must be a name or a number >= 0, got {shape!r}.")
+        positive("validation_fraction", self.validation_fraction, 1)
+        positive("score_share", self.score_share, 1)
+        if self.refit:
+            positive("refit_share", self.refit_share, 1)
+        if self.accountant is not None and not isinstance(self.accountant, BudgetAccountant):
+            raise TypeError(
+                f"accountant must be a BudgetAccountant or None, got {type(self.accountant).__name__}."
+            )
+        params = self.estimator.get_params() if hasattr(self.estimator, "get_params") else {}
+        if not {"epsilon", "delta", "accountant", "random_state"} <= params.keys():
+            raise TypeError(
+                "estimator must be an skdp DP estimator (with epsilon, delta, accountant and random_state "
+                "parameters)."
+            )
+        if self.scoring not in (None, "accuracy", "score_samples") and not callable(self.scoring):
+            raise ValueError(
+                f"scoring must be None, 'accuracy', 'score_samples' or a callable, got {self.scoring!r}."
+            )
+        if self._scoring() != "accuracy":
+            bounds = self.score_bounds
+            ok = (
+                isinstance(bounds, tuple | list)
+                and len(bounds) == 2
+                and all(isinstance(b, numbers.Real) and math.isfinite(b) for b in bounds)
+                and bounds[0] < bounds[1]
+            )
+            if not ok:
+                raise ValueError(
+                    "score_bounds must be a declared (low, high) pair of finite numbers with low < high "
+                    f"for scoring={self.scoring!r}: per-row scores are clipped to it, and its width over "
+                    "the number of validation rows is the score's sensitivity."
+                )
+
+    def _scoring(self):
+        if self.scoring is None:
+            return "accuracy" if is_classifier(self.estimator) else "score_samples"
+        return self.scoring
+
+    def _shape(self):
+        name = self.n_trials_distribution
+        return _DISTRIBUTIONS[name] if isinstance(name, str) else float(name)
+
+    def _score_range(self):
+        return (0.0, 1.0) if self._scoring() == "accuracy" else tuple(float(b) for b in self.score_bounds)
+
+    # --- the plan, from public quantities ---------------------------------
+
+    def _inner_estimator(self):
+        # Trials never charge the user's budget (the search reserved it whole)
+        # and calibrate under RDP, the currency the search is accounted in
+        # (only the speed of the dry runs changes: the bisection below finds
+        # the noise level either way).
+        inner = clone(self.estimator).set_params(accountant=None)
+        if "composition" in inner.get_params():
+            inner.set_params(composition="rdp")
+        return inner
+
+    def _dry_events(self, params, epsilon, n_rows):
+        """Events a fit of ``params`` at ``epsilon`` records on ``n_rows`` rows: a dry run on stand-in data.
+
+        skdp's fits plan their releases from public quantities only (the
+        parameters and the shape of the input), so the events of a fit on a
+        stand-in of the same shape (zeros; the declared ``classes`` for a
+        classifier) are those of the fit on the real data.  Each trial checks
+        this afterwards (:meth:`_check_spent`).
+        """
+        key = (tuple(sorted((k, repr(v)) for k, v in params.items())), float(epsilon), int(n_rows))
+        cached = self._dry_cache.get(key)
+        if cached is not None:
+            return cached
+        model = self._inner.__class__(**self._inner.get_params())
+        model.set_params(**params, epsilon=float(epsilon), delta=self._inner_delta(), random_state=0)
+        X0 = np.zeros((n_rows, self._n_features))
+        with warnings.catch_warnings():
+            # The stand-in's own bounds are of no interest: a leak warning
+            # here concerns fake data (the real fit warns for itself).
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            try:
+                model.fit(X0) if not self._supervised else model.fit(X0, self._stand_in_y(model, n_rows))
+            except Exception as exc:
+                raise ValueError(
+                    "Could not plan a trial's privacy without the data (a dry fit of the estimator on a "
+                    f"stand-in of zeros failed: {type(exc).__name__}); the estimator must plan its releases "
+                    "from public quantities and declared bounds."
+                ) from None
+        ledger = getattr(model, "privacy_ledger_", None)
+        if ledger is None:
+            raise ValueError("estimator must be private (a fitted model with a privacy_ledger_).")
+        events = tuple(e.to_relation(self._neighbouring) for e in ledger.events if e.count > 0)
+        self._dry_cache[key] = events
+        return events
+
+    def _stand_in_y(self, model, n_rows):
+        classes = model.get_params().get("classes")
+        if classes is not None:
+            return np.resize(np.asarray(classes), n_rows)
+        return np.zeros(n_rows)
+
+    def _inner_delta(self):
+        return float(self.delta)
+
+    def _score_mechanism(self, trial_epsilon):
+        low, high = self._score_range()
+        # Replace-one: one held-out row moves the mean of m clipped scores by
+        # at most (high - low) / m.
+        sensitivity = (high - low) / self._n_validation
+        return LaplaceMechanism.from_epsilon(
+            self.score_share * trial_epsilon, sensitivity, self._neighbouring
+        )
+
+    def _trial_plans(self, trial_epsilon):
+        fit_epsilon = (1.0 - self.score_share) * trial_epsilon
+        score = self._score_mechanism(trial_epsilon).event(secure_noise=self._secure)
+        plans = (
+            self._dry_events(params, fit_epsilon, self._n_train) + (score,) for params in self._candidates
+        )
+        # Candidates with the same plan share one curve: list each plan once.
+        return tuple(dict.fromkeys(plans))
+
+    def _search_event(self, trial_epsilon):
+        return RepeatAndSelectEvent(
+            1, self._neighbouring, self._trial_plans(trial_epsilon), float(self.n_trials_mean), self._shape()
+        )
+
+    def _cost(self, events):
+        return compose(list(events), self.delta, DEFAULT_COMPOSITION).epsilon
+
+    def _largest_budget(self, cost, target, upper):
+        """Largest ``t <= upper`` (to ``_RTOL``) with ``cost(t) <= target``; cost increases in ``t``."""
+        lo, hi = upper / 2.0, upper
+        if cost(hi) <= target:
+            return hi
+        while cost(lo) > target:
+            hi, lo = lo, lo / 2.0
+            if lo < upper * 1e-6:
+                raise ValueError(
+                    f"No per-trial budget meets epsilon={self.epsilon}, delta={self.delta} with "
+                    f"n_trials_mean={self.n_trials_mean}: raise epsilon or lower n_trials_mean."
+                )
+        while hi / lo > 1 + _RTOL:
+            mid = math.sqrt(lo * hi)
+            if cost(mid) <= target:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    # --- fit ----------------------------------------------------------------
+
+    def fit(self, X, y=None):
+        """Select a candidate privately (Papernot & Steinke 2022) and fit it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        self._secure = resolve_secure_noise(None)
+        candidates = self._candidate_list()
+        if not candidates:
+            raise ValueError("The search has no candidate (empty param_grid / param_distributions).")
+        self._candidates = candidates
+        X, y = indexable(X, y)
+        n = _num_samples(X)
+        self._n_features = _num_features(X)
+        self._supervised = y is not None
+        self._n_validation = max(1, int(round(self.validation_fraction * n)))
+        self._n_train = n - self._n_validation
+        if self._n_train < 2:
+            raise ValueError("validation_fraction leaves fewer than 2 training rows.")
+        self._inner = self._inner_estimator()
+        self._dry_cache = {}
+        seeds = np.random.SeedSequence(self._entropy())
+        rng = np.random.default_rng(seeds.spawn(1)[0])
+
+        # The plan (public: the parameters, the shape of X, the stand-in runs).
+        target = self.epsilon * (1.0 - self.refit_share) if self.refit else self.epsilon
+        trial_epsilon = self._largest_budget(lambda t: self._cost([self._search_event(t)]), target, target)
+        search_event = self._search_event(trial_epsilon)
+        fit_epsilon = (1.0 - self.score_share) * trial_epsilon
+        score_event = self._score_mechanism(trial_epsilon).event(secure_noise=self._secure)
+        planned = [
+            _curve(self._dry_events(p, fit_epsilon, self._n_train) + (score_event,)) for p in candidates
+        ]
+
+        reservation = None
+        if self.accountant is not None:
+            # The whole budget, before any row is read; trials charge nothing.
+            reservation = self.accountant.reserve(
+                self.epsilon, self.delta, self._neighbouring, type(self).__name__
+            )
+
+        # From here on the data is read: whatever fails keeps the reservation charged.
+        order = rng.permutation(n)
+        validation, train = order[: self._n_validation], order[self._n_validation :]
+        X_train, X_val = _safe_indexing(X, train), _safe_indexing(X, validation)
+        y_train = None if y is None else _safe_indexing(y, train)
+        y_val = None if y is None else _safe_indexing(y, validation)
+
+        n_trials = self._draw_n_trials(rng)
+        picks = rng.integers(len(candidates), size=n_trials)
+        trial_rngs = [np.random.default_rng(s) for s in seeds.spawn(n_trials)]
+        inner = clone(self._inner).set_params(epsilon=fit_epsilon, delta=self._inner_delta())
+        models = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_trial)(inner, candidates[c], X_train, y_train, r)
+            for c, r in zip(picks, trial_rngs, strict=True)
+        )
+        mechanism = self._score_mechanism(trial_epsilon)
+        best = None
+        for k, (c, model) in enumerate(zip(picks, models, strict=True)):
+            ledger = PrivacyLedger("rdp", self._neighbouring, secure_noise=self._secure)
+            score = float(mechanism.release(self._mean_score(model, X_val, y_val), rng, ledger)[()])
+            self._check_spent(model, ledger, planned[c])
+            # Ties (probability 0 under continuous noise) go to the earlier trial.
+            if best is None or score > best[0]:
+                best = (score, int(c), k)
+
+        self.privacy_ledger_ = PrivacyLedger(DEFAULT_COMPOSITION, self._neighbouring)
+        self.privacy_ledger_.record(search_event)
+        if best is None:
+            # K = 0 (Poisson only): the procedure outputs nothing; a candidate
+            # drawn uniformly (public randomness) stands in for the choice.
+            warnings.warn(
+                "The search drew 0 trials (Poisson): best_params_ was drawn at random.",
+                UserWarning,
+                stacklevel=2,
+            )
+            self.best_index_, self.best_score_, trial_model = (
+                int(rng.integers(len(candidates))),
+                math.nan,
+                None,
+            )
+        else:
+            self.best_score_, self.best_index_, trial_model = best[0], best[1], models[best[2]]
+        models = None  # the other trials' models are never released
+        self.best_params_ = dict(candidates[self.best_index_])
+
+        if self.refit:
+            self.best_estimator_ = self._refit(X, y, search_event, n, seeds)
+        elif trial_model is not None:
+            self.best_estimator_ = trial_model
+        self.cv_results_ = self._results()
+        self.n_features_in_ = self._n_features
+        spent = self.privacy_ledger_.privacy_spent(self.delta)
+        if spent.epsilon > self.epsilon * (1 + 1e-9):
+            raise RuntimeError(
+                f"Internal error: the search spent {tuple(spent)} > ({self.epsilon}, {self.delta})."
+            )
+        self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
+        if reservation is not None:
+            self.accountant.settle(
+                reservation,
+                *self.privacy_spent_,
+                self._neighbouring,
+                events=list(self.privacy_ledger_.events),
+            )
+        for name in (
+            "_candidates",
+            "_inner",
+            "_dry_cache",
+            "_secure",
+            "_supervised",
+            "_n_train",
+            "_n_features",
+            "_n_validation",
+        ):
+            self.__dict__.pop(name, None)
+        return self
+
+    def _refit(self, X, y, search_event, n, seeds):
+        """Fit the chosen candidate on all rows with what the search left of the budget."""
+        params = self._candidates[self.best_index_]
+        refit_events = lambda t: self._dry_events(params, t, n)  # noqa: E731
+        t = self._largest_budget(
+            lambda t: self._cost([search_event, *refit_events(t)]), self.epsilon, self.epsilon
+        )
+        planned = _curve(refit_events(t))
+        model = clone(self._inner).set_params(**params, epsilon=t, delta=self._inner_delta())
+        model.set_params(random_state=np.random.default_rng(seeds.spawn(1)[0]))
+        model.fit(X) if y is None else model.fit(X, y)
+        model.set_params(random_state=None)
+        self._check_spent(model, None, planned)
+        for e in model.privacy_ledger_.events:
+            self.privacy_ledger_.record(e.to_relation(self._neighbouring))
+        return model
+
+    def _check_spent(self, model, score_ledger, planned):
+        """Refuse a fit whose events exceed its dry run's (a plan that read the data)."""
+        events = [e.to_relation(self._neighbouring) for e in model.privacy_ledger_.events]
+        if score_ledger is not None:
+            events += score_ledger.events
+        spent = _curve(events)
+        if np.any(spent > planned * (1 + _CURVE_RTOL) + 1e-12):
+            raise RuntimeError(
+                f"Internal error: a fit of {type(model).__name__} recorded more privacy loss than its "
+                "dry run on stand-in data planned; its plan depends on the data and cannot be searched."
+            )
+
+    def _mean_score(self, model, X, y):
+        """Mean of the per-row scores on the held-out rows, each clipped to the declared range."""
+        scoring = self._scoring()
+        if scoring == "accuracy":
+            rows = np.asarray(model.predict(X) == np.asarray(y), dtype=float)
+        elif scoring == "score_samples":
+            rows = np.asarray(model.score_samples(X), dtype=float)
+        else:
+            rows = np.asarray(scoring(model, X, y), dtype=float)
+        if rows.shape != (self._n_validation,):
+            raise ValueError("scoring must return one score per held-out row.")
+        low, high = self._score_range()
+        middle, half = 0.5 * (low + high), 0.5 * (high - low)
+        # The core's clipping rule on the centred scores: an interval clip,
+        # with a NaN or infinite score sent to the middle (never propagated).
+        clipped = middle + clip_rows((rows - middle)[:, None], half)[:, 0]
+        return np.array(clipped.mean())
+
+    def _draw_n_trials(self, rng):
+        shape, mean = self._shape(), float(self.n_trials_mean)
+        if shape == POISSON:
+            return int(rng.poisson(mean))
+        if mean == 1:
+            return 1
+        gamma = truncated_negative_binomial_gamma(shape, mean)
+        if shape == 0:
+            # Logarithmic: P[K = k] proportional to (1 - gamma)^k / k.
+            return int(rng.logseries(1.0 - gamma))
+        while True:
+            # Negative binomial conditioned on K >= 1 (Definition 1).
+            k = int(rng.negative_binomial(shape, gamma))
+            if k >= 1:
+                return k
+
+    def _entropy(self):
+        if self.random_state is None:
+            return None
+        if isinstance(self.random_state, numbers.Integral):
+            return int(self.random_state)
+        if isinstance(self.random_state, np.random.Generator):
+            return int(self.random_state.integers(2**63))
+        if isinstance(self.random_state, np.random.RandomState):
+            return int(self.random_state.randint(2**31))
+        raise ValueError(
+            f"random_state must be None, an int, a RandomState or a Generator, got {self.random_state!r}."
+        )
+
+    def _results(self):
+        """``cv_results_``: every candidate (public), the selected one's noisy score only."""
+        candidates = self._candidates
+        scores = np.full(len(candidates), np.nan)
+        if not math.isnan(self.best_score_):
+            scores[self.best_index_] = self.best_score_
+        results = {"params": [dict(p) for p in candidates], "selected_score": scores}
+        for name in sorted({k for p in candidates for k in p}):
+            column = np.ma.masked_all(len(candidates), dtype=object)
+            for i, p in enumerate(candidates):
+                if name in p:
+                    column[i] = p[name]
+            results[f"param_{name}"] = column
+        results["selected"] = np.arange(len(candidates)) == self.best_index_
+        return results
+
+    # --- the chosen model's methods -------------------------------------------
+
+    @available_if(_estimator_has("predict"))
+    def predict(self, X):
+        """``best_estimator_.predict``."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict(X)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """``best_estimator_.predict_proba``."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict_proba(X)
+
+    @available_if(_estimator_has("transform"))
+    def transform(self, X):
+        """``best_estimator_.transform``."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.transform(X)
+
+    @available_if(_estimator_has("score_samples"))
+    def score_samples(self, X):
+        """``best_estimator_.score_samples``."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.score_samples(X)
+
+    def score(self, X, y=None):
+        """``best_estimator_.score`` (on data you pass: a release of *that* data, not accounted)."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.score(X) if y is None else self.best_estimator_.score(X, y)
+
+
+class DPGridSearchCV(_BaseDPSearch):
+    """Differentially private grid search (Papernot & Steinke 2022, repeat-and-select).
+
+    scikit-learn's ``GridSearchCV`` picks a candidate by validation scores
+    computed exactly on the private rows, and that choice is accounted
+    nowhere.  This search releases only a private choice:
+
+    1. *Plan* (no data read).  The rows are split once, at random, into a
+       training part and ``validation_fraction`` held out (the sizes are
+       public under replace-one neighbours).  A *trial* draws one candidate
+       uniformly from the grid, fits a clone of ``estimator`` with it on the
+       training part at budget ``((1 - score_share) t, delta)`` and releases
+       the mean of its per-row validation scores, each clipped to a declared
+       range ``[low, high]``, by the Laplace mechanism at pure
+       ``score_share * t`` (sensitivity ``(high - low) / m`` for ``m``
+       held-out rows).  The number of trials ``K`` is random, independent of
+       the data: truncated negative binomial (``"geometric"``,
+       ``"logarithmic"``, or its ``eta``) or ``"poisson"``, with mean
+       ``n_trials_mean``.
+    2. *Run* ``K`` trials (in parallel with ``n_jobs``) and keep only the
+       output of the best one (its candidate, model and noisy score); ``K``,
+       the other trials' candidates, scores and models are never released.
+    3. *Refit* (``refit=True``) the chosen candidate on all rows with what is
+       left of the budget, or return the chosen trial's model
+       (``refit=False``).
+
+    Privacy (proof).  A trial is a mixture over candidates that names its
+    candidate, so its RDP curve is the pointwise maximum over candidates of
+    the composed curves of the candidate's fit and the score release
+    (quasi-convexity; :mod:`skdp.privacy.repeat_select`).  Papernot &
+    Steinke's Theorem 2 (truncated negative binomial) or Theorem 6 (Poisson)
+    turns it into the RDP curve of the whole selection: a
+    :class:`~skdp.privacy.repeat_select.RepeatAndSelectEvent`, composed (by
+    RDP: the ``"pld"`` accountant has no rule for it and
+    :func:`~skdp.privacy.compose` falls back) with the refit's events.  The
+    per-trial budget ``t`` is the largest (to 1%) whose event costs at most
+    ``(1 - refit_share) epsilon`` (all of ``epsilon`` without refit); the
+    refit gets the largest budget that keeps the total within
+    ``(epsilon, delta)``.
+
+    A candidate's RDP curve needs its events, which an skdp fit plans from
+    public quantities only (parameters and input shape): they are read off a
+    *dry run*, a fit of the candidate on a stand-in of zeros of the same
+    shape (classifiers: their declared ``classes``).  An ``(epsilon, delta)``
+    guarantee alone has no RDP curve, so a black-box estimator cannot be
+    searched.  Every real fit is checked against its dry run afterwards and a
+    fit that recorded more (its plan read the data) raises ``RuntimeError``
+    before anything is returned.
+
+    Parameters
+    ----------
+    estimator : skdp estimator
+        Cloned for every fit; never modified.  Its ``epsilon``, ``delta``,
+        ``accountant`` and ``random_state`` are set by the search.
+    param_grid : dict or list of dicts
+        As in scikit-learn's ``GridSearchCV`` (public).
+    epsilon : float, default=1.0
+        Budget of the whole procedure (trials, scores, selection, refit).
+    delta : float, default=1e-5
+    n_trials_mean : float, default=10.0
+        ``E[K]``, the mean number of trials (>= 1).
+    n_trials_distribution : {"geometric", "logarithmic", "poisson"} or float, default="geometric"
+        Law of ``K``: a truncated negative binomial with ``eta = 1`` (geometric)
+        or ``eta = 0`` (logarithmic; cheapest in privacy, but ``K = 1`` about
+        a quarter of the time at mean 10), any ``eta >= 0``, or Poisson
+        (may draw ``K = 0``: then a uniformly random candidate is returned with
+        ``best_score_ = nan``).
+    validation_fraction : float, default=0.2
+        Share of the rows held out for the scores.
+    scoring : None, "accuracy", "score_samples" or callable, default=None
+        Per-row validation score: ``"accuracy"`` (bounds ``(0, 1)``, the
+        default for classifiers), ``"score_samples"`` (the estimator's
+        per-row ``score_samples``, the default otherwise), or
+        ``scoring(estimator, X, y)`` returning one score per row.
+    score_bounds : (float, float), default=None
+        Declared range of the per-row score (required unless ``"accuracy"``);
+        scores are clipped to it (never read off the data).
+    score_share : float, default=0.25
+        Share of a trial's budget spent on its score release.
+    refit : bool, default=True
+    refit_share : float, default=0.5
+        Share of ``epsilon`` set aside for the refit (the refit gets whatever
+        the selection leaves, at least this).
+    accountant : BudgetAccountant, default=None
+        Charged once: the whole ``(epsilon, delta)`` is reserved before any
+        row is read and settled to ``privacy_spent_`` afterwards; the trials
+        themselves never touch it (so ``n_jobs > 1`` works).
+        :class:`~skdp.exceptions.BudgetExceededError` propagates.
+    random_state : None, int, RandomState or Generator, default=None
+        Seeds the split, ``K``, the candidates and every fit's noise (an int
+        replays the noise: for experiments, never for releases).
+    n_jobs : int, default=None
+        Trials fitted in parallel (joblib).
+
+    Attributes
+    ----------
+    best_estimator_ : estimator
+        The chosen candidate refitted on all rows (or its trial's model).
+    best_params_ : dict
+    best_index_ : int
+        Index of the chosen candidate in ``cv_results_["params"]``.
+    best_score_ : float
+        The chosen trial's *noisy* validation score (a release).
+    cv_results_ : dict
+        Every candidate (public) and ``selected_score``: the chosen one's
+        noisy score, NaN for the others (released by no one: the theorems
+        cover the best output only).
+    privacy_spent_ : PrivacySpent
+        Guarantee of everything above.
+    privacy_ledger_ : PrivacyLedger
+        The search's event and the refit's events.
+
+    References
+    ----------
+    N. Papernot, T. Steinke. Hyperparameter tuning with Renyi differential
+    privacy. ICLR 2022.
+    """
+
+    def __init__(
+        self,
+        estimator,
+        param_grid,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        n_trials_mean=10.0,
+        n_trials_distribution="geometric",
+        validation_fraction=0.2,
+        scoring=None,
+        score_bounds=None,
+        score_share=0.25,
+        refit=True,
+        refit_share=0.5,
+        accountant=None,
+        random_state=None,
+        n_jobs=None,
+    ):
+        super().__init__(
+            estimator,
+            epsilon=epsilon,
+            delta=delta,
+            n_trials_mean=n_trials_mean,
+            n_trials_distribution=n_trials_distribution,
+            validation_fraction=validation_fraction,
+            scoring=scoring,
+            score_bounds=score_bounds,
+            score_share=score_share,
+            refit=refit,
+            refit_share=refit_share,
+            accountant=accountant,
+            random_state=random_state,
+            n_jobs=n_jobs,
+        )
+        self.param_grid = param_grid
+
+    def _candidate_list(self):
+        return list(ParameterGrid(self.param_grid))
+
+
+class DPRandomizedSearchCV(_BaseDPSearch):
+    """Differentially private randomized search (Papernot & Steinke 2022).
+
+    ``n_iter`` candidates are drawn from ``param_distributions`` before any
+    row is read (scikit-learn's ``ParameterSampler``, seeded by
+    ``random_state``); the search then runs exactly as
+    :class:`DPGridSearchCV` on that list (each trial draws one of them
+    uniformly).  Parameters and attributes are those of
+    :class:`DPGridSearchCV`, with ``param_distributions`` and ``n_iter`` in
+    place of ``param_grid``.
+    """
+
+    def __init__(
+        self,
+        estimator,
+        param_distributions,
+        *,
+        n_iter=10,
+        epsilon=1.0,
+        delta=1e-5,
+        n_trials_mean=10.0,
+        n_trials_distribution="geometric",
+        validation_fraction=0.2,
+        scoring=None,
+        score_bounds=None,
+        score_share=0.25,
+        refit=True,
+        refit_share=0.5,
+        accountant=None,
+        random_state=None,
+        n_jobs=None,
+    ):
+        super().__init__(
+            estimator,
+            epsilon=epsilon,
+            delta=delta,
+            n_trials_mean=n_trials_mean,
+            n_trials_distribution=n_trials_distribution,
+            validation_fraction=validation_fraction,
+            scoring=scoring,
+            score_bounds=score_bounds,
+            score_share=score_share,
+            refit=refit,
+            refit_share=refit_share,
+            accountant=accountant,
+            random_state=random_state,
+            n_jobs=n_jobs,
+        )
+        self.param_distributions = param_distributions
+        self.n_iter = n_iter
+
+    def _candidate_list(self):
+        if not (isinstance(self.n_iter, numbers.Integral) and self.n_iter >= 1):
+            raise ValueError(f"n_iter must be a positive integer, got {self.n_iter!r}.")
+        seed = None if self.random_state is None else self._entropy() % (2**32)
+        return list(ParameterSampler(self.param_distributions, self.n_iter, random_state=seed))

@@ -1,0 +1,312 @@
+"""Private model selection (issue 21): Papernot & Steinke's repeat-and-select search."""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_array
+
+from skdp import BudgetAccountant, BudgetExceededError
+from skdp.base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
+from skdp.model_selection import DPGridSearchCV, DPRandomizedSearchCV
+from skdp.privacy import DEFAULT_ORDERS, GaussianEvent, GaussianMechanism, LaplaceEvent, compose
+from skdp.privacy.accountants.rdp import RDPAccountant
+from skdp.privacy.repeat_select import RepeatAndSelectEvent
+
+
+class _ToyMean(DPEstimatorMixin, BaseEstimator):
+    """Releases the mean of rows clipped to ``[-bound, bound]`` (one Gaussian), times ``shrink``."""
+
+    _parameter_constraints = {**PRIVACY_PARAMETER_CONSTRAINTS, "bound": [Real], "shrink": [Real]}
+    _released_attributes = frozenset({"mean_"})
+
+    def __init__(self, bound=1.0, shrink=1.0, *, epsilon=1.0, delta=1e-5, accountant=None, random_state=None):
+        self.bound = bound
+        self.shrink = shrink
+        self.epsilon = epsilon
+        self.delta = delta
+        self.accountant = accountant
+        self.random_state = random_state
+
+    @private_fit_context()
+    def fit(self, X, y=None):
+        return self._private_fit(X)
+
+    def _validate_input(self, X, y=None):
+        return check_array(X)
+
+    def _n_releases(self, X):
+        return 1
+
+    def _fit_private(self, data, plan, rng, ledger):
+        X = np.clip(data, -self.bound, self.bound)
+        n, d = X.shape
+        k = self._n_releases(X)
+        sensitivity = 2 * self.bound * math.sqrt(d) / n
+        mechanism = GaussianMechanism.from_budget(plan.epsilon / k, plan.delta / k, sensitivity)
+        for _ in range(k):
+            mean = mechanism.release(X.mean(axis=0), rng, ledger)
+        self.mean_ = self.shrink * mean
+
+    def score_samples(self, X):
+        return -((np.asarray(X) - self.mean_) ** 2).sum(axis=1)
+
+
+class _DataDependentPlan(_ToyMean):
+    # Splits its budget over two releases unless the data's mean is large (one release,
+    # costlier in RDP than the two planned on the stand-in): a plan that reads the data.
+    def _n_releases(self, X):
+        return 1 if X.mean() > 0.25 else 2
+
+
+def _data(n=400, d=2, seed=0):
+    return np.random.default_rng(seed).normal(0.5, 0.3, size=(n, d))
+
+
+def _search(**kwargs):
+    params = (
+        dict(epsilon=2.0, delta=1e-5, score_bounds=(-4.0, 0.0), random_state=0, n_trials_mean=4.0) | kwargs
+    )
+    return DPGridSearchCV(_ToyMean(), {"shrink": [0.0, 0.5, 1.0]}, **params)
+
+
+# --- the RDP curve --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("z", [0.8, 2.0, 6.0])
+@pytest.mark.parametrize("mean, shape", [(10.0, math.inf), (10.0, 1.0), (10.0, 0.0), (5.0, 0.5), (3.0, 2.0)])
+def test_curve_matches_dp_accounting(z, mean, shape):
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import RdpAccountant
+
+    orders = list(DEFAULT_ORDERS)
+    reference = RdpAccountant(orders=orders)
+    reference.compose(dp_event.RepeatAndSelectDpEvent(dp_event.GaussianDpEvent(z), mean, shape))
+    event = RepeatAndSelectEvent(1, "replace_one", (GaussianEvent(1, "replace_one", z),), mean, shape)
+    curve = RDPAccountant.curve(event, orders)
+    finite = np.isfinite(reference._rdp)
+    np.testing.assert_allclose(curve[finite], reference._rdp[finite], rtol=0.01)
+    assert compose([event], 1e-5, "rdp").epsilon == pytest.approx(reference.get_epsilon(1e-5), rel=0.01)
+
+
+def test_pld_falls_back_to_rdp():
+    event = RepeatAndSelectEvent(1, "replace_one", (GaussianEvent(1, "replace_one", 2.0),), 10.0, 1.0)
+    assert compose([event], 1e-5, "pld") == compose([event], 1e-5, "rdp")
+
+
+def test_trial_curve_is_the_max_over_candidate_plans():
+    orders = np.asarray(DEFAULT_ORDERS)
+    weak, strong = (GaussianEvent(1, "replace_one", 1.0),), (GaussianEvent(3, "replace_one", 4.0),)
+    both = RepeatAndSelectEvent(1, "replace_one", (weak, strong), 10.0, 1.0)
+    alone = RepeatAndSelectEvent(1, "replace_one", weak, 10.0, 1.0)
+    np.testing.assert_array_equal(RDPAccountant.curve(both, orders), RDPAccountant.curve(alone, orders))
+
+
+def test_event_refuses_mixed_relations_and_bad_parameters():
+    with pytest.raises(ValueError, match="neighbours"):
+        RepeatAndSelectEvent(1, "replace_one", (GaussianEvent(1, "add_remove", 1.0),), 10.0, 1.0)
+    with pytest.raises(ValueError, match="mean"):
+        RepeatAndSelectEvent(1, "replace_one", (GaussianEvent(1, "replace_one", 1.0),), 0.5, 1.0)
+    with pytest.raises(ValueError, match="shape"):
+        RepeatAndSelectEvent(1, "replace_one", (GaussianEvent(1, "replace_one", 1.0),), 2.0, -1.0)
+
+
+# --- the search's accounting ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("refit", [True, False])
+@pytest.mark.parametrize("distribution", ["geometric", "logarithmic", "poisson"])
+def test_privacy_spent_within_budget_and_is_the_composition(refit, distribution):
+    search = _search(refit=refit, n_trials_distribution=distribution).fit(_data())
+    spent = search.privacy_spent_
+    assert spent.epsilon <= 2.0 * (1 + 1e-9) and spent.delta <= 1e-5
+    assert spent == compose(search.privacy_ledger_.events, 1e-5)
+    assert isinstance(search.privacy_ledger_.events[0], RepeatAndSelectEvent)
+    # Close to the budget (the calibration uses it, to 1%).
+    assert spent.epsilon > 0.95 * 2.0
+    if refit:
+        assert len(search.privacy_ledger_.events) == 2  # the selection, then the refit's release
+
+
+def test_every_release_is_accounted():
+    # The score release is inside the trial's plan: without it the curve is smaller.
+    search = _search().fit(_data())
+    event = search.privacy_ledger_.events[0]
+    plan = event.inner_events[0]
+    assert isinstance(plan[-1], LaplaceEvent)
+    without_score = RepeatAndSelectEvent(1, "replace_one", plan[:-1], event.mean, event.shape)
+    assert compose([without_score], 1e-5).epsilon < compose([event], 1e-5).epsilon
+
+
+def test_budget_charged_once_with_the_total():
+    budget = BudgetAccountant(10.0, 1e-3)
+    search = _search(accountant=budget).fit(_data())
+    entries = budget.entries
+    assert len(entries) == 1 and entries[0].label == "DPGridSearchCV"
+    assert entries[0].epsilon == pytest.approx(search.privacy_spent_.epsilon)
+    assert budget.spent.epsilon == pytest.approx(search.privacy_spent_.epsilon)
+
+
+def test_parallel_trials_with_a_budget():
+    budget = BudgetAccountant(10.0, 1e-3)
+    search = _search(accountant=budget, n_jobs=2).fit(_data())
+    assert len(budget.entries) == 1
+    assert budget.spent.epsilon == pytest.approx(search.privacy_spent_.epsilon)
+    serial = _search().fit(_data())
+    assert search.best_params_ == serial.best_params_
+    assert search.best_score_ == serial.best_score_
+
+
+def test_budget_exceeded_propagates_and_fits_nothing():
+    budget = BudgetAccountant(1.0, 1e-3)
+    search = _search(accountant=budget)
+    with pytest.raises(BudgetExceededError):
+        search.fit(_data())
+    assert not hasattr(search, "best_score_") and not hasattr(search, "cv_results_")
+    assert budget.spent.epsilon == 0
+
+
+def test_user_estimator_untouched():
+    estimator = _ToyMean(bound=1.0)
+    before = estimator.get_params()
+    DPGridSearchCV(estimator, {"shrink": [0.5, 1.0]}, score_bounds=(-4, 0), random_state=0).fit(_data())
+    assert estimator.get_params() == before and not hasattr(estimator, "mean_")
+
+
+def test_no_exact_validation_score_is_held():
+    exact = []
+
+    def scoring(model, X, y):
+        rows = np.clip(model.score_samples(X), -4.0, 0.0)
+        exact.append(rows.mean())
+        return rows
+
+    search = _search(scoring=scoring, refit=False).fit(_data())
+    assert exact, "the scorer was not called"
+    held = [search.best_score_, *np.ravel(search.cv_results_["selected_score"])]
+    held += [v for v in vars(search).values() if isinstance(v, float)]
+    for value in held:
+        if not math.isnan(value):
+            assert not np.isclose(value, exact, rtol=0, atol=1e-12).any()
+    # Only the chosen candidate's score is released; K and the other trials are not.
+    assert np.isnan(search.cv_results_["selected_score"]).sum() == len(search.cv_results_["params"]) - 1
+    assert not any("trial" in name for name in vars(search) if name.endswith("_"))
+
+
+@pytest.mark.slow
+def test_released_score_noise_is_the_laplace_mechanism():
+    # One trial (n_trials_mean=1): best_score_ - exact is the score's noise, Laplace of scale
+    # sensitivity * multiplier; a halved scale fails the KS test and the std check.
+    diffs, scales = [], []
+    X = _data(n=200)
+    for seed in range(300):
+        exact = []
+
+        def scoring(model, X, y, exact=exact):
+            rows = np.clip(model.score_samples(X), -4.0, 0.0)
+            exact.append(rows.mean())
+            return rows
+
+        search = DPGridSearchCV(
+            _ToyMean(),
+            {"shrink": [1.0]},
+            epsilon=1.0,
+            scoring=scoring,
+            score_bounds=(-4.0, 0.0),
+            n_trials_mean=1.0,
+            refit=False,
+            random_state=seed,
+        ).fit(X)
+        laplace = search.privacy_ledger_.events[0].inner_events[0][-1]
+        scales.append(4.0 / 40 * laplace.noise_multiplier)  # (high - low) / m, m = 40 held out
+        diffs.append(search.best_score_ - exact[0])
+    scale = scales[0]
+    assert np.allclose(scales, scale)
+    diffs = np.asarray(diffs)
+    assert stats.kstest(diffs, stats.laplace(scale=scale).cdf).pvalue > 1e-3
+    assert np.std(diffs) == pytest.approx(math.sqrt(2) * scale, rel=0.2)
+    assert stats.kstest(diffs, stats.laplace(scale=scale / 2).cdf).pvalue < 1e-3
+
+
+def test_data_dependent_plan_is_refused():
+    search = DPGridSearchCV(_DataDependentPlan(), {"shrink": [1.0]}, score_bounds=(-4, 0), random_state=0)
+    with pytest.raises(RuntimeError, match="dry run"):
+        search.fit(_data())
+
+
+def test_parameters_are_checked_before_anything_is_charged():
+    budget = BudgetAccountant(10.0, 1e-3)
+    with pytest.raises(ValueError, match="score_bounds"):
+        DPGridSearchCV(_ToyMean(), {"shrink": [1.0]}, accountant=budget).fit(_data())
+    with pytest.raises(ValueError, match="n_trials_distribution"):
+        _search(n_trials_distribution="uniform", accountant=budget).fit(_data())
+    with pytest.raises(ValueError, match="validation_fraction"):
+        _search(validation_fraction=1.5, accountant=budget).fit(_data())
+    assert budget.spent.epsilon == 0
+
+
+def test_randomized_search_draws_n_iter_candidates():
+    search = DPRandomizedSearchCV(
+        _ToyMean(), {"shrink": stats.uniform(0, 1)}, n_iter=5, score_bounds=(-4, 0), random_state=0
+    ).fit(_data())
+    assert len(search.cv_results_["params"]) == 5
+    assert search.best_params_ in search.cv_results_["params"]
+    assert search.privacy_spent_.epsilon <= 1.0 * (1 + 1e-9)
+
+
+def test_selection_prefers_the_good_candidate():
+    # shrink=1 is the private mean, shrink=0 the origin (far from data centred at 0.5).
+    X = _data(n=2000)
+    picks = [
+        _search(random_state=s, epsilon=4.0, score_bounds=(-2, 0)).fit(X).best_params_["shrink"]
+        for s in range(5)
+    ]
+    assert np.mean(picks) > 0.5
+
+
+@pytest.mark.slow
+def test_utility_on_digits_beats_the_median_candidate():
+    from sklearn.datasets import load_digits
+
+    from skdp import DPKMeans
+
+    X, _ = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(X))
+    train, test = X[order[:1400]], X[order[1400:]]
+    grid = {"n_clusters": [2, 5, 10, 20, 40, 80]}
+
+    def scoring(model, X, y):
+        return -np.min(((X[:, None, :] - model.cluster_centers_[None]) ** 2).sum(-1), axis=1)
+
+    def quality(model):
+        return np.clip(scoring(model, test, None), -4000, 0).mean()
+
+    # Each candidate's quality at the refit's budget, averaged over seeds.
+    candidate_quality = {
+        k: np.mean(
+            [quality(DPKMeans(k, epsilon=1.0, data_norm=60, random_state=s).fit(train)) for s in range(3)]
+        )
+        for k in grid["n_clusters"]
+    }
+    picked = [
+        candidate_quality[
+            DPGridSearchCV(
+                DPKMeans(data_norm=60),
+                grid,
+                epsilon=2.0,
+                scoring=scoring,
+                score_bounds=(-4000, 0),
+                random_state=s,
+            )
+            .fit(train)
+            .best_params_["n_clusters"]
+        ]
+        for s in range(4)
+    ]
+    assert np.mean(picked) > np.median(list(candidate_quality.values()))
