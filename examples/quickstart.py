@@ -237,7 +237,7 @@ def main():
                     f"{name:<26} {metric:<17} {score:>10.3f} {baseline:>12.3f}   (epsilon={eps:.3g}, delta={delta:.0e})"
                 )
     print(
-        f"\nShared BudgetAccountant (replace-one; add/remove spends converted by group privacy): "
+        f"\nShared BudgetAccountant (replace-one neighbours, {len(budget.history)} fits): "
         f"spent {budget.spent}, {time.perf_counter() - start:.0f} s"
     )
 
