@@ -415,8 +415,15 @@ class DPEstimatorMixin:
                 epsilon, delta, self._neighbouring, type(self).__name__
             )
 
-    def _settle_budget(self, spent):
-        """Replace this fit's reservation by ``spent`` (its ``privacy_spent_``)."""
+    def _settle_budget(self, spent, events=None):
+        """Replace this fit's reservation by ``spent`` (its ``privacy_spent_``) and its events.
+
+        The budget composes the fits' events (:class:`~skdp.privacy.BudgetAccountant`),
+        which needs ``spent`` to be a guarantee of exactly those events:
+        ``events`` when given, else the fit's ``privacy_ledger_.events`` when
+        ``spent`` is its ``privacy_spent_``.  Any other amount (part of a fit
+        settled in pieces) is settled without events, by basic composition.
+        """
         reservation = self.__dict__.pop("_budget_reservation", None)
         if self.accountant is None:
             return
@@ -424,7 +431,10 @@ class DPEstimatorMixin:
             # Every path that charges an accountant reserves first; charging
             # without a reservation would reopen the check-then-spend race.
             raise RuntimeError("Internal error: a fit finished without a budget reservation.")
-        self.accountant.settle(reservation, *spent, self._neighbouring)
+        ledger = self.__dict__.get("privacy_ledger_")
+        if events is None and ledger is not None and tuple(spent) == tuple(self.privacy_spent_):
+            events = ledger.events
+        self.accountant.settle(reservation, *spent, self._neighbouring, events=events)
 
     def _end_private_fit(self, ledger):
         """Set ``privacy_spent_`` from the fit's ledger and settle the user's budget."""
@@ -434,14 +444,14 @@ class DPEstimatorMixin:
             # noise was drawn already, so the budget is charged what was
             # really spent (settle records an excess before it complains).
             with contextlib.suppress(ValueError):
-                self._settle_budget(spent)
+                self._settle_budget(spent, ledger.events)
             raise RuntimeError(
                 f"Internal error: the fit spent {tuple(spent)} > requested ({self.epsilon}, {self.delta})."
             )
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self.privacy_ledger_ = ledger
         # Cannot raise BudgetExceededError: the amount is within the reservation.
-        self._settle_budget(self.privacy_spent_)
+        self._settle_budget(self.privacy_spent_, ledger.events)
 
     def _spend_after_fit(self, ledger_events):
         """Account releases made after ``fit`` (e.g. further OPS samples).
@@ -453,20 +463,27 @@ class DPEstimatorMixin:
         is drawn, and two concurrent calls cannot both pass a check only one
         fits.  ``privacy_spent_`` grows to the composition of everything
         released so far.
+
+        The budget is charged the guarantee of the new releases *on their
+        own*, with their events, so that the entry joins the budget's
+        composed group (:class:`~skdp.privacy.BudgetAccountant`, whose
+        validity argument needs every entry's amount to be a guarantee of its
+        own events).  The increase of ``privacy_spent_`` is not such a
+        guarantee in general (a sublinear composition makes it smaller than
+        the new releases' own cost); for pure-DP releases (OPS samples) the
+        two are equal.
         """
         trial = PrivacyLedger(self.privacy_ledger_.composition, self._neighbouring)
         trial.events = list(self.privacy_ledger_.events)
+        alone = PrivacyLedger(self.privacy_ledger_.composition, self._neighbouring)
         for event in ledger_events:
             trial.record(event)
+            alone.record(event)
         total = trial.privacy_spent(self.delta)
-        # Composition never shrinks a guarantee; max() only absorbs rounding,
-        # which must not hand budget back.
-        extra = PrivacySpent(
-            max(0.0, total.epsilon - self.privacy_spent_.epsilon),
-            max(0.0, total.delta - self.privacy_spent_.delta),
-        )
         if self.accountant is not None:
-            self.accountant.spend(*extra, self._neighbouring, type(self).__name__)
+            self.accountant.spend(
+                *alone.privacy_spent(self.delta), self._neighbouring, type(self).__name__, events=alone.events
+            )
         self.privacy_ledger_ = trial
         self.privacy_spent_ = PrivacySpent(float(total.epsilon), float(total.delta))
         return trial

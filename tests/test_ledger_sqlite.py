@@ -1,20 +1,45 @@
 """SQLiteBudgetAccountant: one persistent budget shared by processes."""
 
+import json
 import multiprocessing
 import os
 import pickle
 import signal
 import sqlite3
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from _rendezvous import rendezvous_methods
+from sklearn.datasets import load_iris
 from sklearn.model_selection import GridSearchCV
 
 from skdp import BudgetExceededError
 from skdp.bayes import DPBetaBernoulli
-from skdp.privacy import SQLiteBudgetAccountant
+from skdp.mixture import DPGaussianMixture
+from skdp.privacy import (
+    ADD_REMOVE,
+    REPLACE_ONE,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PureDPEvent,
+    SQLiteBudgetAccountant,
+    SubsampledGaussianEvent,
+    compose,
+)
+from skdp.privacy.budget import BudgetReservation
+from skdp.privacy.cluster_sampling import ClusterSampledGaussianEvent
+from skdp.privacy.event_records import (
+    EVENT_CLASSES,
+    event_from_record,
+    event_to_record,
+    events_from_json,
+    events_to_json,
+)
+from skdp.privacy.ledger_sqlite import SCHEMA_VERSION
 
 CTX = multiprocessing.get_context("fork")
 
@@ -265,3 +290,202 @@ def test_threads_share_one_ledger_safely(tmp_path):
             values = [read[column] for read in reads]
             order = sorted(values, reverse=column == 0)
             assert values == order
+
+
+# ----------------------------------------------- events, composition, schema ---
+
+# The schema of skdp before versioning (user_version 0), as it created files.
+_SCHEMA_V0 = """
+CREATE TABLE IF NOT EXISTS budgets (
+    dataset TEXT PRIMARY KEY,
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    neighbouring TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spends (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL REFERENCES budgets(dataset),
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    label TEXT,
+    pid INTEGER,
+    created REAL,
+    status TEXT NOT NULL DEFAULT 'spent'
+);
+CREATE INDEX IF NOT EXISTS spends_dataset ON spends(dataset);
+"""
+
+
+def _every_event():
+    return [
+        GaussianEvent(3, REPLACE_ONE, 4.5),
+        GaussianEvent(1, ADD_REMOVE, 0.7),
+        DiscreteGaussianEvent(2, REPLACE_ONE, 3.25),
+        LaplaceEvent(5, ADD_REMOVE, 12.0),
+        DiscreteLaplaceEvent(1, REPLACE_ONE, 0.1 + 0.2),  # a float that is not short in decimal
+        PureDPEvent(4, REPLACE_ONE, 0.3),
+        SubsampledGaussianEvent(100, ADD_REMOVE, 1.1, 0.01),
+        SubsampledGaussianEvent(100, REPLACE_ONE, 0.55, 0.01),
+        SubsampledGaussianEvent(7, REPLACE_ONE, 2.0, 0.2, sampling="without_replacement"),
+        ClusterSampledGaussianEvent(9, ADD_REMOVE, 1.5, (0.1, 0.25), (0.5, 0.5)),
+    ]
+
+
+def test_every_event_type_round_trips_through_json():
+    events = _every_event()
+    assert {type(e).__name__ for e in events} == set(EVENT_CLASSES)  # none forgotten
+    for event in events:
+        record = event_to_record(event)
+        assert json.loads(json.dumps(record)) == record
+        back = event_from_record(json.loads(json.dumps(record)))
+        assert back == event and type(back) is type(event) and hash(back) == hash(event)
+    assert events_from_json(events_to_json(events)) == tuple(events)
+
+
+@dataclass(frozen=True)
+class _ForeignEvent(GaussianEvent):
+    """An event type defined outside skdp's core."""
+
+
+def test_unknown_or_malformed_records_are_refused():
+    with pytest.raises(ValueError, match="type"):
+        event_from_record({"type": "os.system", "count": 1})
+    with pytest.raises(ValueError, match="type"):
+        event_from_record({"count": 1})
+    with pytest.raises(ValueError, match="record"):
+        event_from_record([1, 2])
+    with pytest.raises(ValueError, match="fields"):
+        event_from_record({"type": "GaussianEvent", "count": 1, "neighbouring": REPLACE_ONE, "extra": 1})
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        event_from_record(
+            {"type": "GaussianEvent", "count": 1, "neighbouring": REPLACE_ONE, "noise_multiplier": -1}
+        )
+    with pytest.raises(ValueError, match="event"):
+        event_to_record(_ForeignEvent(1, REPLACE_ONE, 2.0))
+    with pytest.raises(ValueError, match="JSON"):
+        events_from_json("not json")
+
+
+def _old_file(path):
+    con = sqlite3.connect(path)
+    con.executescript(
+        _SCHEMA_V0
+        + """
+        INSERT INTO budgets VALUES ('default', 50.0, 1e-2, 'replace_one');
+        INSERT INTO spends (dataset, epsilon, delta, label, status) VALUES ('default', 0.5, 1e-6, 'old', 'spent');
+        INSERT INTO spends (dataset, epsilon, delta, label, status) VALUES ('default', 0.75, 0.0, 'crashed', 'reserved');
+        """
+    )
+    con.commit()
+    con.close()
+
+
+def _settle_gaussian(ledger, z=4.0, delta=1e-5):
+    spent = compose([GaussianEvent(1, REPLACE_ONE, z)], delta)
+    ledger.settle(ledger.reserve(*spent, label="fit"), *spent, events=[GaussianEvent(1, REPLACE_ONE, z)])
+    return spent
+
+
+def test_a_file_of_the_unversioned_schema_is_migrated(tmp_path):
+    path = tmp_path / "old.db"
+    _old_file(path)
+    ledger = SQLiteBudgetAccountant(path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert con.execute("SELECT composition FROM budgets").fetchall() == [("pld",)]
+    con.close()
+    # The old rows count as before: by basic composition, the reservation included.
+    assert ledger.composition == "pld"
+    assert ledger.history == [(0.5, 1e-6, "old"), (0.75, 0.0, "crashed")]
+    assert ledger.reservations == [(0.75, 0.0, "crashed")]
+    assert ledger.spent == (pytest.approx(1.25), pytest.approx(1e-6))
+    assert [e.composed for e in ledger.entries] == [False, False]
+    # New fits compose with each other, on top of the old rows.
+    amounts = [_settle_gaussian(ledger) for _ in range(4)]
+    summed = sum(eps for eps, _ in amounts)
+    assert ledger.spent.epsilon < 1.25 + 0.6 * summed
+    assert ledger.spent.epsilon >= 1.25
+    again = SQLiteBudgetAccountant(path, composition="pld")
+    assert again.spent == ledger.spent and [e.composed for e in again.entries] == [False] * 2 + [True] * 4
+    # An old reservation can still be settled (its key is the row id).
+    held = BudgetReservation(2, 0.75, 0.0, REPLACE_ONE, "crashed", again._ledger_id())
+    again.settle(held, 0.5, 0.0)
+    assert again.reservations == []
+
+
+def test_the_first_opener_of_a_migrated_budget_chooses_its_composition(tmp_path):
+    path = tmp_path / "old.db"
+    _old_file(path)
+    assert SQLiteBudgetAccountant(path, composition="basic").composition == "basic"
+    assert SQLiteBudgetAccountant(path).composition == "basic"  # None adopts it
+    with pytest.raises(ValueError, match="composition='basic'"):
+        SQLiteBudgetAccountant(path, composition="rdp")
+    with pytest.raises(ValueError, match="composition"):
+        SQLiteBudgetAccountant(path, composition="moments")
+
+
+def test_a_file_of_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    SQLiteBudgetAccountant(path, epsilon=1.0).spend(0.5, 0.0)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA user_version = 3")
+    con.commit()
+    con.close()
+    with pytest.raises(ValueError, match="path .* schema version 3"):
+        SQLiteBudgetAccountant(path)
+    # Refused before writing anything.
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+    con.close()
+
+
+def test_events_are_stored_as_json_and_compose(tmp_path):
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteBudgetAccountant(path, epsilon=100.0, delta=1e-2, composition="pld")
+    amounts = [_settle_gaussian(ledger) for _ in range(3)]
+    ledger.spend(0.25, 0.0, label="by hand")
+    # An event type the file cannot name is kept out (NULL): the row counts by basic composition.
+    ledger.settle(ledger.reserve(0.5, 1e-6), 0.5, 1e-6, events=[_ForeignEvent(1, REPLACE_ONE, 4.0)])
+    con = sqlite3.connect(path)
+    rows = con.execute("SELECT events, joined FROM spends ORDER BY id").fetchall()
+    con.close()
+    assert [json.loads(text)[0]["type"] for text, _ in rows[:3]] == ["GaussianEvent"] * 3
+    assert [joined for _, joined in rows] == [0, 1, 2, None, None]
+    group = compose([GaussianEvent(3, REPLACE_ONE, 4.0)], 3e-5).epsilon
+    assert ledger.spent.epsilon == pytest.approx(group + 0.25 + 0.5)
+    assert ledger.spent.epsilon < sum(eps for eps, _ in amounts) + 0.75
+    assert "composition='pld'" in repr(ledger)
+    copy = pickle.loads(pickle.dumps(ledger))
+    assert copy.spent == ledger.spent and copy.composition == "pld"
+
+
+def test_settlement_order_not_row_order_is_the_composition_order(tmp_path):
+    ledger = SQLiteBudgetAccountant(tmp_path / "ledger.db", epsilon=100.0, delta=1e-2)
+    first = ledger.reserve(2.0, 1e-5)
+    _settle_gaussian(ledger)
+    before = ledger.spent.epsilon
+    ledger.settle(
+        first,
+        *compose([GaussianEvent(1, REPLACE_ONE, 3.0)], 1e-5),
+        events=[GaussianEvent(1, REPLACE_ONE, 3.0)],
+    )
+    assert ledger.spent.epsilon <= before
+    assert [e.composed for e in ledger.entries] == [True, True]
+
+
+def test_grid_search_of_gaussian_mixtures_composes_on_the_file(tmp_path):
+    ledger = SQLiteBudgetAccountant(tmp_path / "ledger.db", epsilon=1e3, delta=1e-2, composition="pld")
+    X = load_iris().data
+    est = DPGaussianMixture(
+        n_components=3,
+        mean_mechanism="gaussian",
+        delta=1e-5,
+        data_norm=10.0,
+        accountant=ledger,
+        random_state=0,
+    )
+    GridSearchCV(est, {"epsilon": [0.5, 1.0]}, cv=5).fit(X)
+    summed = sum(eps for eps, _, _ in ledger.history)
+    assert len(ledger.history) == 11
+    assert ledger.spent.epsilon <= 0.5 * summed  # measured 0.307 x
+    assert SQLiteBudgetAccountant(tmp_path / "ledger.db").spent == ledger.spent

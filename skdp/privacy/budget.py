@@ -1,4 +1,4 @@
-"""BudgetAccountant: one privacy budget shared by many fits."""
+"""BudgetAccountant: one privacy budget shared by many fits, composed by their events."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import math
 import os
 import threading
 import uuid
-from dataclasses import dataclass
+from collections import namedtuple
+from dataclasses import dataclass, replace
 from numbers import Real
 
 from ..exceptions import BudgetExceededError
-from .accountant import PrivacySpent
+from .accountant import DEFAULT_COMPOSITION, PrivacySpent, _check_composition, compose
+from .accountants import get_accountant
 from .conversions import group_guarantee
-from .events import ADD_REMOVE, REPLACE_ONE, _check_relation
+from .events import ADD_REMOVE, REPLACE_ONE, PrivacyEvent, _check_relation
 
 #: Relative slack a settlement may exceed its reservation by: the same
 #: floating-point tolerance with which a fit's ``privacy_spent_`` is compared
@@ -59,8 +61,47 @@ def _check_amount(name, value):
         raise ValueError(f"{name} must be non-negative, got {value!r}.")
 
 
+BudgetEntry = namedtuple("BudgetEntry", ["epsilon", "delta", "label", "events", "reserved", "composed"])
+BudgetEntry.__doc__ = """One entry of a budget's ledger (:attr:`BudgetAccountant.entries`).
+
+``epsilon, delta``: the amount charged, in the budget's relation; ``label``;
+``events``: the tuple of privacy events the amount is a guarantee of (None
+when the entry came without them); ``reserved``: True for an open
+reservation; ``composed``: True when the entry is in the group the budget
+composes by its accountant, False when it adds by basic composition.
+"""
+
+# An entry as the storage backends hand it over: ``order`` is its rank among
+# the entries that came with events, in the order they got them (None for
+# the others); ``events`` is a tuple or None.
+_Record = namedtuple("_Record", ["key", "epsilon", "delta", "label", "reserved", "events", "order"])
+
+
+def _check_events(events):
+    if events is None:
+        return None
+    if isinstance(events, PrivacyEvent) or not hasattr(events, "__iter__"):
+        raise TypeError(f"events must be a sequence of PrivacyEvent, got {type(events).__name__}.")
+    events = tuple(events)
+    for e in events:
+        if not isinstance(e, PrivacyEvent):
+            raise TypeError(f"events must be a sequence of PrivacyEvent, got a {type(e).__name__}.")
+    return events
+
+
+def _merged(events):
+    # Identical events of different fits (a grid's folds) become one event
+    # with their summed count: the accountant self-composes it (cached).
+    counts = {}
+    for e in events:
+        if e.count > 0:
+            key = replace(e, count=0)
+            counts[key] = counts.get(key, 0) + e.count
+    return [replace(key, count=n) for key, n in counts.items()]
+
+
 class BudgetAccountant:
-    """A privacy budget that several fits draw from (basic composition).
+    """A privacy budget that several fits draw from, composing their events.
 
     Pass the same instance as ``accountant=`` to any number of skdp estimators.
     Each fit *reserves* its requested ``(epsilon, delta)`` before it touches
@@ -68,7 +109,8 @@ class BudgetAccountant:
     :class:`~skdp.exceptions.BudgetExceededError` and charging nothing if it
     does not fit in what remains, and *settles* the reservation when it
     finishes (:meth:`settle`): the reservation is replaced by what the fit
-    actually spent (its ``privacy_spent_``, never more than the request).
+    actually spent (its ``privacy_spent_``, never more than the request)
+    together with the fit's privacy *events* (its ``privacy_ledger_.events``).
     The check and the record of a reservation are one atomic step, so two
     concurrent fits can never both be admitted on budget only one of them
     fits; the second is refused before it reads any data.
@@ -80,8 +122,64 @@ class BudgetAccountant:
     in :attr:`spent`, :meth:`remaining` and :attr:`history`, and are listed by
     :attr:`reservations`.
 
-    Fits compose by basic composition (Dwork & Roth 2014, Thm. 3.16): the
-    ledger's total is the sum of the spends.
+    Composition of fits
+        The budget composes the fits' *events*, not their epsilons.  The
+        settled entries whose events (converted to the budget's relation,
+        :meth:`~skdp.privacy.PrivacyEvent.to_relation`) the budget's
+        accountant (``composition``, :mod:`skdp.privacy.accountants`) has a
+        rule for form the *composed group*; every other entry (an open
+        reservation, a hand-charged :meth:`spend`, an entry settled without
+        events, a fit whose events cannot be converted or that the
+        accountant cannot compose) adds by basic composition at its own
+        ``(epsilon, delta)``.  :attr:`spent` is
+
+        ``sum of the basic entries + (eps_G, delta_G)``,
+
+        where ``delta_G`` is the sum of the group's own deltas and
+        ``eps_G = S_n`` is built along the group in the order its entries
+        joined it: ``S_0 = 0`` and
+        ``S_k = min(compose(events of the first k entries, delta_1 + ... + delta_k), S_{k-1} + epsilon_k)``.
+        Hence ``eps_G`` is at most the composition of all the group's
+        events and at most the sum of its epsilons (the basic total of
+        earlier versions), and a settlement never raises the total by more
+        than the settled amount, which never exceeds its reservation
+        (:meth:`settle` checks it): the total only drops when a reservation
+        is settled, so nothing admitted by :meth:`reserve` can be overspent
+        afterwards.  (Without the ``S_{k-1} + epsilon_k`` arm an accountant's
+        bound for a history need not be below its bound for part of the
+        history plus the rest's epsilon, e.g. RDP's conversion of a
+        Gaussian-and-Laplace history against the Gaussian's exact curve.)
+
+    Why this is valid
+        Every candidate of ``S_k`` is an ``(epsilon, delta_1 + ... + delta_k)``
+        guarantee of the first ``k`` fits: the first by the accountant, the
+        second by basic composition of ``S_{k-1}`` (by induction) with
+        fit ``k``'s own guarantee.  Each entry's ``(epsilon, delta)`` is a
+        guarantee of its events on their own, which is what :meth:`settle`
+        and :meth:`spend` ask of a caller that passes events.  The composed
+        group and each basic entry are then interactive mechanisms run
+        concurrently on the same data, and concurrent composition of
+        interactive ``(epsilon, delta)``-DP mechanisms obeys the same basic
+        composition bound as sequential composition (Vadhan & Wang 2021,
+        "Concurrent composition of differential privacy"; Lyu 2022; Vadhan &
+        Zhang 2023), so their epsilons and deltas add.  An add/remove entry
+        charged by amount is converted by group privacy
+        (``(2 eps, 2 e^eps delta)``); an add/remove *event* is converted
+        exactly (half its noise multiplier), which is what makes a DP-SGD
+        net on a replace-one budget cost far less than ``2 eps``.
+
+    Adaptivity caveat
+        Composing several fits' events by RDP or PLD assumes each fit's noise
+        plan (its events: mechanisms, noise multipliers, sampling rates,
+        counts) is fixed independently of the outputs of earlier fits.  That
+        holds for ``GridSearchCV``, ``cross_val_score``, a pipeline, and any
+        script decided in advance, whatever the data.  When the next fit's
+        epsilon (or its noise, or whether it runs at all) is chosen after
+        looking at earlier outputs, use ``composition="basic"``: basic
+        composition stays valid under fully adaptive choices of the privacy
+        parameters (Rogers, Roth, Ullman & Vadhan 2016, privacy filters),
+        while RDP and PLD composition with adaptively chosen parameters
+        need filters of their own.
 
     Cloning and model selection
         ``sklearn.base.clone`` returns the *same* ledger (``__sklearn_clone__``),
@@ -103,8 +201,15 @@ class BudgetAccountant:
     delta : float, default=1.0
         Total delta budget.
     neighbouring : {"replace_one", "add_remove"}, default="replace_one"
-        Relation the budget refers to.  Spends under add/remove neighbours are
-        converted by group privacy (``(2 eps, 2 e^eps delta)``).
+        Relation the budget refers to.  Amounts charged under add/remove
+        neighbours without events are converted by group privacy
+        (``(2 eps, 2 e^eps delta)``); add/remove events are converted to
+        replace-one events.
+    composition : {"pld", "rdp", "zcdp", "advanced", "basic"}, default="pld"
+        Accountant composing the fits' events (any name of
+        :data:`skdp.privacy.COMPOSITIONS`).  ``"basic"`` reproduces the sum
+        of the fits' epsilons and is the choice for adaptive workflows
+        (the adaptivity caveat above).
 
     Examples
     --------
@@ -119,22 +224,40 @@ class BudgetAccountant:
     >>> budget.settle(held, 0.2, 0.0)
     >>> budget.spent
     PrivacySpent(epsilon=0.5, delta=0.0)
+
+    Two Gaussian releases settled with their events compose (here by PLD)
+    to less than the sum of their epsilons:
+
+    >>> from skdp.privacy import GaussianEvent
+    >>> budget = BudgetAccountant(epsilon=10.0, delta=1e-4)
+    >>> for _ in range(2):
+    ...     held = budget.reserve(1.0, 1e-5)
+    ...     budget.settle(held, 1.0, 1e-5, events=[GaussianEvent(1, "replace_one", 4.84)])
+    >>> round(budget.spent.epsilon, 2) < 2.0
+    True
     """
 
-    def __init__(self, epsilon=math.inf, delta=1.0, neighbouring=REPLACE_ONE):
+    def __init__(
+        self, epsilon=math.inf, delta=1.0, neighbouring=REPLACE_ONE, composition=DEFAULT_COMPOSITION
+    ):
         if not (epsilon > 0):
             raise ValueError(f"epsilon must be positive, got {epsilon!r}.")
         if not (0 <= delta <= 1):
             raise ValueError(f"delta must be in [0, 1], got {delta!r}.")
         _check_relation(neighbouring)
+        _check_composition(composition)
         self.epsilon = float(epsilon)
         self.delta = float(delta)
         self.neighbouring = neighbouring
+        self.composition = composition
         self._history = []
         self._open = set()  # indices into _history of unsettled reservations
+        self._events = {}  # index into _history -> tuple of events
+        self._order = {}  # index into _history -> rank among the entries with events
         self._uid = uuid.uuid4().hex
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._owner_pid = os.getpid()
+        self._chain_cache = None
 
     # Shared, never copied, by scikit-learn's clone.
     def __sklearn_clone__(self):
@@ -143,14 +266,21 @@ class BudgetAccountant:
     def __getstate__(self):
         state = self.__dict__.copy()
         del state["_lock"]
+        state["_chain_cache"] = None
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        # Pickles made before reservations existed have no open ones.
+        # Pickles made before reservations existed have no open ones; those
+        # made before events were stored composed every fit by basic
+        # composition, which they keep.
         self.__dict__.setdefault("_open", set())
         self.__dict__.setdefault("_uid", uuid.uuid4().hex)
-        self._lock = threading.Lock()
+        self.__dict__.setdefault("_events", {})
+        self.__dict__.setdefault("_order", {})
+        self.__dict__.setdefault("composition", "basic")
+        self._chain_cache = None
+        self._lock = threading.RLock()
 
     # Storage hooks: the in-memory ledger below; a persistent backend
     # (skdp.privacy.SQLiteBudgetAccountant) overrides all of them.  The ones
@@ -158,9 +288,17 @@ class BudgetAccountant:
     def _entries(self):
         return list(self._history)
 
+    def _records(self):
+        """Every entry as a ``_Record``, oldest first."""
+        # Under the (reentrant) lock: a settlement on another thread changes
+        # several of these structures together.
+        with self._lock:
+            return [
+                _Record(key, eps, dlt, label, key in self._open, self._events.get(key), self._order.get(key))
+                for key, (eps, dlt, label) in enumerate(self._history)
+            ]
+
     def _open_entries(self):
-        # Under the lock: a settlement on another thread changes _open and
-        # _history together.
         with self._lock:
             return [self._history[i] for i in sorted(self._open)]
 
@@ -174,19 +312,26 @@ class BudgetAccountant:
         with self._lock:
             yield
 
-    def _append(self, epsilon, delta, label, reserved=False):
+    def _attach_events(self, key, events):
+        if events is not None:
+            self._events[key] = events
+            self._order[key] = len(self._order)
+
+    def _append(self, epsilon, delta, label, reserved=False, events=None):
         self._history.append((epsilon, delta, label))
         key = len(self._history) - 1
         if reserved:
             self._open.add(key)
+        self._attach_events(key, events)
         return key
 
     def _open_entry(self, key):
         """``(epsilon, delta, label)`` of the open reservation ``key``, or None."""
         return self._history[key] if key in self._open else None
 
-    def _close_entry(self, key, epsilon, delta):
+    def _close_entry(self, key, epsilon, delta, events=None):
         label = self._history[key][2]
+        self._attach_events(key, events)
         self._history[key] = (epsilon, delta, label)
         self._open.discard(key)
 
@@ -199,6 +344,14 @@ class BudgetAccountant:
         return self._entries()
 
     @property
+    def entries(self):
+        """List of :class:`BudgetEntry` (amount, label, events, status), oldest first."""
+        return [
+            BudgetEntry(r.epsilon, r.delta, r.label, r.events, r.reserved, self._composable(r) is not None)
+            for r in self._records()
+        ]
+
+    @property
     def reservations(self):
         """List of ``(epsilon, delta, label)`` of the reservations not settled yet.
 
@@ -209,14 +362,65 @@ class BudgetAccountant:
 
     @property
     def spent(self):
-        """Total (epsilon, delta) spent so far, open reservations included."""
-        return self._total(self._entries())
+        """Total (epsilon, delta) spent so far, open reservations included (class docstring)."""
+        return self._total(self._records())
 
-    @staticmethod
-    def _total(entries):
-        return PrivacySpent(
-            float(sum(e for e, _, _ in entries)), min(1.0, float(sum(d for _, d, _ in entries)))
-        )
+    def _composable(self, record):
+        """The record's events in the budget's relation if it joins the composed group, else None."""
+        if record.reserved or not record.events:
+            return None
+        try:
+            events = tuple(e.to_relation(self.neighbouring) for e in record.events)
+        except ValueError:
+            return None
+        if get_accountant(self.composition).unsupported(events):
+            return None
+        return events
+
+    def _total(self, records):
+        basic_eps = basic_delta = 0.0
+        group = []
+        for r in records:
+            events = self._composable(r)
+            if events is None:
+                basic_eps += r.epsilon
+                basic_delta += r.delta
+            else:
+                group.append((r.order, r.epsilon, r.delta, events))
+        group.sort(key=lambda g: g[0])
+        items = [(eps, dlt, events) for _, eps, dlt, events in group]
+        group_eps = self._chain(items)
+        group_delta = sum(dlt for _, dlt, _ in items)
+        return PrivacySpent(float(basic_eps + group_eps), min(1.0, float(basic_delta + group_delta)))
+
+    def _chain(self, items):
+        """``S_n`` of the class docstring for the group ``items`` = [(eps, delta, events)] in join order."""
+        # Each settlement appends one item, so the values of the longest
+        # prefix already seen are reused: one composition per new fit.
+        cached_items, cached_values = self._chain_cache or ((), ())
+        k = 0
+        while k < min(len(items), len(cached_items)) and items[k] == cached_items[k]:
+            k += 1
+        values = list(cached_values[:k])
+        events = [e for _, _, evs in items[:k] for e in evs]
+        delta = sum(it[1] for it in items[:k])
+        for eps_k, delta_k, events_k in items[k:]:
+            events.extend(events_k)
+            delta += delta_k
+            previous = values[-1] if values else 0.0
+            values.append(min(self._composed_epsilon(events, delta), previous + eps_k))
+        self._chain_cache = (tuple(items), tuple(values))
+        return values[-1] if values else 0.0
+
+    def _composed_epsilon(self, events, delta):
+        if delta >= 1:
+            return 0.0  # every mechanism is (0, 1)-DP
+        try:
+            return float(compose(_merged(events), delta, self.composition).epsilon)
+        except ValueError:
+            # Not expected (every event passed the accountant's support
+            # check); the other arm of the chain is valid on its own.
+            return math.inf
 
     def remaining(self):
         """(epsilon, delta) still available (open reservations count as spent)."""
@@ -244,6 +448,7 @@ class BudgetAccountant:
         self._check_against(self.spent, epsilon, delta, neighbouring)
 
     def _check_against(self, spent, epsilon, delta, neighbouring):
+        # The request adds by basic composition on top of the composed total.
         epsilon, delta = self._converted(epsilon, delta, neighbouring or self.neighbouring)
         eps_left, delta_left = self._remaining(spent)
         tol = 1e-12
@@ -255,21 +460,26 @@ class BudgetAccountant:
             )
         return epsilon, delta
 
-    def spend(self, epsilon, delta, neighbouring=None, label=None):
+    def spend(self, epsilon, delta, neighbouring=None, label=None, events=None):
         """Charge ``(epsilon, delta)`` to the budget, after checking it fits.
 
         The check and the record happen atomically: two concurrent spends can
-        never both pass a check that only one of them fits.
+        never both pass a check that only one of them fits.  The amount is
+        checked by basic composition on top of the total; with ``events``
+        (of which ``(epsilon, delta)`` must be a guarantee on their own) the
+        entry then joins the composed group like a settled fit.
         """
+        events = self._in_budget_relation(_check_events(events))
         with self._transaction():
-            eps, dlt = self._check_against(self._total(self._entries()), epsilon, delta, neighbouring)
-            self._append(float(eps), float(dlt), label)
+            eps, dlt = self._check_against(self._total(self._records()), epsilon, delta, neighbouring)
+            self._append(float(eps), float(dlt), label, events=events)
 
     def reserve(self, epsilon, delta, neighbouring=None, label=None):
         """Set ``(epsilon, delta)`` aside for a release about to be made.
 
-        Atomically checks that the request fits in what remains and records it
-        as an open reservation, which counts as spent until :meth:`settle`
+        Atomically checks that the request fits in what remains (by basic
+        composition of the request on top of the composed total) and records
+        it as an open reservation, which counts as spent until :meth:`settle`
         replaces it by the amount actually spent.  A reservation that is never
         settled (the release failed or its process died) stays charged.
 
@@ -293,11 +503,11 @@ class BudgetAccountant:
         """
         neighbouring = neighbouring or self.neighbouring
         with self._transaction():
-            eps, dlt = self._check_against(self._total(self._entries()), epsilon, delta, neighbouring)
+            eps, dlt = self._check_against(self._total(self._records()), epsilon, delta, neighbouring)
             key = self._append(float(eps), float(dlt), label, reserved=True)
         return BudgetReservation(int(key), float(eps), float(dlt), neighbouring, label, self._ledger_id())
 
-    def settle(self, reservation, epsilon, delta, neighbouring=None):
+    def settle(self, reservation, epsilon, delta, neighbouring=None, events=None):
         """Replace an open reservation by what the release actually spent.
 
         Parameters
@@ -308,11 +518,18 @@ class BudgetAccountant:
             Amount spent, at most the reservation.
         neighbouring : {"replace_one", "add_remove"}, default=None
             Relation of the amount (None: the reservation's).
+        events : sequence of PrivacyEvent, default=None
+            The release's events (a fit's ``privacy_ledger_.events``), of
+            which ``(epsilon, delta)`` is a guarantee.  Stored, converted to
+            the budget's relation where possible; the entry then joins the
+            composed group if the budget's accountant can compose them
+            (class docstring).  None: the entry adds by basic composition.
 
         Raises
         ------
         TypeError
-            If ``reservation`` is not a :class:`BudgetReservation`.
+            If ``reservation`` is not a :class:`BudgetReservation` or
+            ``events`` is not a sequence of events.
         ValueError
             If ``reservation`` is not an open reservation of this budget, or if
             the amount exceeds it.  An excess is nevertheless recorded (the
@@ -323,6 +540,7 @@ class BudgetAccountant:
             raise TypeError(f"reservation must be a BudgetReservation, got {type(reservation).__name__}.")
         if reservation.ledger != self._ledger_id():
             raise ValueError("This reservation was made on another budget.")
+        events = self._in_budget_relation(_check_events(events))
         eps, dlt = self._converted(epsilon, delta, neighbouring or reservation.neighbouring)
         eps, dlt = float(eps), float(dlt)
         with self._transaction():
@@ -331,16 +549,27 @@ class BudgetAccountant:
                 raise ValueError(
                     f"Reservation {reservation.key} is not open on this budget (already settled?)."
                 )
-            self._close_entry(reservation.key, eps, dlt)
+            self._close_entry(reservation.key, eps, dlt, events)
         if eps > held[0] * (1 + _SETTLE_RTOL) + 1e-12 or dlt > held[1] * (1 + _SETTLE_RTOL) + 1e-12:
             raise ValueError(
                 f"Settled (epsilon={eps:g}, delta={dlt:g}) exceeds the reservation "
                 f"(epsilon={held[0]:g}, delta={held[1]:g}); the larger amount was charged."
             )
 
+    def _in_budget_relation(self, events):
+        # Stored converted when possible (what the group composes); kept as
+        # recorded otherwise, for the record (such an entry adds by basic
+        # composition).
+        if events is None:
+            return None
+        try:
+            return tuple(e.to_relation(self.neighbouring) for e in events)
+        except ValueError:
+            return events
+
     def __repr__(self):
         eps, delta = self.spent
         return (
             f"BudgetAccountant(epsilon={self.epsilon:g}, delta={self.delta:g}, "
-            f"spent=(epsilon={eps:g}, delta={delta:g}))"
+            f"composition={self.composition!r}, spent=(epsilon={eps:g}, delta={delta:g}))"
         )

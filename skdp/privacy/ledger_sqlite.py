@@ -9,19 +9,32 @@ import sqlite3
 import threading
 import time
 
-from .budget import BudgetAccountant
+from .accountant import DEFAULT_COMPOSITION, _check_composition
+from .budget import BudgetAccountant, _Record
+from .event_records import events_from_json, events_to_json
 from .events import REPLACE_ONE
 
+#: The schema version this code writes (``PRAGMA user_version``).  0: the
+#: ledgers of skdp before versioning (with or without the ``status`` column);
+#: 2: the fits' events and the budget's composition are stored.
+SCHEMA_VERSION = 2
+
 # ``status`` is 'reserved' for a fit's open reservation and 'spent' once
-# settled (or for a plain spend).  Both count against the budget.
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS budgets (
+# settled (or for a plain spend).  Both count against the budget.  ``events``
+# is the JSON list of the entry's event records (skdp.privacy.event_records),
+# NULL for an entry without events; ``joined`` its rank among the entries
+# with events, in the order they got them (the order the budget composes
+# them in, see BudgetAccountant).  ``composition`` is NULL only for a budget
+# written before version 2 and not opened since.
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS budgets (
     dataset TEXT PRIMARY KEY,
     epsilon REAL NOT NULL,
     delta REAL NOT NULL,
-    neighbouring TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS spends (
+    neighbouring TEXT NOT NULL,
+    composition TEXT
+)""",
+    """CREATE TABLE IF NOT EXISTS spends (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     dataset TEXT NOT NULL REFERENCES budgets(dataset),
     epsilon REAL NOT NULL,
@@ -29,10 +42,20 @@ CREATE TABLE IF NOT EXISTS spends (
     label TEXT,
     pid INTEGER,
     created REAL,
-    status TEXT NOT NULL DEFAULT 'spent'
-);
-CREATE INDEX IF NOT EXISTS spends_dataset ON spends(dataset);
-"""
+    status TEXT NOT NULL DEFAULT 'spent',
+    events TEXT,
+    joined INTEGER
+)""",
+    "CREATE INDEX IF NOT EXISTS spends_dataset ON spends(dataset)",
+)
+
+# Columns added since the first released schema, added to older files.
+_ADDED_COLUMNS = (
+    ("spends", "status", "TEXT NOT NULL DEFAULT 'spent'"),
+    ("spends", "events", "TEXT"),
+    ("spends", "joined", "INTEGER"),
+    ("budgets", "composition", "TEXT"),
+)
 
 
 class SQLiteBudgetAccountant(BudgetAccountant):
@@ -44,7 +67,9 @@ class SQLiteBudgetAccountant(BudgetAccountant):
     transaction, which SQLite serialises across processes with a file lock:
     no lost update, no spend or reservation admitted past the limit.  A fit
     reserves its request before it touches the data and settles it to its
-    ``privacy_spent_`` when it ends (see :class:`BudgetAccountant`).
+    ``privacy_spent_`` and its events when it ends; the budget composes the
+    fits' events (see :class:`BudgetAccountant` for the rule, why it is
+    valid, and when to choose ``composition="basic"``).
 
     Crash safety: a process killed mid-transaction leaves no partial row
     (SQLite rolls its journal back); a fit killed between its reservation
@@ -55,6 +80,21 @@ class SQLiteBudgetAccountant(BudgetAccountant):
     Threads: a transaction's connection belongs to the thread that opened it
     (thread-local), and reads outside a transaction open their own
     connection, so they only ever see committed rows.
+
+    Schema versions
+        The file's ``PRAGMA user_version`` is :data:`SCHEMA_VERSION` (2):
+        the ``spends`` table stores each entry's events as JSON
+        (:mod:`skdp.privacy.event_records`) and the rank in which it joined
+        the composed group, the ``budgets`` table the budget's composition.
+        A file written by an earlier skdp (version 0) is migrated when it is
+        opened, inside the write lock (``ALTER TABLE ... ADD COLUMN``, then
+        the version), so concurrent openers agree; its rows have no events
+        and keep counting by basic composition, while fits settled from then
+        on compose.  A file whose version is newer than this code knows is
+        refused with ValueError (naming ``path``) rather than opened: its
+        totals might depend on columns this code would ignore.  (An earlier
+        skdp opening a version-2 file reads every row by basic composition,
+        a larger and still valid total.)
 
     Parameters
     ----------
@@ -69,47 +109,87 @@ class SQLiteBudgetAccountant(BudgetAccountant):
         Name of the budget inside the file.
     timeout : float, default=60.0
         Seconds to wait for another process's transaction.
+    composition : {"pld", "rdp", "zcdp", "advanced", "basic"} or None, default=None
+        Accountant composing the fits' events.  Stored with the budget by the
+        first accountant opened on it (None: ``"pld"``); later ones must
+        agree, or pass None to adopt it.  A budget migrated from version 0
+        has none stored: the first opener's choice (None: ``"pld"``) is
+        stored.
     """
 
     def __init__(
-        self, path, epsilon=None, delta=None, neighbouring=REPLACE_ONE, dataset="default", timeout=60.0
+        self,
+        path,
+        epsilon=None,
+        delta=None,
+        neighbouring=REPLACE_ONE,
+        dataset="default",
+        timeout=60.0,
+        composition=None,
     ):
+        if composition is not None:
+            _check_composition(composition)
         self.path = os.fspath(path)
         self.dataset = str(dataset)
         self.timeout = float(timeout)
         self._local = threading.local()
         with self._connection() as con:
-            con.executescript(_SCHEMA)
             con.execute("BEGIN IMMEDIATE")
-            # Ledgers written before reservations existed lack the status
-            # column; added under the write lock so concurrent openers agree.
-            columns = {row[1] for row in con.execute("PRAGMA table_info(spends)")}
-            if "status" not in columns:
-                con.execute("ALTER TABLE spends ADD COLUMN status TEXT NOT NULL DEFAULT 'spent'")
-            row = con.execute(
-                "SELECT epsilon, delta, neighbouring FROM budgets WHERE dataset = ?", (self.dataset,)
-            ).fetchone()
-            if row is None:
-                stored = (
-                    math.inf if epsilon is None else float(epsilon),
-                    1.0 if delta is None else float(delta),
-                    neighbouring,
-                )
-                super().__init__(*stored)
-                con.execute("INSERT INTO budgets VALUES (?, ?, ?, ?)", (self.dataset, *stored))
-            else:
-                requested = (epsilon, delta, neighbouring)
-                for name, want, have in zip(
-                    ("epsilon", "delta", "neighbouring"), requested, row, strict=True
-                ):
-                    if want is not None and want != have:
-                        con.execute("ROLLBACK")
-                        raise ValueError(
-                            f"The ledger {self.path!r} holds dataset {self.dataset!r} with "
-                            f"{name}={have!r}, not {want!r}."
+            try:
+                self._open_schema(con)
+                row = con.execute(
+                    "SELECT epsilon, delta, neighbouring, composition FROM budgets WHERE dataset = ?",
+                    (self.dataset,),
+                ).fetchone()
+                if row is None:
+                    stored = (
+                        math.inf if epsilon is None else float(epsilon),
+                        1.0 if delta is None else float(delta),
+                        neighbouring,
+                        composition or DEFAULT_COMPOSITION,
+                    )
+                    super().__init__(*stored)
+                    con.execute("INSERT INTO budgets VALUES (?, ?, ?, ?, ?)", (self.dataset, *stored))
+                else:
+                    requested = (epsilon, delta, neighbouring, composition)
+                    for name, want, have in zip(
+                        ("epsilon", "delta", "neighbouring", "composition"), requested, row, strict=True
+                    ):
+                        if want is not None and have is not None and want != have:
+                            raise ValueError(
+                                f"The ledger {self.path!r} holds dataset {self.dataset!r} with "
+                                f"{name}={have!r}, not {want!r}."
+                            )
+                    if row[3] is None:  # migrated from version 0: the first opener chooses
+                        stored_composition = composition or DEFAULT_COMPOSITION
+                        con.execute(
+                            "UPDATE budgets SET composition = ? WHERE dataset = ?",
+                            (stored_composition, self.dataset),
                         )
-                super().__init__(*row)
+                    else:
+                        stored_composition = row[3]
+                    super().__init__(*row[:3], stored_composition)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
             con.execute("COMMIT")
+
+    def _open_schema(self, con):
+        """Create or migrate the schema (inside the opener's write transaction)."""
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ValueError(
+                f"path {self.path!r} holds a ledger of schema version {version}, newer than this "
+                f"skdp knows ({SCHEMA_VERSION}); open it with the skdp that wrote it or a newer one."
+            )
+        for statement in _TABLES:
+            con.execute(statement)
+        if version < SCHEMA_VERSION:
+            for table, column, declaration in _ADDED_COLUMNS:
+                columns = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+                if column not in columns:
+                    con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextlib.contextmanager
     def _connection(self):
@@ -134,6 +214,28 @@ class SQLiteBudgetAccountant(BudgetAccountant):
         return self._query(
             "SELECT epsilon, delta, label FROM spends WHERE dataset = ? ORDER BY id", (self.dataset,)
         )
+
+    def _records(self):
+        rows = self._query(
+            "SELECT id, epsilon, delta, label, status, events, joined FROM spends "
+            "WHERE dataset = ? ORDER BY id",
+            (self.dataset,),
+        )
+        return [
+            _Record(key, eps, dlt, label, status == "reserved", self._events_of(events), joined)
+            for key, eps, dlt, label, status, events, joined in rows
+        ]
+
+    @staticmethod
+    def _events_of(text):
+        if text is None:
+            return None
+        try:
+            return events_from_json(text)
+        except ValueError:
+            # An unreadable record counts by basic composition at the row's
+            # own amount, which is always valid.
+            return None
 
     def _open_entries(self):
         return self._query(
@@ -163,10 +265,26 @@ class SQLiteBudgetAccountant(BudgetAccountant):
             raise RuntimeError("SQLiteBudgetAccountant writes only inside _transaction().")
         return con.execute(sql, params)
 
-    def _append(self, epsilon, delta, label, reserved=False):
+    def _events_columns(self, events):
+        """``(events JSON, joined rank)`` of an entry getting ``events`` (NULLs for none)."""
+        if events is None:
+            return None, None
+        try:
+            text = events_to_json(events)
+        except ValueError:
+            # An event type the file cannot name (defined outside skdp's
+            # core): the row counts by basic composition, never lost.
+            return None, None
+        rank = self._write(
+            "SELECT COALESCE(MAX(joined), -1) + 1 FROM spends WHERE dataset = ?", (self.dataset,)
+        ).fetchone()[0]
+        return text, rank
+
+    def _append(self, epsilon, delta, label, reserved=False, events=None):
+        text, rank = self._events_columns(events)
         cursor = self._write(
-            "INSERT INTO spends (dataset, epsilon, delta, label, pid, created, status) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO spends (dataset, epsilon, delta, label, pid, created, status, events, joined) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 self.dataset,
                 epsilon,
@@ -175,6 +293,8 @@ class SQLiteBudgetAccountant(BudgetAccountant):
                 os.getpid(),
                 time.time(),
                 "reserved" if reserved else "spent",
+                text,
+                rank,
             ),
         )
         return cursor.lastrowid
@@ -186,10 +306,12 @@ class SQLiteBudgetAccountant(BudgetAccountant):
         )
         return rows[0] if rows else None
 
-    def _close_entry(self, key, epsilon, delta):
+    def _close_entry(self, key, epsilon, delta, events=None):
+        text, rank = self._events_columns(events)
         self._write(
-            "UPDATE spends SET epsilon = ?, delta = ?, status = 'spent' WHERE id = ? AND dataset = ?",
-            (epsilon, delta, key, self.dataset),
+            "UPDATE spends SET epsilon = ?, delta = ?, status = 'spent', events = ?, joined = ? "
+            "WHERE id = ? AND dataset = ?",
+            (epsilon, delta, text, rank, key, self.dataset),
         )
 
     def _ledger_id(self):
@@ -204,13 +326,13 @@ class SQLiteBudgetAccountant(BudgetAccountant):
 
     def __setstate__(self, state):
         state.pop("_con", None)  # pickles made before connections were thread-local
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+        super().__setstate__(state)
         self._local = threading.local()
 
     def __repr__(self):
         eps, delta = self.spent
         return (
             f"SQLiteBudgetAccountant({self.path!r}, dataset={self.dataset!r}, epsilon={self.epsilon:g}, "
-            f"delta={self.delta:g}, spent=(epsilon={eps:g}, delta={delta:g}))"
+            f"delta={self.delta:g}, composition={self.composition!r}, "
+            f"spent=(epsilon={eps:g}, delta={delta:g}))"
         )
