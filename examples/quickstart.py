@@ -237,7 +237,8 @@ def main():
                     f"{name:<26} {metric:<17} {score:>10.3f} {baseline:>12.3f}   (epsilon={eps:.3g}, delta={delta:.0e})"
                 )
     print(
-        f"\nShared BudgetAccountant (replace-one neighbours, {len(budget.history)} fits): "
+        f"\nShared BudgetAccountant (replace-one neighbours, {len(budget.history)} fits; spent is the "
+        f"composition of the fits' events under {budget.composition.upper()}, fits it cannot compose add up): "
         f"spent {budget.spent}, {time.perf_counter() - start:.0f} s"
     )
 
