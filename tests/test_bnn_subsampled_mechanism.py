@@ -70,3 +70,30 @@ def test_session_records_partial_loops_and_rejects_nan():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SubsampledGaussianMechanism(1.0, 1.0, **kwargs)
+
+
+def test_poisson_release_on_a_replace_one_ledger_is_dpseps_event():
+    """DP-SEP's Poisson release: described under add/remove at sensitivity gamma C / N,
+    recorded on its replace-one ledger at multiplier sigma (std over 2 gamma C / N),
+    and composed by PLD as dp-accounting's REPLACE_ONE pair with std 2 sigma."""
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    sigma, q, steps, unit = 2.4, 0.01, 400, 1.5e-4  # unit = gamma C / N
+    mech = SubsampledGaussianMechanism(unit, sigma * 2 * unit, sampling_rate=q, sampling="poisson")
+    ledger = PrivacyLedger(composition="pld", neighbouring=REPLACE_ONE)
+    with mech.session(np.random.default_rng(0), ledger) as release:
+        for _ in range(steps):
+            release(np.zeros(3))
+    (event,) = ledger.events
+    assert event.neighbouring == REPLACE_ONE and event.sampling == "poisson"
+    assert event.noise_multiplier == pytest.approx(sigma, rel=1e-12)
+    assert event.count == steps and event.sampling_rate == q
+    reference = pld_privacy_accountant.PLDAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    reference.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(2 * sigma)), steps)
+    assert ledger.privacy_spent(1e-5).epsilon == pytest.approx(reference.get_epsilon(1e-5), rel=0.01)
+    # RDP has no curve for it.
+    with pytest.raises(ValueError, match="composition"):
+        compose(ledger.events, 1e-5, "rdp")

@@ -21,6 +21,8 @@ from ..base import (
     warn_privacy_leak,
 )
 from ..privacy import REPLACE_ONE, SubsampledGaussianEvent, calibrate_noise_multiplier
+from ..privacy.accountant import accountant_for
+from ..privacy.dpsgd import poisson_batch_indices
 from ..privacy.subsampled_gaussian import SubsampledGaussianMechanism
 from ._pbp import forward_moments, gaussian_log_z, layer_shapes, split_layers
 from ._sep import (
@@ -58,19 +60,31 @@ _AVERAGED_FRACTION = 0.5
 
 
 def dpsep_n_steps(n_samples, n_epochs, batch_size):
-    """Number of SEP steps (releases): ``ceil(T N / B)``, ``T N`` for ``B = 1``."""
+    """Number of SEP steps (releases): ``ceil(T N / B)``, ``T N`` for ``B = 1``.
+
+    A function of the public ``N`` (replace-one neighbours) and the
+    hyperparameters only; with Poisson batches ``T`` counts epochs in
+    expectation (``N / B`` batches of expected size ``B`` visit every record
+    once in expectation).
+    """
     return max(1, -(-n_epochs * n_samples // batch_size))
 
 
-def _planned_events(noise_multiplier, n_samples, n_epochs, batch_size):
+def _planned_events(noise_multiplier, n_samples, n_epochs, batch_size, sampling="poisson"):
     """Privacy events of one DP-SEP fit at ``noise_multiplier`` (the plan handed to the calibrator).
 
-    Every step draws a batch of ``B = batch_size`` datapoints uniformly
-    without replacement, independently of the other steps (sampling rate
-    ``B / N``), and releases the factor with Gaussian noise:
-    ``ceil(T N / B)`` subsampled Gaussian mechanisms under replace-one
-    neighbours (Proposition 2; Wang, Balle & Kasiviswanathan 2019).
-    ``B = 1`` is Algorithm 3's one datapoint per step.
+    Every step draws its batch independently of the other steps and of the
+    data, at sampling rate ``q = B / N`` (``B = batch_size``), and releases
+    the factor with Gaussian noise: ``ceil(T N / B)`` subsampled Gaussian
+    mechanisms under replace-one neighbours (Proposition 2), whose noise
+    multiplier is the noise std over the replace-one sensitivity
+    ``2 gamma C / N`` of the factor.  ``sampling="poisson"``: every record
+    enters the batch independently with probability ``q`` (accounted by the
+    ``"pld"`` accountant with the replace-one dominating pair of Poisson
+    subsampling, Zhu, Dong & Wang 2022).  ``"without_replacement"``: exactly
+    ``B`` records drawn uniformly without replacement (Wang, Balle &
+    Kasiviswanathan 2019's RDP bound).  ``B = 1`` without replacement is
+    Algorithm 3's one datapoint per step.
     """
     return [
         SubsampledGaussianEvent(
@@ -78,21 +92,29 @@ def _planned_events(noise_multiplier, n_samples, n_epochs, batch_size):
             neighbouring=REPLACE_ONE,
             noise_multiplier=noise_multiplier,
             sampling_rate=batch_size / n_samples,
-            sampling="without_replacement",
+            sampling=sampling,
         )
     ]
 
 
-def dpsep_noise_multiplier(n_samples, n_epochs, batch_size, epsilon, delta, composition="rdp"):
+def dpsep_noise_multiplier(
+    n_samples, n_epochs, batch_size, epsilon, delta, composition="pld", sampling="poisson"
+):
     """Noise multiplier meeting ``(epsilon, delta)`` for :func:`_planned_events`.
 
-    The subsampled RDP curves take seconds and a grid search refits with the
-    same ``(N, T, B, epsilon, delta)`` many times: the calibration caches plan
-    costs itself (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed by
-    the events).
+    The subsampled curves take up to seconds and a grid search refits with
+    the same ``(N, T, B, epsilon, delta)`` many times: the calibration caches
+    plan costs itself (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed
+    by the events).
     """
     return calibrate_noise_multiplier(
-        functools.partial(_planned_events, n_samples=n_samples, n_epochs=n_epochs, batch_size=batch_size),
+        functools.partial(
+            _planned_events,
+            n_samples=n_samples,
+            n_epochs=n_epochs,
+            batch_size=batch_size,
+            sampling=sampling,
+        ),
         epsilon,
         delta,
         composition=composition,
@@ -159,18 +181,25 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     DP-SEP (Vinaroz & Park, Algorithm 3).  The posterior is
     ``q = p0 f^N`` (Eq. 2) with one average site ``f``; each step
 
-    1. draws a batch of ``B = batch_size`` datapoints uniformly without
-       replacement (Algorithm 3 is ``B = 1``);
+    1. draws a batch at rate ``q = B / N`` (``B = batch_size``):
+       ``sampling="poisson"`` keeps every datapoint independently with
+       probability ``q`` (batches of expected size ``B``, possibly empty);
+       ``"without_replacement"`` draws exactly ``B`` uniformly without
+       replacement (Algorithm 3, line 2, is ``B = 1``);
     2. forms the cavity ``q_-1 = p0 f^(N-1)`` (Eq. 3);
     3. matches the moments of every tilted ``q_-1 p(y_n | x_n, w, tau)``
        (PBP) and divides by the cavity: the site ``f_n`` of each datapoint,
        whose natural parameters are clipped to L2 norm ``C = clip_norm``;
     4. damps: ``theta_f <- (1 - gamma B/N) theta_f + (gamma/N) sum_n theta_fn``
-       with ``gamma = damping`` (SEP's update, Algorithm 2 line 5, for
-       ``B = 1``);
+       with ``gamma = damping`` (SEP's update, Algorithm 2 line 5, and
+       Algorithm 3 line 7, for ``B = 1``); the sum is over the realised
+       batch and is divided by the public constants ``N`` and ``B``
+       (``gamma / N = gamma q / B``), never by the realised batch size;
     5. (``mechanism="dp"``) releases ``theta_f`` with Gaussian noise of
-       standard deviation ``sigma * 2 gamma C / N`` (Proposition 1), then
-       clips it to norm ``C`` again (Algorithm 3, line 9).
+       standard deviation ``sigma * 2 gamma C / N`` (Algorithm 3, line 8;
+       Proposition 1), then clips it to norm ``C`` again (line 9).  An
+       empty Poisson batch still releases (the noise is added to the
+       damped factor alone).
 
     The fitted posterior is ``p0 fbar^N`` for the average ``fbar`` of the
     factors released over the last half of the steps.  ``mechanism="clipped"``
@@ -178,16 +207,26 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     SEP (no clipping, no noise); neither is private.
     ``hidden_layer_sizes=()`` is Bayesian linear regression.
 
-    **Privacy.**  Step 5 is a Gaussian mechanism on a subsample of ``B``
-    records drawn uniformly without replacement (rate ``B / N``): the
-    previous factor was itself released, so only the replaced record's
-    clipped site differs between neighbours, by at most ``2 C`` in norm,
-    hence the sensitivity ``2 gamma C / N`` of the new factor whatever ``B``.
-    The ``ceil(n_epochs * N / B)`` steps draw their batches independently,
-    so the fit is that many subsampled Gaussian mechanisms (Proposition 2),
-    accounted by the privacy core with the amplification bound for sampling
-    without replacement (Wang, Balle & Kasiviswanathan 2019); the noise
-    multiplier ``sigma`` is calibrated for exactly that plan.
+    **Privacy.**  Mechanism: step 5 releases the new factor plus
+    ``N(0, (sigma * 2 gamma C / N)^2 I)``.  Sensitivity: the previous
+    factor was itself released and the batch's membership is drawn
+    independently of the data, so between replace-one neighbours (``N`` is
+    public) only the replaced record's clipped site can differ, and only
+    when that record is in the batch: the new factor moves by at most
+    ``(gamma / N) 2 C = 2 gamma C / N`` (Proposition 1), whatever the
+    realised batch size (the sum is divided by the public ``N``, not by the
+    number of records drawn).  Event: the ``ceil(n_epochs * N / B)``
+    steps, with independent batches, are recorded as one
+    :class:`~skdp.privacy.SubsampledGaussianEvent` under replace-one
+    neighbours with noise multiplier ``sigma`` (the noise std over
+    ``2 gamma C / N``), sampling rate ``B / N`` and the ``sampling``
+    scheme (Proposition 2's composition of subsampled Gaussian mechanisms).
+    With ``sampling="poisson"`` the ``"pld"`` accountant composes it with
+    the dominating pair of Poisson subsampling under replace-one (Zhu, Dong
+    & Wang 2022), computed by dp-accounting (Doroshenko et al. 2022);
+    ``"without_replacement"`` is accounted by RDP with Wang, Balle &
+    Kasiviswanathan (2019)'s bound, as in the paper.  The noise multiplier
+    ``sigma`` is calibrated for exactly that plan.
     ``privacy_spent_`` refers to **replace-one** neighbours (datasets of the
     same size ``N`` differing in one record; ``N`` is public).  Everything
     released afterwards (the averaged factor, the posterior, predictions,
@@ -201,14 +240,19 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     hidden_layer_sizes : tuple of int, default=(50,)
         Width of each ReLU hidden layer; ``()`` gives a linear model.
     n_epochs : int, default=40
-        Number of passes ``T``; the fit makes ``ceil(T * N / B)`` steps.
+        Number of passes ``T`` (in expectation for Poisson batches); the
+        fit makes ``ceil(T * N / B)`` steps.
     batch_size : int or "auto", default="auto"
-        ``B``, datapoints per step (and per release).  ``"auto"`` is
-        ``ceil(sqrt(N))`` for ``"dp"`` and ``"clipped"`` and 1 (Algorithm 2)
-        for ``"none"``; 1 is Algorithm 3 as written.
+        ``B``, datapoints per step (and per release): the expected batch
+        size for ``sampling="poisson"``, the exact one otherwise.
+        ``"auto"`` is ``ceil(sqrt(N))`` for ``"dp"`` and ``"clipped"`` and 1
+        (Algorithm 2) for ``"none"``; 1 without replacement is Algorithm 3
+        as written.
     damping : float, default=1.0
         ``gamma``: each datapoint moves the factor by ``gamma / N``
-        (``gamma * B`` must not exceed ``N``).
+        (``gamma * B`` must not exceed ``N``: the factor's weight
+        ``1 - gamma B / N`` stays non-negative; with Poisson batches ``B``
+        is the expected size).
     clip_norm : float, default=1.0
         ``C``, the L2 bound on the natural parameters of every datapoint's
         site and of the factor (``"dp"`` and ``"clipped"``), measured after
@@ -234,8 +278,12 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     target_bounds : tuple (lower, upper) or None, default=None
         Public bounds of the target, used the same way; predicted means are
         clipped to them.
-    composition : {"rdp", "advanced", "basic"}, default="rdp"
-        Composition the noise is calibrated and accounted with.
+    composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
+        Composition the noise is calibrated and accounted with.  RDP has no
+        curve for Poisson batches under replace-one neighbours:
+        ``sampling="poisson"`` with ``"rdp"`` raises ``ValueError``.
+        ``"pld"`` with ``"without_replacement"`` batches is composed by RDP
+        (the PLD accountant's fallback), the same ``sigma`` as ``"rdp"``.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_`` (``"dp"`` only).
     random_state : int, RandomState instance or None, default=None
@@ -251,6 +299,13 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         carried by the estimator to worker processes.
         DP-SEP's subsampled Gaussian has no secure sampler: with
         ``mechanism="dp"`` a secure setting makes ``fit`` raise ``ValueError``.
+    sampling : {"poisson", "without_replacement"}, default="poisson"
+        How every step's batch is drawn: each datapoint independently with
+        probability ``B / N`` (Poisson), or ``B`` datapoints uniformly
+        without replacement (the paper's scheme; with ``composition="rdp"``
+        it reproduces the fits made before ``"poisson"`` existed).  Poisson
+        batches are accounted tighter (see Notes); they apply to every
+        ``mechanism``, so ``"clipped"`` and ``"none"`` run the same loop.
 
     Attributes
     ----------
@@ -270,7 +325,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         weight, then ``-1 / (2 v)`` for every weight, then the two natural
         parameters of the noise Gamma (see :ref:`bnn-model`).
     batch_size_ : int
-        ``B`` used by the fit.
+        ``B`` used by the fit (the expected batch size for Poisson batches).
     noise_multiplier_ : float or None
         ``sigma``: noise standard deviation over the sensitivity (``"dp"``).
     noise_scale_ : float or None
@@ -294,6 +349,21 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
       ``gamma / N**2`` per step; we use SEP's damped update of the factor at
       rate ``gamma / N`` per datapoint (Algorithm 2, line 5), for which
       ``2 gamma C / N`` is the sensitivity of the released factor.
+    * Poisson batches (``sampling="poisson"``, the default) instead of
+      Algorithm 3's datapoint drawn without replacement.  Under replace-one
+      neighbours a Poisson-subsampled Gaussian has a tight dominating pair
+      (Zhu, Dong & Wang 2022, Poisson subsampling under replace-one:
+      ``(1-q) N(0, s^2) + q N(-1, s^2)`` against ``(1-q) N(0, s^2) + q N(1, s^2)``
+      with ``s = 2 sigma``), whose privacy loss distribution dp-accounting
+      composes numerically with a pessimistic discretisation (Doroshenko,
+      Ghazi, Kamath, Kumar & Manurangsi 2022), while sampling without
+      replacement only has the looser RDP bound of Wang, Balle &
+      Kasiviswanathan (2019).  At ``N = 10,000``, ``B = 100``, 40 epochs,
+      ``epsilon = 1``, ``delta = 1e-5``, the calibrated ``sigma`` drops from
+      5.21 (without replacement, RDP) to 2.36 (Poisson, PLD): the noise
+      std per release is 2.2 times smaller for the same guarantee.  The
+      realised batch size is Binomial(N, q); the update divides by the
+      public ``N`` (equivalently ``B``), so the sensitivity is unchanged.
     * Batches of ``B`` datapoints per release instead of one.  One datapoint
       per release forces a small subsampling rate ``1 / N`` into the regime
       where amplification is weak (``sigma`` about 0.8 for ``N = 9,000``,
@@ -350,6 +420,13 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     Y.-X. Wang, B. Balle, S. Kasiviswanathan. Subsampled Renyi differential
     privacy and analytical moments accountant. AISTATS 2019.
 
+    Y. Zhu, J. Dong, Y.-X. Wang. Optimal accounting of differential privacy
+    via characteristic function. AISTATS 2022.
+
+    V. Doroshenko, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi. Connect the
+    dots: tighter discrete approximations of privacy loss distributions.
+    PETS 2022.
+
     Examples
     --------
     >>> import numpy as np
@@ -403,7 +480,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         "noise_prior": [tuple, list],
         "feature_bounds": [tuple, list, None],
         "target_bounds": [tuple, list, None],
-        "composition": [StrOptions({"rdp", "advanced", "basic"})],
+        "composition": [StrOptions({"pld", "rdp", "advanced", "basic"})],
+        "sampling": [StrOptions({"poisson", "without_replacement"})],
     }
 
     def __init__(
@@ -420,10 +498,11 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         noise_prior=(6.0, 6.0),
         feature_bounds=None,
         target_bounds=None,
-        composition="rdp",
+        composition="pld",
         accountant=None,
         random_state=None,
         secure_noise=None,
+        sampling="poisson",
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.n_epochs = n_epochs
@@ -441,6 +520,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.accountant = accountant
         self.random_state = random_state
         self.secure_noise = secure_noise
+        self.sampling = sampling
 
     # -- the template's steps (skdp.base.DPEstimatorMixin._private_fit) ----------
 
@@ -456,6 +536,18 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         if self.mechanism == "dp":
             if self.delta <= 0:
                 raise ValueError("delta must be positive for mechanism='dp' (Gaussian noise).")
+            # The plan's event type is known before N is: refuse an accountant
+            # with no rule for it now, before anything is reserved (RDP has no
+            # curve for a Poisson-subsampled Gaussian under replace-one).
+            probe = _planned_events(1.0, n_samples=2, n_epochs=1, batch_size=1, sampling=self.sampling)
+            try:
+                accountant_for(probe, self.composition)
+            except ValueError:
+                raise ValueError(
+                    f"composition={self.composition!r} cannot account DP-SEP's {self.sampling!r} batches "
+                    "under replace-one neighbours; use composition='pld' (or "
+                    "sampling='without_replacement' for 'rdp')."
+                ) from None
         elif self.accountant is not None:
             raise ValueError(
                 f"accountant cannot be charged by mechanism={self.mechanism!r}, which is not private; "
@@ -492,7 +584,13 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         sigma = None
         if plan.private:
             sigma = dpsep_noise_multiplier(
-                n_samples, self.n_epochs, batch_size, self.epsilon, self.delta, self.composition
+                n_samples,
+                self.n_epochs,
+                batch_size,
+                self.epsilon,
+                self.delta,
+                self.composition,
+                self.sampling,
             )
         return plan.with_settings(
             batch_size=batch_size,
@@ -580,11 +678,22 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.batch_size_ = batch_size
         self.noise_multiplier_ = self.noise_scale_ = None
         if plan.private:
+            if self.sampling == "poisson":
+                # The core describes a Poisson mechanism under add/remove:
+                # one site in or out of the batch moves the factor by
+                # gamma C / N (N the public constant of the update), half the
+                # replace-one sensitivity.  The fit's replace-one ledger
+                # records the same mechanism at multiplier sigma
+                # (SubsampledGaussianEvent.to_relation), which "pld" accounts
+                # with dp-accounting's REPLACE_ONE pair.
+                mech_sensitivity = sensitivity / 2.0
+            else:
+                mech_sensitivity = sensitivity
             mech = SubsampledGaussianMechanism(
-                sensitivity,
+                mech_sensitivity,
                 sigma * sensitivity,
                 sampling_rate=batch_size / n_samples,
-                sampling="without_replacement",
+                sampling=self.sampling,
             )
             self.noise_multiplier_, self.noise_scale_ = float(sigma), mech.scale
             with mech.session(rng, ledger) as release:
@@ -614,17 +723,27 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         u = theta_f * scale
         average, n_averaged = np.zeros_like(u), 0
         first_averaged = n_steps - max(1, int(_AVERAGED_FRACTION * n_steps))
+        poisson = self.sampling == "poisson"
+        rate = batch_size / n_samples
         for t in range(n_steps):
-            # Each step's batch is drawn uniformly without replacement and
-            # independently of the other steps: the sampling the privacy
-            # accounting relies on.
-            idx = rng.choice(n_samples, size=batch_size, replace=False)
-            sites = sep_sites(u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors) * scale
-            if clip:
-                sites = clip_rows(sites, self.clip_norm)
-            # SEP's f <- f^(1 - gamma B / N) prod_n f_n^(gamma / N): a
-            # replaced datapoint moves the new factor by at most 2 gamma C / N.
-            u = keep * u + step * sites.sum(axis=0)
+            # Each step's batch is drawn independently of the data and of the
+            # other steps, as the sampling scheme the accounting relies on says.
+            if poisson:
+                idx = poisson_batch_indices(n_samples, rate, rng)
+            else:
+                idx = rng.choice(n_samples, size=batch_size, replace=False)
+            if idx.size:
+                sites = sep_sites(u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors) * scale
+                if clip:
+                    sites = clip_rows(sites, self.clip_norm)
+                site_sum = sites.sum(axis=0)
+            else:
+                # An empty Poisson batch: the step still damps and releases.
+                site_sum = np.zeros_like(u)
+            # SEP's f <- f^(1 - gamma B / N) prod_n f_n^(gamma / N), divided by
+            # the public N (never the realised batch size): a replaced
+            # datapoint moves the new factor by at most 2 gamma C / N.
+            u = keep * u + step * site_sum
             if release is not None:
                 u = release(u)
             if clip:
