@@ -276,7 +276,14 @@ def test_every_step_adds_noise_at_the_calibrated_multiplier(monkeypatch):
 def test_single_model_with_declared_size_spends_nothing_but_the_steps():
     gm = small(n_clusters=1, n_samples=160).fit(binary_data())
     assert gm.clusterer_ is None
-    assert all(isinstance(e, ClusterSampledGaussianEvent) for e in gm.privacy_ledger_.events)
+    # One cluster picked with probability 1: plain Poisson-subsampled steps.
+    (steps,) = gm.privacy_ledger_.events
+    assert steps == SubsampledGaussianEvent(
+        count=gm.n_steps_,
+        neighbouring=ADD_REMOVE,
+        noise_multiplier=steps.noise_multiplier,
+        sampling_rate=16 / 160,
+    )
     assert gm.sampling_rates_[0] == pytest.approx(16 / 160)
     assert gm.n_steps_ == 2 * round(160 / 16)
 
@@ -515,7 +522,7 @@ def test_single_model_auto_size_is_a_noisy_accounted_count():
     assert gm.cluster_sizes_[0] != n
     assert gm.sampling_rates_[0] == pytest.approx(min(1.0, 16 / gm.cluster_sizes_[0]))
     assert gm.n_steps_ == 2 * max(1, round(gm.cluster_sizes_[0] / 16))
-    assert sgd.sampling_rates == tuple(gm.sampling_rates_)
+    assert sgd.sampling_rate == gm.sampling_rates_[0] and isinstance(sgd, SubsampledGaussianEvent)
     # The count is part of the composition the gradient noise is calibrated to.
     assert compose([count, sgd], 1e-5).epsilon == pytest.approx(gm.privacy_spent_.epsilon, rel=1e-12)
     assert gm.privacy_spent_.epsilon == pytest.approx(3.0, rel=2e-3)
@@ -617,3 +624,45 @@ def test_deprecated_and_new_dpnorm_names_together_raise(params):
     old, new = params
     with pytest.raises(ValueError, match=f"{old}=.*{new}="):
         small(n_clusters=1, **params).fit(binary_data())
+
+
+# --------------------------------------------------------------------------
+# composition=
+# --------------------------------------------------------------------------
+
+
+def test_default_pld_accounts_several_clusters_by_rdp():
+    X = binary_data()
+    gm = small(epsilon=2.0).fit(X)
+    assert gm.composition == "pld" == gm.privacy_ledger_.composition
+    events = gm.privacy_ledger_.events
+    assert any(isinstance(e, ClusterSampledGaussianEvent) for e in events)
+    # PLD has no rule for the cluster-sampled steps: the history is composed by RDP.
+    assert gm.privacy_spent_.epsilon == pytest.approx(compose(events, 1e-5, "rdp").epsilon, rel=1e-12)
+    assert gm.privacy_spent_.epsilon == pytest.approx(2.0, rel=2e-3) and gm.privacy_spent_.epsilon <= 2.0
+    # Hence the same fit as composition="rdp".
+    rdp = small(epsilon=2.0, composition="rdp").fit(X)
+    assert rdp.noise_multiplier_ == gm.noise_multiplier_
+
+
+def test_single_model_steps_are_accounted_by_pld():
+    X = binary_data()
+    pld = small(n_clusters=1, n_samples=160, n_epochs=10).fit(X)
+    rdp = small(n_clusters=1, n_samples=160, n_epochs=10, composition="rdp").fit(X)
+    (steps,) = pld.privacy_ledger_.events
+    assert pld.privacy_spent_.epsilon == pytest.approx(compose([steps], 1e-5, "pld").epsilon, rel=1e-12)
+    assert pld.privacy_spent_.epsilon == pytest.approx(3.0, rel=2e-3) and pld.privacy_spent_.epsilon <= 3.0
+    # PLD's tighter accounting buys less noise for the same budget.
+    assert pld.noise_multiplier_ < rdp.noise_multiplier_ * 0.99
+    assert compose([steps], 1e-5, "rdp").epsilon > 3.0
+
+
+@pytest.mark.parametrize("n_clusters", [1, 2])
+@pytest.mark.parametrize("composition", ["zcdp", "moments"])
+def test_unsupported_composition_is_refused_before_the_reservation(n_clusters, composition):
+    from skdp.privacy import BudgetAccountant
+
+    budget = BudgetAccountant(epsilon=100.0, neighbouring=ADD_REMOVE)
+    with pytest.raises(ValueError, match="composition"):
+        small(n_clusters=n_clusters, composition=composition, accountant=budget).fit(binary_data())
+    assert budget.history == [] and budget.reservations == []

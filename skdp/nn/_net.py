@@ -50,7 +50,8 @@ from ..base import (
     warn_privacy_leak,
 )
 from ..exceptions import PrivacyLeakWarning
-from ..privacy import ADD_REMOVE, BudgetAccountant, PrivacySpent, compose
+from ..privacy import ADD_REMOVE, COMPOSITIONS, DEFAULT_COMPOSITION, BudgetAccountant, PrivacySpent, compose
+from ..privacy.accountant import accountant_for
 from ..privacy.dpsgd import (
     calibrate_dpsgd_noise,
     count_noise_multiplier,
@@ -69,6 +70,7 @@ __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
 _DP_PARAMS = (
     "epsilon",
     "delta",
+    "composition",
     "clip_norm",
     "clip_norm_max",
     "noise_multiplier",
@@ -123,6 +125,28 @@ _NET_RELEASED_ATTRIBUTES = frozenset(
 
 def _is_positive_real(v):
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def _supports_dpsgd(composition):
+    # Asks the core: a representative step (any q < 1: support depends on the
+    # sampling scheme and relation, not on the numbers) and the noisy count.
+    try:
+        accountant_for([dataset_size_event(1.0), dpsgd_step_event(1.0, 0.5)], composition)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_dpsgd_composition(composition):
+    """Refuse a ``composition`` that cannot account DP-SGD's steps (before any reservation)."""
+    if not (isinstance(composition, str) and composition in COMPOSITIONS):
+        raise ValueError(f"composition must be one of {COMPOSITIONS}, got {composition!r}.")
+    if not _supports_dpsgd(composition):
+        supported = tuple(c for c in COMPOSITIONS if _supports_dpsgd(c))
+        raise ValueError(
+            f"composition={composition!r} cannot account DP-SGD's Poisson-subsampled Gaussian steps "
+            f"(it has no rule for subsampled mechanisms); use one of {supported}."
+        )
 
 
 class DefaultMLP(torch.nn.Module):
@@ -217,6 +241,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 raise ValueError(f"epsilon must be a positive finite number, got {self.epsilon!r}.")
         if not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
             raise ValueError(f"delta must be in (0, 1) (DP-SGD adds Gaussian noise), got {self.delta!r}.")
+        _check_dpsgd_composition(self.composition)
         if self.clipping not in (DEPRECATED, "fixed", "adaptive"):
             raise ValueError(f"clipping must be 'fixed' or 'adaptive', got {self.clipping!r}.")
         clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio = self._clip_norm_options(warn=True)
@@ -428,10 +453,17 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             plan = dpsgd_plan(self.n_samples, batch_size, self.max_epochs)
         epsilon, delta = self.epsilon, self.delta
         if z is None and plan is not None:
-            z = calibrate_dpsgd_noise(self.epsilon, self.delta, plan.sampling_rate, plan.n_steps, ratio)
+            z = calibrate_dpsgd_noise(
+                self.epsilon,
+                self.delta,
+                plan.sampling_rate,
+                plan.n_steps,
+                ratio,
+                composition=self.composition,
+            )
         elif z is not None:
             planned = [dataset_size_event(count_std)] if plan is None else self._planned_events(z, plan)
-            cost = compose(planned, self.delta, "rdp")
+            cost = compose(planned, self.delta, self.composition)
             epsilon, delta = float(cost.epsilon), float(cost.delta)
         settings = {
             "batch_size": batch_size,
@@ -440,7 +472,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             "noise_multiplier": z,
             "count_noise_std": count_std,
         }
-        return PrivacyPlan(epsilon, delta, "rdp", settings=settings)
+        return PrivacyPlan(epsilon, delta, self.composition, settings=settings)
 
     def _planned_events(self, noise_multiplier, plan, count_std=None):
         """Events of the fit at gradient noise multiplier ``noise_multiplier``.
@@ -562,12 +594,13 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                     plan.n_steps,
                     state.clip_noise_ratio,
                     extra_events=[dataset_size_event(state.count_noise_std)],
+                    composition=self.composition,
                 )
             elif self.accountant is not None:
                 # The steps' cost is a function of the noisy count (public):
                 # reserve it before the first step.
                 events = self._planned_events(state.noise_multiplier, plan, state.count_noise_std)
-                total, first = compose(events, self.delta, "rdp"), state.reserved
+                total, first = compose(events, self.delta, self.composition), state.reserved
                 state.extra_reservation = self.accountant.reserve(
                     max(0.0, total.epsilon - first.epsilon),
                     max(0.0, total.delta - first.delta),
@@ -753,8 +786,11 @@ _COMMON_DOC = """
         Gaussian mechanism with multiplier ``sigma``; with DPNorm the norm
         histogram (sensitivity 1, noise ``clip_norm_noise_ratio * sigma``) and
         the gradient of the same batch are accounted as one Gaussian with the
-        combined multiplier (see :func:`skdp.nn.dpsgd_step_event`).  All steps
-        compose by RDP (the moments accountant, Acs et al. Theorem 1).
+        combined multiplier (see :func:`skdp.nn.dpsgd_step_event`).  The
+        count and the steps are composed by the accountant ``composition``
+        (privacy loss distributions by default; RDP, the moments accountant
+        of Acs et al. Theorem 1, with ``composition="rdp"``), and the noise
+        is calibrated with the same accountant.
 
     Parameters
     ----------
@@ -768,6 +804,31 @@ _COMMON_DOC = """
         ``noise_multiplier`` is given: epsilon is then reported, not enforced.
     delta : float, default=1e-5
         Target delta, in (0, 1).
+    composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
+        Accountant that composes the fit's events (the noisy count and the
+        Poisson-subsampled Gaussian steps), both to calibrate the noise and
+        to report ``privacy_spent_`` (:mod:`skdp.privacy.accountants`):
+
+        * ``"pld"``: privacy loss distributions, composed by convolution
+          and discretised pessimistically (an upper bound) by Google's
+          dp-accounting (Doroshenko et al. 2022, "Connect the dots"; Koskela
+          et al. 2020); never looser than ``"rdp"``.  The default because it
+          is the tightest: on long runs about 9% less epsilon than RDP at the
+          same noise (q = 256/60000, sigma = 1.1, 60 epochs, delta = 1e-5:
+          2.38 against 2.59; Opacus' PRV accountant gives 2.39), or less
+          noise at the same epsilon (8% less on the digits benchmark's
+          plan at epsilon 1, 630 steps at q = 64/1347: :doc:`/nn`).
+        * ``"rdp"``: Renyi DP, the moments accountant (Abadi et al. 2016;
+          Mironov, Talwar & Zhang 2019; Acs et al. Theorem 1), converted by
+          Balle et al. (2020); the accounting of skdp before 0.3 and of
+          Opacus' ``"rdp"`` accountant.
+        * ``"advanced"``, ``"basic"``: advanced (Dwork & Roth 2014,
+          Cor. 3.21) or basic composition of per-step epsilons (each step's
+          own ``(epsilon, delta)`` from the tightest single-use bound); much
+          looser on many steps, for comparison with papers that use them.
+
+        ``"zcdp"`` has no rule for subsampled mechanisms and is refused by
+        ``fit`` with a ``ValueError``, before anything is reserved.
     clip_norm : float or "auto", default=1.0
         Clipping bound ``C`` of the per-example gradients, or ``"auto"``:
         per batch, DPNorm's noisy mode of the batch's gradient-norm histogram
@@ -844,7 +905,8 @@ _COMMON_DOC = """
     Attributes
     ----------
     privacy_spent_ : PrivacySpent
-        (epsilon, delta) spent by the fit (add/remove neighbours).
+        (epsilon, delta) spent by the fit (add/remove neighbours), as
+        composed by ``composition``.
     noise_multiplier_ : float
         sigma used by the fit.
     clip_noise_multiplier_ : float or None
@@ -894,6 +956,9 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
     G. Acs, L. Melis, C. Castelluccia, E. De Cristofaro. Differentially private
     mixture of generative neural networks. IEEE TKDE 2018 (Alg. 3-4, Sec. III).
     M. Abadi et al. Deep learning with differential privacy. CCS 2016.
+    V. Doroshenko, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi. Connect the
+    dots: tighter discrete approximations of privacy loss distributions.
+    PETS 2022 (Google's dp-accounting, the ``"pld"`` accountant).
 
     Examples
     --------
@@ -918,6 +983,7 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         *args,
         epsilon=1.0,
         delta=1e-5,
+        composition=DEFAULT_COMPOSITION,
         clip_norm=1.0,
         clip_norm_max=1.0,
         noise_multiplier=None,
@@ -939,6 +1005,7 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         self._store_dp_params(
             epsilon=epsilon,
             delta=delta,
+            composition=composition,
             clip_norm=clip_norm,
             clip_norm_max=clip_norm_max,
             noise_multiplier=noise_multiplier,
@@ -1018,6 +1085,9 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
     G. Acs, L. Melis, C. Castelluccia, E. De Cristofaro. Differentially private
     mixture of generative neural networks. IEEE TKDE 2018 (Alg. 3-4, Sec. III).
     M. Abadi et al. Deep learning with differential privacy. CCS 2016.
+    V. Doroshenko, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi. Connect the
+    dots: tighter discrete approximations of privacy loss distributions.
+    PETS 2022 (Google's dp-accounting, the ``"pld"`` accountant).
 
     Examples
     --------
@@ -1045,6 +1115,7 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         *args,
         epsilon=1.0,
         delta=1e-5,
+        composition=DEFAULT_COMPOSITION,
         clip_norm=1.0,
         clip_norm_max=1.0,
         noise_multiplier=None,
@@ -1066,6 +1137,7 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         self._store_dp_params(
             epsilon=epsilon,
             delta=delta,
+            composition=composition,
             clip_norm=clip_norm,
             clip_norm_max=clip_norm_max,
             noise_multiplier=noise_multiplier,
