@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import namedtuple
+from dataclasses import replace
 
 from .accountants import ACCOUNTANTS, get_accountant
 from .accountants.basic import pure_epsilon
@@ -82,6 +83,25 @@ def accountant_for(events, composition):
     return accountant
 
 
+def _merged(events):
+    """``events`` with the uses of identical mechanisms counted once each.
+
+    A ledger records one event per release (DP-SGD: one per step); the
+    composition only depends on how often each mechanism was used, and PLD
+    composes ``k`` uses of one mechanism by one self-convolution instead of
+    ``k`` convolutions.  Order is kept (first use); unhashable events are left
+    as they are.
+    """
+    counts = {}
+    try:
+        for e in events:
+            key = replace(e, count=1)
+            counts[key] = counts.get(key, 0) + e.count
+    except TypeError:
+        return list(events)
+    return [replace(key, count=count) for key, count in counts.items()]
+
+
 def compose(events, delta, composition=DEFAULT_COMPOSITION):
     """Epsilon of the composition of ``events`` at ``delta``.
 
@@ -107,6 +127,7 @@ def compose(events, delta, composition=DEFAULT_COMPOSITION):
     relations = {e.neighbouring for e in events}
     if len(relations) > 1:
         raise ValueError(f"Cannot compose events under different relations {relations}.")
+    events = _merged(events)
     accountant = accountant_for(events, composition)
     if all(e.is_pure for e in events):
         pure = sum(e.count * pure_epsilon(e) for e in events)

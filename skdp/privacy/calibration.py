@@ -30,6 +30,7 @@ from .events import (
     DiscreteLaplaceEvent,
     GaussianEvent,
     LaplaceEvent,
+    SubsampledGaussianEvent,
     _check_relation,
 )
 
@@ -137,10 +138,58 @@ def calibrate_noise_multiplier(
 
     if composition == "pld":
         probe = [_as_released(e, secure_noise).to_relation(neighbouring) for e in make_events(1.0)]
-        if not get_accountant("pld").unsupported(probe) and not get_accountant("rdp").unsupported(probe):
-            return _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol)
+        if not get_accountant("pld").unsupported(probe):
+            if not get_accountant("rdp").unsupported(probe):
+                return _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol)
+            unsampled = [_unsampled(e) for e in probe]
+            if not get_accountant("rdp").unsupported(unsampled):
+                return _descend_from_unsampled(
+                    cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol
+                )
         rtol = max(rtol, PLD_RTOL)
     return _bisect(cost, epsilon, delta, composition, rtol)
+
+
+def _unsampled(event):
+    """The plan's event without its subsampling (a plain Gaussian of the same multiplier)."""
+    if isinstance(event, SubsampledGaussianEvent):
+        return GaussianEvent(
+            count=event.count, neighbouring=event.neighbouring, noise_multiplier=event.noise_multiplier
+        )
+    return event
+
+
+def _descend_from_unsampled(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol):
+    """PLD calibration of a plan RDP cannot cost (replace-one Poisson batches).
+
+    Starts from the multiplier the same plan needs *without* subsampling (its
+    exact Gaussian composition, cheap), a valid upper end since subsampling
+    only amplifies privacy, and halves it until the PLD cost exceeds the
+    target.  Costing from above keeps every PLD evaluated
+    at a multiplier near or above the answer: a discretised PLD at a tiny
+    multiplier has a huge loss range and takes minutes to build.
+    """
+    hi = calibrate_noise_multiplier(
+        lambda z: [_unsampled(e) for e in make_events(z)],
+        epsilon,
+        delta,
+        "rdp",
+        neighbouring,
+        rtol,
+        secure_noise=secure_noise,
+    )
+    while cost(hi) > epsilon:  # not expected (amplification); stay sound regardless
+        hi *= 1.25
+        if hi > 1e12:
+            raise ValueError(
+                f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition."
+            )
+    lo = hi * 0.5
+    while cost(lo) <= epsilon:
+        hi, lo = lo, lo * 0.5
+        if lo < 1e-12:
+            return hi
+    return _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
 
 
 def _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol):
@@ -153,7 +202,7 @@ def _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noi
         hi, lo = lo, lo * 0.9
         if lo < 1e-12:
             return hi
-    return _shrink(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
+    return _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
 
 
 def _bisect(cost, epsilon, delta, composition, rtol):
@@ -182,6 +231,46 @@ def _shrink(cost, epsilon, lo, hi, rtol):
         else:
             lo = mid
     return hi
+
+
+def _shrink_pld(cost, epsilon, lo, hi, rtol):
+    """Shrink ``[lo, hi]`` (``cost(lo) > epsilon >= cost(hi)``) to ``hi / lo <= 1 + rtol``; return ``hi``.
+
+    The Illinois variant of false position on ``log cost - log epsilon``
+    against ``log z`` (a smooth, decreasing curve): a handful of costings
+    where bisection needs ``log2(log(hi / lo) / rtol)``, which matters when
+    each costing builds a PLD.  Whatever the steps, ``hi`` is always a
+    costed multiplier meeting the target, and the bracket only shrinks.
+    """
+    x_lo, x_hi = math.log(lo), math.log(hi)
+    f_lo, f_hi = _gap(cost(lo), epsilon), _gap(cost(hi), epsilon)
+    stale = 0  # +1: lo was kept last time, -1: hi was
+    while x_hi - x_lo > math.log1p(rtol):
+        width = x_hi - x_lo
+        if math.isfinite(f_lo) and f_lo > f_hi:
+            x = x_hi - f_hi * width / (f_hi - f_lo)
+            x = min(max(x, x_lo + 1e-3 * width), x_hi - 1e-3 * width)
+        else:  # an infinite cost at lo (too little noise to discretise): bisect
+            x = x_lo + 0.5 * width
+        f = _gap(cost(math.exp(x)), epsilon)
+        if f <= 0:
+            x_hi, f_hi = x, f
+            if stale == 1:  # lo kept twice in a row: halve its weight (Illinois)
+                f_lo *= 0.5
+            stale = 1
+        else:
+            x_lo, f_lo = x, f
+            if stale == -1:
+                f_hi *= 0.5
+            stale = -1
+    return math.exp(x_hi)
+
+
+def _gap(eps, epsilon):
+    # log(cost / target): <= 0 exactly when the plan meets the target.
+    if eps <= 0:
+        return -math.inf if epsilon > 0 else 0.0
+    return math.log(eps) - math.log(epsilon)
 
 
 def laplace_noise_multiplier(epsilon, n_uses=1):
