@@ -222,7 +222,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     n_samples_seen_ : int
         Number of training records (public under replace-one neighbours).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
     privacy_spent_ : PrivacySpent
     privacy_ledger_ : PrivacyLedger
         One :class:`~skdp.privacy.PureDPEvent` per quantile and column.

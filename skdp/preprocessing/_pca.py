@@ -137,7 +137,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     n_samples_ : int
         Number of training records (public under replace-one neighbours).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
     privacy_spent_ : PrivacySpent
     privacy_ledger_ : PrivacyLedger
         One Gaussian event for the matrix (and one for the mean).
@@ -308,7 +308,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         Returns
         -------
-        X_new : ndarray of shape (n_samples, n_components_)
+        X_new : ndarray of shape (n_samples, n_components)
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
@@ -319,7 +319,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_components_)
+        X : array-like of shape (n_samples, n_components)
 
         Returns
         -------

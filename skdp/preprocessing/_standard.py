@@ -162,7 +162,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     n_samples_seen_ : int
         Number of training records (public under replace-one neighbours).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
     privacy_spent_ : PrivacySpent
     privacy_ledger_ : PrivacyLedger
         One Laplace or Gaussian event (and ``2 d`` pure-DP events for
