@@ -109,10 +109,22 @@ def dpsep_sigma_table(n_samples=10_000, batch_size=100, n_epochs=40, epsilon=1.0
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
-    from skdp.bnn._dpsep import dpsep_n_steps, dpsep_noise_multiplier
+    from skdp.privacy import REPLACE_ONE, SubsampledGaussianEvent, calibrate_noise_multiplier
 
-    n_steps = dpsep_n_steps(n_samples, n_epochs, batch_size)
+    # DPSEPRegressor's plan, through the public core: ceil(T N / B) releases of
+    # its factor, each a subsampled Gaussian at rate B / N (replace-one).
+    n_steps = math.ceil(n_epochs * n_samples / batch_size)
     q = batch_size / n_samples
+
+    def dpsep_noise_multiplier(n_samples, n_epochs, batch_size, epsilon, delta, composition, sampling):
+        return calibrate_noise_multiplier(
+            lambda z: [SubsampledGaussianEvent(n_steps, REPLACE_ONE, z, q, sampling)],
+            epsilon,
+            delta,
+            composition,
+            REPLACE_ONE,
+        )
+
     relation = dp_accounting.NeighboringRelation.REPLACE_ONE
     reference = dp_accounting.calibrate_dp_mechanism(
         lambda: pld_privacy_accountant.PLDAccountant(neighboring_relation=relation),

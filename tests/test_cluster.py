@@ -569,7 +569,7 @@ def test_auto_max_iter_in_fit_matches_rule_and_plan(Est):
     w = lloyd.count_noise_weight("gaussian", dim)
 
     def z_of(T):
-        return lloyd.lloyd_noise_multiplier(T, "gaussian", 0, w, 2.0, 1e-5, "rdp")
+        return lloyd.lloyd_noise_multiplier(T, "gaussian", 0, w, 2.0, 1e-5, "pld")
 
     T = lloyd.auto_max_iter(z_of, "gaussian", 3000, 3, dim)
     assert 1 < T <= lloyd.AUTO_MAX_ITER
