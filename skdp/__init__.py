@@ -17,6 +17,7 @@ from .cluster import DPKernelKMeans, DPKMeans
 from .exceptions import BudgetExceededError, PrivacyLeakWarning
 from .generative import DPGenerativeMixture
 from .mixture import DPGaussianMixture
+from .preprocessing import DPPCA, DPMinMaxScaler, DPStandardScaler
 from .privacy import BudgetAccountant, PrivacySpent
 
 __version__ = "0.1.0"
@@ -35,10 +36,13 @@ __all__ = [
     "DPGenerativeMixture",
     "DPKMeans",
     "DPKernelKMeans",
+    "DPMinMaxScaler",
     "DPNaiveBayesHMM",
     "DPNeuralNetClassifier",
     "DPNeuralNetRegressor",
+    "DPPCA",
     "DPSEPRegressor",
+    "DPStandardScaler",
     "PrivacyLeakWarning",
     "PrivacySpent",
     "__version__",

@@ -21,6 +21,7 @@ from skdp.bayes import DPBetaBernoulli, DPNaiveBayesHMM
 from skdp.bnn import DPSEPRegressor
 from skdp.cluster import DPKernelKMeans, DPKMeans
 from skdp.mixture import DPGaussianMixture
+from skdp.preprocessing import DPPCA, DPMinMaxScaler, DPStandardScaler
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,40 @@ CASES = {
             ),
         ],
     ),
+    "DPStandardScaler": Case(
+        DPStandardScaler(bounds=(-3.0, 3.0), random_state=0),
+        _normal,
+        output="transform",
+        checked=[
+            Checked("DPStandardScaler", DPStandardScaler(bounds=(-3.0, 3.0), random_state=0)),
+            Checked(
+                "DPStandardScaler[laplace,mean-only]",
+                DPStandardScaler(bounds=(-3.0, 3.0), delta=0.0, with_std=False, random_state=0),
+            ),
+            Checked("DPStandardScaler[auto]", DPStandardScaler(bounds="auto", random_state=0)),
+        ],
+    ),
+    "DPMinMaxScaler": Case(
+        DPMinMaxScaler(random_state=0),
+        _normal,
+        output="transform",
+        checked=[
+            Checked("DPMinMaxScaler", DPMinMaxScaler(random_state=0)),
+            Checked(
+                "DPMinMaxScaler[pld,noclip]",
+                DPMinMaxScaler(delta=1e-5, feature_range=(-1, 1), clip=False, random_state=0),
+            ),
+        ],
+    ),
+    "DPPCA": Case(
+        DPPCA(n_components=2, data_norm=3.0, random_state=0),
+        _normal,
+        output="transform",
+        checked=[
+            Checked("DPPCA", DPPCA(n_components=1, data_norm=5.0, random_state=0)),
+            Checked("DPPCA[centered,all]", DPPCA(data_norm=5.0, centered=True, random_state=0)),
+        ],
+    ),
     "DPKMeans": Case(
         DPKMeans(n_clusters=3, data_norm=3.0, random_state=0),
         _normal,
@@ -407,7 +442,10 @@ def _modes():
     estimator or a generator that only one mode keeps must not slip through.
     """
     modes = {
-        "DPBetaBernoulli(laplace)": [{}],
+        # The issue-20 defaults' predecessors stay pinned as modes: the paper's
+        # two-count release, Laplace means under RDP, RDP composition, DP-SEP's
+        # batches without replacement.
+        "DPBetaBernoulli(laplace)": [{}, {"count_release": "paper"}],
         "DPBetaBernoulli(ops)": [{}],
         "DPNaiveBayesHMM(laplace)": [{}, {"mechanism": "ops"}, {"mechanism": "none"}],
         "DPGaussianMixture": [
@@ -415,12 +453,26 @@ def _modes():
             {"covariance_type": "tied"},
             {"covariance_type": "spherical", "mean_mechanism": "gaussian", "delta": 1e-5},
             {"estimator": "mle", "component_releases": "separate", "delta": 1e-5},
+            {"mean_mechanism": "laplace", "composition": "rdp"},
         ],
         "DPKMeans": [{}, {"mechanism": "laplace", "delta": 0.0}, {"max_iter": "auto"}],
-        "DPKernelKMeans": [{}, {"kernel": "laplacian", "clip_norm": 2.0}],
-        "DPSEPRegressor": [{}, {"mechanism": "clipped"}, {"mechanism": "none"}],
+        "DPKernelKMeans": [{}, {"kernel": "laplacian", "clip_norm": 2.0}, {"composition": "rdp"}],
+        "DPSEPRegressor": [
+            {},
+            {"mechanism": "clipped"},
+            {"mechanism": "none"},
+            {"sampling": "without_replacement", "composition": "rdp"},
+        ],
+        "DPStandardScaler": [{}, {"delta": 0.0}, {"bounds": None}, {"bounds": "auto"}, {"with_std": False}],
+        "DPMinMaxScaler": [{}, {"delta": 1e-5}],
+        "DPPCA": [{}, {"centered": True}, {"data_norm": None}],
         "DPGenerativeMixture": [{}, {"n_clusters": 1}, {"generator": "rbm", "clip_norm": 1.0}],
-        "DPNeuralNetClassifier": [{}, {"clipping_mode": "vmap"}, {"noise_multiplier": None, "epsilon": 3.0}],
+        "DPNeuralNetClassifier": [
+            {},
+            {"clipping_mode": "vmap"},
+            {"noise_multiplier": None, "epsilon": 3.0},
+            {"noise_multiplier": None, "epsilon": 3.0, "composition": "rdp"},
+        ],
         "DPNeuralNetRegressor": [{}],
     }
     return [(name, params) for name, variants in modes.items() if name in CASES for params in variants]

@@ -36,6 +36,13 @@ RELEASES = (
     "cluster_centers_",
     "coefs_mean_",
     "transmat_",
+    "mean_",
+    "var_",
+    "scale_",
+    "data_min_",
+    "data_max_",
+    "components_",
+    "explained_variance_",
 )
 
 

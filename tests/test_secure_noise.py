@@ -143,7 +143,13 @@ def _is_secure_event(event):
 # Estimators on floating-point samplers with no exact counterpart (subsampled
 # Gaussians for DP-SEP and DP-SGD, the exponential mechanism for OPS) must
 # refuse, naming the setting, before any release.
-_REFUSES_SECURE = ("DPSEPRegressor", "DPNeuralNet", "DPGenerativeMixture", "DPBetaBernoulli(ops)")
+_REFUSES_SECURE = (
+    "DPSEPRegressor",
+    "DPNeuralNet",
+    "DPGenerativeMixture",
+    "DPBetaBernoulli(ops)",
+    "DPMinMaxScaler",
+)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
