@@ -236,10 +236,12 @@ def main():
                 print(
                     f"{name:<26} {metric:<17} {score:>10.3f} {baseline:>12.3f}   (epsilon={eps:.3g}, delta={delta:.0e})"
                 )
+    spent, summed = budget.spent, sum(eps for eps, _, _ in budget.history)
     print(
-        f"\nShared BudgetAccountant (replace-one neighbours, {len(budget.history)} fits; spent is the "
-        f"composition of the fits' events under {budget.composition.upper()}, fits it cannot compose add up): "
-        f"spent {budget.spent}, {time.perf_counter() - start:.0f} s"
+        f"\nShared BudgetAccountant (replace-one neighbours, {len(budget.history)} fits): spent "
+        f"(epsilon={spent.epsilon:.3g}, delta={spent.delta:.1e}), the composition of the fits' events "
+        f"under {budget.composition.upper()} (fits it cannot compose add up); their epsilons sum to "
+        f"{summed:.3g}, what adding them up would charge. {time.perf_counter() - start:.0f} s"
     )
 
 
