@@ -106,8 +106,9 @@ def test_paper_count_release_reproduces_the_pins():
 
     from _registry import CASES
 
+    # The old default's pin is kept as the mode "[count_release=paper]" (tests/_registry.py).
     pins = json.loads(Path(__file__).with_name("pinned_releases.json").read_text())[
-        "DPBetaBernoulli(laplace)"
+        "DPBetaBernoulli(laplace)[count_release=paper]"
     ]
     case = CASES["DPBetaBernoulli(laplace)"]
     rows = case.make_X(np.random.default_rng(0), 120, 3)  # tests/test_pinned_releases.py's data
