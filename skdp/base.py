@@ -48,6 +48,7 @@ import math
 import os
 import sys
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from numbers import Real
@@ -198,6 +199,46 @@ def warn_privacy_leak(parameter, quantity):
     )
 
 
+#: scikit-learn searches already warned about (once per search object).
+_WARNED_SEARCHES = weakref.WeakSet()
+
+
+def _warn_under_sklearn_search(estimator):
+    """Warn, once per search, that scikit-learn's search selects on exact validation scores.
+
+    ``GridSearchCV`` and friends fit each candidate with its own guarantee
+    (charged to a shared budget, if any), but pick the best by scores
+    computed exactly on private rows, and the choice is released through
+    ``best_params_`` unaccounted.  Detected from the calling frames, so only
+    for fits in this process (``n_jobs=1`` or a thread backend); the docs of
+    :mod:`skdp.model_selection` say so too.
+    """
+    from sklearn.model_selection._search import BaseSearchCV
+
+    frame, level = sys._getframe(1), 2
+    while frame is not None:
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "fit" else None
+        if isinstance(owner, BaseSearchCV):
+            if owner not in _WARNED_SEARCHES:
+                _WARNED_SEARCHES.add(owner)
+                # Point at the user's call of the search: the first frame
+                # above its fit that is not scikit-learn's own wrapper.
+                sklearn_dir = os.path.dirname(sklearn.__file__)
+                while frame.f_back is not None and frame.f_code.co_filename.startswith(sklearn_dir):
+                    frame, level = frame.f_back, level + 1
+                warnings.warn(
+                    f"{type(owner).__name__} fits {type(estimator).__name__} with its guarantee, but "
+                    "selects the best candidate by validation scores computed exactly on private rows: "
+                    "the selection (best_params_, best_score_, cv_results_) is not covered by any "
+                    "privacy_spent_. Use skdp.model_selection.DPGridSearchCV or DPRandomizedSearchCV "
+                    "for a private selection.",
+                    PrivacyLeakWarning,
+                    stacklevel=level,
+                )
+            return
+        frame, level = frame.f_back, level + 1
+
+
 class DPEstimatorMixin:
     """Privacy life cycle of a DP estimator: the one template every ``fit`` runs.
 
@@ -336,6 +377,7 @@ class DPEstimatorMixin:
         Each estimator's ``fit`` (decorated by :func:`private_fit_context`)
         calls this, with its own signature and docstring in front.
         """
+        _warn_under_sklearn_search(self)
         secure = self._resolve_secure_noise()  # once: the package setting may change meanwhile
         if secure:
             self._refuse_secure_noise_without_exact_sampler()

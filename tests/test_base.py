@@ -124,3 +124,30 @@ def test_every_public_estimator_imports_from_the_top_level_without_torch():
         "assert 'torch' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_sklearn_search_warns_once_that_its_selection_is_not_private():
+    # Issue 21: scikit-learn's searches select on exact validation scores;
+    # the fits keep their guarantees, the selection has none.
+    import warnings
+
+    from sklearn.datasets import load_iris
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    from skdp import DPGaussianMixture
+    from skdp.exceptions import PrivacyLeakWarning
+
+    X, _ = load_iris(return_X_y=True)
+    model = DPGaussianMixture(3, data_norm=10.0, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        GridSearchCV(model, {"epsilon": [1.0, 2.0]}, cv=3).fit(X)
+    leaks = [w for w in caught if issubclass(w.category, PrivacyLeakWarning)]
+    assert len(leaks) == 1  # 2 x 3 fits + the refit: one warning per search
+    assert "DPGridSearchCV" in str(leaks[0].message)
+    assert leaks[0].filename == __file__  # points at the user's call
+    # No selection, no warning: cross-validation alone, and a plain fit.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        cross_val_score(model, X, cv=3)
+        model.fit(X)
