@@ -239,6 +239,55 @@ def _warn_under_sklearn_search(estimator):
         frame, level = frame.f_back, level + 1
 
 
+def _warn_after_non_private_steps(estimator):
+    """Warn when ``estimator`` is fitted in a ``Pipeline`` after a step fitted without DP.
+
+    A stateful scikit-learn step in front (``StandardScaler``, ``PCA``, a
+    ``ColumnTransformer``) was fitted on the same private rows with no noise:
+    its fitted statistics are released with the pipeline and covered by no
+    ``privacy_spent_``.  Steps that are skdp estimators, ``"passthrough"``,
+    and stateless steps (scikit-learn's ``requires_fit=False`` tag, e.g. a
+    ``FunctionTransformer``) pass.  Detected from the calling frames (the
+    pipeline's own ``fit``), so in-process fits only.
+    """
+    from sklearn.pipeline import Pipeline
+    from sklearn.utils import get_tags
+
+    frame, level = sys._getframe(1), 2
+    while frame is not None:
+        owner = frame.f_locals.get("self") if frame.f_code.co_name.startswith("fit") else None
+        if isinstance(owner, Pipeline):
+            leaky = []
+            for name, step in owner.steps:
+                if step is estimator:
+                    break
+                if step is None or isinstance(step, str) or isinstance(step, DPEstimatorMixin):
+                    continue
+                try:
+                    stateless = not get_tags(step).requires_fit
+                except Exception:  # a third-party step without tags: assume it learns
+                    stateless = False
+                if not stateless:
+                    leaky.append(name)
+            else:
+                return  # not one of this pipeline's steps
+            if leaky:
+                sklearn_dir = os.path.dirname(sklearn.__file__)
+                while frame.f_back is not None and frame.f_code.co_filename.startswith(sklearn_dir):
+                    frame, level = frame.f_back, level + 1
+                warnings.warn(
+                    f"Pipeline step(s) {', '.join(map(repr, leaky))} before {type(estimator).__name__} "
+                    "were fitted on the private data without differential privacy: their fitted "
+                    "statistics are released with the pipeline and not covered by privacy_spent_. Use "
+                    "skdp.preprocessing (DPStandardScaler, DPMinMaxScaler, DPPCA) or a stateless "
+                    "FunctionTransformer with public constants.",
+                    PrivacyLeakWarning,
+                    stacklevel=level,
+                )
+            return
+        frame, level = frame.f_back, level + 1
+
+
 class DPEstimatorMixin:
     """Privacy life cycle of a DP estimator: the one template every ``fit`` runs.
 
@@ -378,6 +427,7 @@ class DPEstimatorMixin:
         calls this, with its own signature and docstring in front.
         """
         _warn_under_sklearn_search(self)
+        _warn_after_non_private_steps(self)
         secure = self._resolve_secure_noise()  # once: the package setting may change meanwhile
         if secure:
             self._refuse_secure_noise_without_exact_sampler()

@@ -151,3 +151,30 @@ def test_sklearn_search_warns_once_that_its_selection_is_not_private():
         warnings.simplefilter("error", PrivacyLeakWarning)
         cross_val_score(model, X, cv=3)
         model.fit(X)
+
+
+def test_pipeline_warns_about_steps_fitted_without_dp():
+    # Issue 21: a stateful scikit-learn step in front of a DP estimator is
+    # fitted on the private rows with no noise; stateless and DP steps pass.
+    import warnings
+
+    from sklearn.datasets import load_iris
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    from skdp import DPGaussianMixture, DPStandardScaler
+    from skdp.exceptions import PrivacyLeakWarning
+
+    X, _ = load_iris(return_X_y=True)
+    model = DPGaussianMixture(3, data_norm=10.0, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_pipeline(StandardScaler(), FunctionTransformer(np.tanh), model).fit(X)
+    leaks = [w for w in caught if issubclass(w.category, PrivacyLeakWarning)]
+    assert len(leaks) == 1 and leaks[0].filename == __file__
+    message = str(leaks[0].message)
+    assert "'standardscaler'" in message and "functiontransformer" not in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        make_pipeline(FunctionTransformer(np.log1p), model).fit(X)
+        make_pipeline(DPStandardScaler(bounds=(0.0, 8.0), random_state=0), model).fit(X)
