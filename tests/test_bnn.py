@@ -516,8 +516,12 @@ def test_without_replacement_reproduces_the_paper_path_pin():
         warnings.simplefilter("ignore")
         model.fit(rows, **case.fit_kwargs(rows))
     got = [float(v) for a in model.coefs_mean_ for v in np.ravel(a)]
-    assert got == _WOR_PINNED_COEFS_MEAN
-    assert tuple(model.privacy_spent_) == (_WOR_PINNED_EPSILON, 1e-5)
+    # The pins' tolerance (tests/test_pinned_releases.py): the last bits move
+    # with the NumPy/BLAS build (the oldest-dependencies run differs at 1e-15).
+    np.testing.assert_allclose(got, _WOR_PINNED_COEFS_MEAN, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        tuple(model.privacy_spent_), (_WOR_PINNED_EPSILON, 1e-5), rtol=1e-9, atol=1e-12
+    )
     assert model.privacy_ledger_.events[0].sampling == "without_replacement"
 
 
