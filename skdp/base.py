@@ -215,28 +215,19 @@ def _warn_under_sklearn_search(estimator):
     """
     from sklearn.model_selection._search import BaseSearchCV
 
-    frame, level = sys._getframe(1), 2
-    while frame is not None:
-        owner = frame.f_locals.get("self") if frame.f_code.co_name == "fit" else None
-        if isinstance(owner, BaseSearchCV):
-            if owner not in _WARNED_SEARCHES:
-                _WARNED_SEARCHES.add(owner)
-                # Point at the user's call of the search: the first frame
-                # above its fit that is not scikit-learn's own wrapper.
-                sklearn_dir = os.path.dirname(sklearn.__file__)
-                while frame.f_back is not None and frame.f_code.co_filename.startswith(sklearn_dir):
-                    frame, level = frame.f_back, level + 1
-                warnings.warn(
-                    f"{type(owner).__name__} fits {type(estimator).__name__} with its guarantee, but "
-                    "selects the best candidate by validation scores computed exactly on private rows: "
-                    "the selection (best_params_, best_score_, cv_results_) is not covered by any "
-                    "privacy_spent_. Use skdp.model_selection.DPGridSearchCV or DPRandomizedSearchCV "
-                    "for a private selection.",
-                    PrivacyLeakWarning,
-                    stacklevel=level,
-                )
-            return
-        frame, level = frame.f_back, level + 1
+    search, stacklevel = _fitting_caller(BaseSearchCV)
+    if search is None or search in _WARNED_SEARCHES:
+        return
+    _WARNED_SEARCHES.add(search)
+    warnings.warn(
+        f"{type(search).__name__} fits {type(estimator).__name__} with its guarantee, but "
+        "selects the best candidate by validation scores computed exactly on private rows: "
+        "the selection (best_params_, best_score_, cv_results_) is not covered by any "
+        "privacy_spent_. Use skdp.model_selection.DPGridSearchCV or DPRandomizedSearchCV "
+        "for a private selection.",
+        PrivacyLeakWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def _warn_after_non_private_steps(estimator):
@@ -253,39 +244,53 @@ def _warn_after_non_private_steps(estimator):
     from sklearn.pipeline import Pipeline
     from sklearn.utils import get_tags
 
-    frame, level = sys._getframe(1), 2
+    pipeline, stacklevel = _fitting_caller(Pipeline)
+    if pipeline is None:
+        return
+    leaky = []
+    for name, step in pipeline.steps:
+        if step is estimator:
+            break
+        if step is None or isinstance(step, str) or isinstance(step, DPEstimatorMixin):
+            continue
+        try:
+            stateless = not get_tags(step).requires_fit
+        except Exception:  # a third-party step without tags: assume it learns
+            stateless = False
+        if not stateless:
+            leaky.append(name)
+    else:
+        return  # not one of this pipeline's steps
+    if leaky:
+        warnings.warn(
+            f"Pipeline step(s) {', '.join(map(repr, leaky))} before {type(estimator).__name__} "
+            "were fitted on the private data without differential privacy: their fitted "
+            "statistics are released with the pipeline and not covered by privacy_spent_. Use "
+            "skdp.preprocessing (DPStandardScaler, DPMinMaxScaler, DPPCA) or a stateless "
+            "FunctionTransformer with public constants.",
+            PrivacyLeakWarning,
+            stacklevel=stacklevel,
+        )
+
+
+def _fitting_caller(cls):
+    """The innermost ``cls`` instance whose ``fit*`` method is on the stack, and where its user called it.
+
+    Returns ``(owner, stacklevel)``: ``stacklevel`` makes a ``warnings.warn``
+    in the function that called this one point at the first frame above the
+    owner's ``fit`` that is not scikit-learn's own code (the user's line); or
+    ``(None, None)``.  Only frames of this process are visible.
+    """
+    frame, level = sys._getframe(2), 2
     while frame is not None:
         owner = frame.f_locals.get("self") if frame.f_code.co_name.startswith("fit") else None
-        if isinstance(owner, Pipeline):
-            leaky = []
-            for name, step in owner.steps:
-                if step is estimator:
-                    break
-                if step is None or isinstance(step, str) or isinstance(step, DPEstimatorMixin):
-                    continue
-                try:
-                    stateless = not get_tags(step).requires_fit
-                except Exception:  # a third-party step without tags: assume it learns
-                    stateless = False
-                if not stateless:
-                    leaky.append(name)
-            else:
-                return  # not one of this pipeline's steps
-            if leaky:
-                sklearn_dir = os.path.dirname(sklearn.__file__)
-                while frame.f_back is not None and frame.f_code.co_filename.startswith(sklearn_dir):
-                    frame, level = frame.f_back, level + 1
-                warnings.warn(
-                    f"Pipeline step(s) {', '.join(map(repr, leaky))} before {type(estimator).__name__} "
-                    "were fitted on the private data without differential privacy: their fitted "
-                    "statistics are released with the pipeline and not covered by privacy_spent_. Use "
-                    "skdp.preprocessing (DPStandardScaler, DPMinMaxScaler, DPPCA) or a stateless "
-                    "FunctionTransformer with public constants.",
-                    PrivacyLeakWarning,
-                    stacklevel=level,
-                )
-            return
+        if isinstance(owner, cls):
+            sklearn_dir = os.path.dirname(sklearn.__file__)
+            while frame.f_back is not None and frame.f_code.co_filename.startswith(sklearn_dir):
+                frame, level = frame.f_back, level + 1
+            return owner, level
         frame, level = frame.f_back, level + 1
+    return None, None
 
 
 class DPEstimatorMixin:
