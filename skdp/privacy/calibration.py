@@ -184,12 +184,7 @@ def _descend_from_unsampled(cost, make_events, epsilon, delta, neighbouring, sec
             raise ValueError(
                 f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition."
             )
-    lo = hi * 0.5
-    while cost(lo) <= epsilon:
-        hi, lo = lo, lo * 0.5
-        if lo < 1e-12:
-            return hi
-    return _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
+    return _descend_to_pld(cost, epsilon, hi, 0.5, rtol)
 
 
 def _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol):
@@ -197,9 +192,14 @@ def _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noi
     hi = calibrate_noise_multiplier(
         make_events, epsilon, delta, "rdp", neighbouring, rtol, secure_noise=secure_noise
     )
-    lo = hi * 0.9
+    return _descend_to_pld(cost, epsilon, hi, 0.9, rtol)
+
+
+def _descend_to_pld(cost, epsilon, hi, factor, rtol):
+    """From ``hi`` meeting the target, step down by ``factor`` until a multiplier fails, then shrink."""
+    lo = hi * factor
     while cost(lo) <= epsilon:
-        hi, lo = lo, lo * 0.9
+        hi, lo = lo, lo * factor
         if lo < 1e-12:
             return hi
     return _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
