@@ -22,7 +22,6 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from skdp import PrivacyLeakWarning
 from skdp.preprocessing import DPPCA, DPMinMaxScaler, DPStandardScaler
-from skdp.preprocessing._minmax import default_grid, private_quantiles, rank_counts
 from skdp.privacy import (
     BudgetAccountant,
     GaussianEvent,
@@ -31,6 +30,7 @@ from skdp.privacy import (
     PureDPEvent,
     gaussian_noise_multiplier,
 )
+from skdp.privacy.quantiles import default_grid, private_quantiles, rank_counts
 
 #: False-alarm rate of each statistical test.
 ALPHA = 1e-4

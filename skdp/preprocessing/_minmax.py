@@ -7,142 +7,14 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, private_fit_context
-from ..privacy import (
-    DEFAULT_COMPOSITION,
-    REPLACE_ONE,
-    ExponentialMechanism,
-    PureDPEvent,
-    calibrate_noise_multiplier,
+from ..privacy import DEFAULT_COMPOSITION, ExponentialMechanism
+from ..privacy.quantiles import (
+    check_grid,
+    check_quantiles,
+    private_quantiles,
+    quantile_epsilon,
+    rank_counts,
 )
-
-#: Candidates per decade of the default grid.
-GRID_POINTS_PER_DECADE = 50
-
-#: Smallest and largest magnitude of the default grid (powers of ten).
-GRID_DECADES = (-6, 6)
-
-#: Change of a rank count ``#{i : x_ij <= b}`` when one record is replaced:
-#: the old record leaves at most one count, the new one enters at most one,
-#: and a count they both fall in is unchanged, so it moves by at most 1.
-RANK_SENSITIVITY = 1.0
-
-
-def default_grid():
-    """The public candidate values of a quantile: 0 and ``+-10^k`` on a log grid.
-
-    ``GRID_POINTS_PER_DECADE`` points per decade from ``1e-6`` to ``1e6`` on
-    each side of 0 (1,203 points, consecutive ratio ``10^(1/50)``, 4.7 %): any
-    column whose quantiles lie within ``[-1e6, 1e6]`` is located to within
-    4.7 % of its magnitude (or to 1e-6 of 0) without a bound being declared.
-    A quantile outside that range is released as the grid's end.
-    """
-    lo, hi = GRID_DECADES
-    positive = np.logspace(lo, hi, (hi - lo) * GRID_POINTS_PER_DECADE + 1)
-    return np.concatenate([-positive[::-1], [0.0], positive])
-
-
-def check_grid(grid):
-    """The candidate grid as a strictly increasing finite 1-D float array (``grid`` parameter)."""
-    if grid is None:
-        return default_grid()
-    try:
-        values = np.asarray(grid, dtype=float)
-    except (TypeError, ValueError):
-        values = None
-    if (
-        values is None
-        or values.ndim != 1
-        or values.size < 2
-        or not np.all(np.isfinite(values))
-        or not np.all(np.diff(values) > 0)
-    ):
-        raise ValueError("grid must be None or a strictly increasing 1-D array of at least 2 finite numbers.")
-    return values
-
-
-def check_quantiles(quantiles):
-    """``(q_low, q_high)`` with ``0 <= q_low < q_high <= 1`` (``quantiles`` parameter)."""
-    try:
-        low, high = (float(q) for q in quantiles)
-    except (TypeError, ValueError):
-        raise ValueError("quantiles must be a pair (q_low, q_high) of numbers in [0, 1].") from None
-    if not (0.0 <= low < high <= 1.0):
-        raise ValueError("quantiles must satisfy 0 <= q_low < q_high <= 1.")
-    return low, high
-
-
-def rank_counts(chunk, grid):
-    """``#{i : x_ij <= grid_k}`` for every column ``j`` and candidate ``k``: shape (n_features, n_grid).
-
-    Counts of the chunks add up to those of the whole data (a map step of
-    :meth:`skdp._chunks.ChunkedData.map_reduce`).
-    """
-    ordered = np.sort(chunk, axis=0)
-    return np.stack(
-        [np.searchsorted(ordered[:, j], grid, side="right") for j in range(chunk.shape[1])]
-    ).astype(float)
-
-
-def quantile_epsilon(epsilon, delta, n_releases, composition, secure_noise=False):
-    """Per-quantile epsilon of ``n_releases`` exponential mechanisms that compose to ``(epsilon, delta)``.
-
-    Asked of the core's calibration: the plan is ``n_releases`` pure-DP
-    events of epsilon ``1 / z``, costed by ``composition`` (under ``"basic"``
-    this is ``epsilon / n_releases``; under ``"pld"`` with ``delta > 0`` the
-    privacy-loss-distribution composition gives each quantile more).
-    """
-
-    def events(z):
-        return [PureDPEvent(count=n_releases, neighbouring=REPLACE_ONE, epsilon=1.0 / z)]
-
-    z = calibrate_noise_multiplier(events, epsilon, delta, composition, secure_noise=secure_noise)
-    return 1.0 / z
-
-
-def private_quantiles(counts, n_samples, quantiles, grid, epsilon, rng, ledger):
-    """Private quantiles of every column by the exponential mechanism over the cells of a public grid.
-
-    Smith (2011)'s exponential-mechanism quantile (as recalled by
-    Gillenwater, Joseph & Kulesza 2021, Section 3) with the cells
-    ``[b_k, b_{k+1}]`` of a public ``grid`` as candidates instead of the gaps
-    between data points (which are not public).  With rank counts
-    ``c_k = #{i : x_ij <= b_k}``, cell ``k`` has utility
-    ``u_k = -dist(q n, [c_k, c_{k+1}])``: 0 for the cells the ``q``-quantile
-    can lie in, minus the number of records it is away otherwise.  Each
-    ``c_k`` moves by at most :data:`RANK_SENSITIVITY` when one record is
-    replaced (``n`` is public under replace-one neighbours), hence so does
-    ``u_k``.  One cell is drawn with probability proportional to
-    ``exp(epsilon u_k / 2)`` (McSherry & Talwar 2007), one
-    :class:`~skdp.privacy.PureDPEvent` per quantile and column, and its
-    midpoint is released (post-processing: Smith draws a point uniformly
-    in the interval; the midpoint halves the worst-case error within it).
-
-    Parameters
-    ----------
-    counts : ndarray of shape (n_features, n_grid)
-        :func:`rank_counts` of the data.
-    n_samples : int
-    quantiles : sequence of float
-    grid : ndarray of shape (n_grid,)
-    epsilon : float
-        Epsilon of each release.
-    rng : numpy.random.Generator
-    ledger : PrivacyLedger
-
-    Returns
-    -------
-    ndarray of shape (len(quantiles), n_features)
-    """
-    mechanism = ExponentialMechanism(epsilon, RANK_SENSITIVITY)
-    midpoints = (grid[:-1] + grid[1:]) / 2
-    out = np.empty((len(quantiles), counts.shape[0]))
-    for i, q in enumerate(quantiles):
-        target = q * n_samples
-        for j in range(counts.shape[0]):
-            below, above = counts[j, :-1], counts[j, 1:]
-            distance = np.maximum(below - target, 0.0) + np.maximum(target - above, 0.0)
-            out[i, j] = midpoints[mechanism.select(-distance, rng, ledger)]
-    return out
 
 
 class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -154,7 +26,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     it arbitrarily far), so this scaler maps two private *quantiles* of each
     column (``quantiles``, the 1st and 99th percentiles by default) instead.
     Each is drawn by the exponential mechanism over a public grid of
-    candidates (:func:`private_quantiles`: Smith 2011; Gillenwater, Joseph &
+    candidates (:func:`~skdp.privacy.quantiles.private_quantiles`: Smith 2011; Gillenwater, Joseph &
     Kulesza 2021), so no bound on the data is declared and none is read off
     the data: a grid of 0 and ``+-10^k`` for ``k`` in ``[-6, 6]``, 50 points
     per decade, locates any quantile within ``[-1e6, 1e6]`` to a relative

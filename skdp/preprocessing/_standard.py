@@ -26,7 +26,8 @@ from ..privacy import (
     LaplaceMechanism,
     calibrate_noise_multiplier,
 )
-from ._minmax import check_grid, private_quantiles, quantile_epsilon, rank_counts
+from ..privacy.clipping import clip_box
+from ..privacy.quantiles import check_grid, private_box, quantile_epsilon, rank_counts
 
 #: Quantiles the ``bounds="auto"`` release takes for the column bounds.
 AUTO_BOUNDS_QUANTILES = (0.01, 0.99)
@@ -65,7 +66,7 @@ def moment_statistics(chunk, lower, upper, n_statistics):
     width = upper - lower
     # Box clipping of each coordinate to its declared bounds: what the
     # sensitivity assumes (an infinite value lands on its bound).
-    t = (np.clip(chunk, lower, upper) - (lower + upper) / 2) / np.where(width > 0, width, 1.0)
+    t = (clip_box(chunk, lower, upper) - (lower + upper) / 2) / np.where(width > 0, width, 1.0)
     stats = [t.sum(axis=0)]
     if n_statistics == 2:
         stats.append(4.0 * np.einsum("ij,ij->j", t, t))
@@ -294,24 +295,15 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
         if self._auto_bounds():
             grid = check_grid(None)
             counts = data.chunks.map_reduce(rank_counts, grid) if data.chunked else rank_counts(data.X, grid)
-            low, high = np.sort(
-                private_quantiles(
-                    counts,
-                    data.n_samples,
-                    AUTO_BOUNDS_QUANTILES,
-                    grid,
-                    plan.settings["quantile_epsilon"],
-                    rng,
-                    ledger,
-                ),
-                axis=0,
+            return private_box(
+                counts,
+                data.n_samples,
+                AUTO_BOUNDS_QUANTILES,
+                grid,
+                plan.settings["quantile_epsilon"],
+                rng,
+                ledger,
             )
-            # Equal released ends (noise): widen to the next grid point so the
-            # mapping to [-1/2, 1/2] is defined (post-processing).
-            same = high <= low
-            high[same] = grid[np.minimum(np.searchsorted(grid, low[same], side="right"), grid.size - 1)]
-            low[same & (high <= low)] = grid[-2]
-            return low, high
         if self.bounds is None:
             warn_privacy_leak("bounds", "the range of every column")
             if data.chunked:

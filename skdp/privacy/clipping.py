@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["clip_factors", "clip_rows", "clip_vector", "row_norms", "torch_clip_factors"]
+__all__ = ["clip_box", "clip_factors", "clip_rows", "clip_vector", "row_norms", "torch_clip_factors"]
 
 
 def row_norms(X):
@@ -111,6 +111,37 @@ def clip_vector(x, bound):
     if not np.isfinite(norm):
         norm = row_norms(x[None, :])[0]
     return clip_rows(x[None, :], bound, norms=np.array([norm]))[0]
+
+
+def clip_box(X, lower, upper):
+    """Clip every column ``j`` of ``X`` to ``[lower_j, upper_j]``: the box rule of declared or private bounds.
+
+    A coordinate bound (``bounds``, ``feature_bounds``, ``"auto"`` column
+    ranges) is enforced by moving each value onto the nearest end, so a
+    record's contribution to a sum of column ``j`` lies in an interval of
+    length ``upper_j - lower_j`` whatever it was.  A NaN cannot be placed
+    anywhere in the box; it is mapped to the box's midpoint, a value the
+    sensitivity already allows (and ``+-inf`` go to the ends, as any large
+    value), so no NaN reaches a noisy sum.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features) or (n_samples,)
+    lower, upper : array-like broadcastable to a row of ``X``
+        ``lower <= upper``.
+
+    Returns
+    -------
+    ndarray
+        A new array with every value in its column's box.
+    """
+    lower = np.asarray(lower, dtype=float)
+    upper = np.asarray(upper, dtype=float)
+    clipped = np.clip(np.asarray(X, dtype=float), lower, upper)
+    nan = np.isnan(clipped)
+    if nan.any():
+        clipped[nan] = np.broadcast_to((lower + upper) / 2, clipped.shape)[nan]
+    return clipped
 
 
 def torch_clip_factors(norms, bound):

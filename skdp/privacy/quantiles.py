@@ -1,0 +1,260 @@
+"""Private quantiles by the exponential mechanism over a public grid, and the bounds built from them.
+
+One module for every place skdp needs a range nobody declared:
+:class:`~skdp.preprocessing.DPMinMaxScaler` (two quantiles of each column),
+``bounds="auto"`` of :class:`~skdp.preprocessing.DPStandardScaler`, and the
+``"auto"`` bounds of the estimators (:func:`private_box` for the column
+ranges, :func:`private_norm_bound` for a bound on the row norms).  The
+mechanism is Smith (2011)'s exponential-mechanism quantile with the cells of
+a public grid as candidates (:func:`private_quantiles`); a grid, not the
+data, fixes where a released value can fall, so nothing is read off the data
+outside the mechanism.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .calibration import calibrate_noise_multiplier
+from .events import REPLACE_ONE, PureDPEvent
+from .selection import ExponentialMechanism
+
+__all__ = [
+    "GRID_DECADES",
+    "GRID_POINTS_PER_DECADE",
+    "RANK_SENSITIVITY",
+    "check_grid",
+    "check_quantiles",
+    "default_grid",
+    "norm_grid",
+    "private_box",
+    "private_norm_bound",
+    "private_quantiles",
+    "quantile_epsilon",
+    "rank_counts",
+]
+
+#: Candidates per decade of the default grid.
+GRID_POINTS_PER_DECADE = 50
+
+#: Smallest and largest magnitude of the default grid (powers of ten).
+GRID_DECADES = (-6, 6)
+
+#: Change of a rank count ``#{i : x_ij <= b}`` when one record is replaced:
+#: the old record leaves at most one count, the new one enters at most one,
+#: and a count they both fall in is unchanged, so it moves by at most 1.
+RANK_SENSITIVITY = 1.0
+
+
+def default_grid():
+    """The public candidate values of a quantile: 0 and ``+-10^k`` on a log grid.
+
+    ``GRID_POINTS_PER_DECADE`` points per decade from ``1e-6`` to ``1e6`` on
+    each side of 0 (1,203 points, consecutive ratio ``10^(1/50)``, 4.7 %): any
+    column whose quantiles lie within ``[-1e6, 1e6]`` is located to within
+    4.7 % of its magnitude (or to 1e-6 of 0) without a bound being declared.
+    A quantile outside that range is released as the grid's end.
+    """
+    lo, hi = GRID_DECADES
+    positive = np.logspace(lo, hi, (hi - lo) * GRID_POINTS_PER_DECADE + 1)
+    return np.concatenate([-positive[::-1], [0.0], positive])
+
+
+def check_grid(grid):
+    """The candidate grid as a strictly increasing finite 1-D float array (``grid`` parameter)."""
+    if grid is None:
+        return default_grid()
+    try:
+        values = np.asarray(grid, dtype=float)
+    except (TypeError, ValueError):
+        values = None
+    if (
+        values is None
+        or values.ndim != 1
+        or values.size < 2
+        or not np.all(np.isfinite(values))
+        or not np.all(np.diff(values) > 0)
+    ):
+        raise ValueError("grid must be None or a strictly increasing 1-D array of at least 2 finite numbers.")
+    return values
+
+
+def check_quantiles(quantiles):
+    """``(q_low, q_high)`` with ``0 <= q_low < q_high <= 1`` (``quantiles`` parameter)."""
+    try:
+        low, high = (float(q) for q in quantiles)
+    except (TypeError, ValueError):
+        raise ValueError("quantiles must be a pair (q_low, q_high) of numbers in [0, 1].") from None
+    if not (0.0 <= low < high <= 1.0):
+        raise ValueError("quantiles must satisfy 0 <= q_low < q_high <= 1.")
+    return low, high
+
+
+def rank_counts(chunk, grid):
+    """``#{i : x_ij <= grid_k}`` for every column ``j`` and candidate ``k``: shape (n_features, n_grid).
+
+    Counts of the chunks add up to those of the whole data (a map step of
+    :meth:`skdp._chunks.ChunkedData.map_reduce`).
+    """
+    ordered = np.sort(chunk, axis=0)
+    return np.stack(
+        [np.searchsorted(ordered[:, j], grid, side="right") for j in range(chunk.shape[1])]
+    ).astype(float)
+
+
+def quantile_epsilon(epsilon, delta, n_releases, composition, secure_noise=False):
+    """Per-quantile epsilon of ``n_releases`` exponential mechanisms that compose to ``(epsilon, delta)``.
+
+    Asked of the core's calibration: the plan is ``n_releases`` pure-DP
+    events of epsilon ``1 / z``, costed by ``composition`` (under ``"basic"``
+    this is ``epsilon / n_releases``; under ``"pld"`` with ``delta > 0`` the
+    privacy-loss-distribution composition gives each quantile more).
+    """
+
+    def events(z):
+        return [PureDPEvent(count=n_releases, neighbouring=REPLACE_ONE, epsilon=1.0 / z)]
+
+    z = calibrate_noise_multiplier(events, epsilon, delta, composition, secure_noise=secure_noise)
+    return 1.0 / z
+
+
+def _cell_distances(counts, n_samples, target):
+    """``dist(target, [c_k, c_{k+1}])`` for each cell, the end cells open to the outside.
+
+    The first cell also holds every value below the grid (its lower rank is
+    0) and the last every value above it (its upper rank is ``n``), so a
+    quantile beyond the grid selects the end cell instead of leaving every
+    cell at the same distance (a uniform draw).  ``0`` and ``n`` are public;
+    each remaining rank still moves by at most 1.
+    """
+    below, above = counts[:-1].copy(), counts[1:].copy()
+    below[0], above[-1] = 0.0, float(n_samples)
+    return np.maximum(below - target, 0.0) + np.maximum(target - above, 0.0)
+
+
+def private_quantiles(counts, n_samples, quantiles, grid, epsilon, rng, ledger):
+    """Private quantiles of every column by the exponential mechanism over the cells of a public grid.
+
+    Smith (2011)'s exponential-mechanism quantile (as recalled by
+    Gillenwater, Joseph & Kulesza 2021, Section 3) with the cells
+    ``[b_k, b_{k+1}]`` of a public ``grid`` as candidates instead of the gaps
+    between data points (which are not public).  With rank counts
+    ``c_k = #{i : x_ij <= b_k}``, cell ``k`` has utility
+    ``u_k = -dist(q n, [c_k, c_{k+1}])``: 0 for the cells the ``q``-quantile
+    can lie in, minus the number of records it is away otherwise; the end
+    cells are open to the outside (``c_0 = 0``, ``c_K = n``), so a quantile
+    beyond the grid is released as the grid's end cell.  Each
+    ``c_k`` moves by at most :data:`RANK_SENSITIVITY` when one record is
+    replaced (``n`` is public under replace-one neighbours), hence so does
+    ``u_k``.  One cell is drawn with probability proportional to
+    ``exp(epsilon u_k / 2)`` (McSherry & Talwar 2007), one
+    :class:`~skdp.privacy.PureDPEvent` per quantile and column, and its
+    midpoint is released (post-processing: Smith draws a point uniformly
+    in the interval; the midpoint halves the worst-case error within it).
+
+    Parameters
+    ----------
+    counts : ndarray of shape (n_features, n_grid)
+        :func:`rank_counts` of the data.
+    n_samples : int
+    quantiles : sequence of float
+    grid : ndarray of shape (n_grid,)
+    epsilon : float
+        Epsilon of each release.
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+
+    Returns
+    -------
+    ndarray of shape (len(quantiles), n_features)
+    """
+    mechanism = ExponentialMechanism(epsilon, RANK_SENSITIVITY)
+    midpoints = (grid[:-1] + grid[1:]) / 2
+    out = np.empty((len(quantiles), counts.shape[0]))
+    for i, q in enumerate(quantiles):
+        target = q * n_samples
+        for j in range(counts.shape[0]):
+            distance = _cell_distances(counts[j], n_samples, target)
+            out[i, j] = midpoints[mechanism.select(-distance, rng, ledger)]
+    return out
+
+
+def private_box(counts, n_samples, quantiles, grid, epsilon, rng, ledger):
+    """Private lower and upper bounds of every column: two :func:`private_quantiles`, ordered and widened.
+
+    The released ``(q_low, q_high)`` quantiles of each column, sorted (noise
+    can swap them).  Equal ends (noise, or a constant column) are widened to
+    the next grid point so a map to ``[-1/2, 1/2]`` or a box of positive width
+    is defined; post-processing of the released cells.  Costs
+    ``2 * n_features`` pure-DP events of ``epsilon`` each.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (n_features, n_grid)
+        :func:`rank_counts` of the data.
+    n_samples : int
+        Public number of rows (replace-one neighbours).
+    quantiles : tuple (q_low, q_high)
+    grid : ndarray of shape (n_grid,)
+    epsilon : float
+        Epsilon of each of the ``2 * n_features`` releases.
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+
+    Returns
+    -------
+    low, high : ndarray of shape (n_features,)
+        ``low < high`` in every column.
+    """
+    low, high = np.sort(private_quantiles(counts, n_samples, quantiles, grid, epsilon, rng, ledger), axis=0)
+    same = high <= low
+    high[same] = grid[np.minimum(np.searchsorted(grid, low[same], side="right"), grid.size - 1)]
+    # low at the grid's top end: step it down instead (high is the end).
+    low[same & (high <= low)] = grid[-2]
+    return low, high
+
+
+def norm_grid():
+    """The public candidate values of a norm bound: the non-negative half of :func:`default_grid`."""
+    grid = default_grid()
+    return grid[grid >= 0]
+
+
+def private_norm_bound(norms, quantile, epsilon, rng, ledger, grid=None):
+    """A private ``quantile`` of the row norms, released as the upper end of its grid cell.
+
+    A clipping bound chosen privately (issue "bounds nobody has to know"):
+    the exponential mechanism of :func:`private_quantiles` over the cells of
+    the public non-negative log grid :func:`norm_grid` (50 cells per decade,
+    4.7 % apart, from 1e-6 to 1e6).  The *upper* end of the drawn cell is
+    released rather than its midpoint: a clipping bound errs better on the
+    large side (a row clipped loses information; a loose bound only adds
+    noise in proportion).  One :class:`~skdp.privacy.PureDPEvent` of
+    ``epsilon``: each rank count ``#{i : ||x_i|| <= b_k}`` moves by at most
+    1 when one record is replaced, whatever the norms (an infinite or NaN
+    norm counts as above every candidate).
+
+    Parameters
+    ----------
+    norms : ndarray of shape (n_samples,)
+        Row norms (:func:`~skdp.privacy.clipping.row_norms`).
+    quantile : float in [0, 1]
+    epsilon : float
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+    grid : ndarray or None
+        Public candidates (default :func:`norm_grid`).
+
+    Returns
+    -------
+    float
+        The released bound, positive.
+    """
+    grid = norm_grid() if grid is None else check_grid(grid)
+    norms = np.where(np.isfinite(norms), norms, np.inf)
+    counts = rank_counts(np.asarray(norms, dtype=float).reshape(-1, 1), grid)
+    mechanism = ExponentialMechanism(epsilon, RANK_SENSITIVITY)
+    target = float(quantile) * norms.shape[0]
+    distance = _cell_distances(counts[0], norms.shape[0], target)
+    upper = grid[1:][mechanism.select(-distance, rng, ledger)]
+    return float(upper)
