@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import math
+import pickle
 from numbers import Real
 
 import numpy as np
 import pytest
+from _release_walk import N_ROWS, release_violations
 from scipy import stats
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_array
+from sklearn.utils.validation import check_is_fitted
 
 from skdp import BudgetAccountant, BudgetExceededError
 from skdp.base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
@@ -310,3 +315,94 @@ def test_utility_on_digits_beats_the_median_candidate():
         for s in range(4)
     ]
     assert np.mean(picked) > np.median(list(candidate_quality.values()))
+
+
+class _FailsOnRealData(_ToyMean):
+    # Plans like _ToyMean (the dry run on zeros passes), fails once it reads real rows.
+    def _n_releases(self, X):
+        if np.any(X != 0):
+            raise ValueError("a trial failed")
+        return 1
+
+
+def test_a_failing_trial_propagates_and_the_reservation_stays_charged():
+    # No error_score: a trial's failure is never swallowed into a score (a
+    # silently dropped trial would be a data-dependent release), and the budget
+    # reserved before the data was read stays charged.
+    budget = BudgetAccountant(10.0, 1e-3)
+    search = DPGridSearchCV(
+        _FailsOnRealData(), {"shrink": [1.0]}, epsilon=2.0, score_bounds=(-4, 0), accountant=budget
+    )
+    with pytest.raises(ValueError, match="a trial failed"):
+        search.fit(_data())
+    assert budget.spent.epsilon == pytest.approx(2.0) and len(budget.reservations) == 1
+    assert not hasattr(search, "best_estimator_")
+
+
+def test_best_estimator_is_a_fitted_estimator():
+    X = _data()
+    search = _search().fit(X)
+    best = search.best_estimator_
+    check_is_fitted(best)
+    assert best.get_params()["random_state"] is None and best.get_params()["accountant"] is None
+    np.testing.assert_array_equal(search.score_samples(X[:5]), best.score_samples(X[:5]))
+    # Only the methods the chosen model has are offered (_ToyMean has no score).
+    assert not hasattr(search, "score") and not hasattr(search, "predict")
+    restored = pickle.loads(pickle.dumps(search))
+    np.testing.assert_array_equal(restored.score_samples(X[:5]), best.score_samples(X[:5]))
+    assert restored.best_params_ == search.best_params_
+    # The search's clone is unfitted, and so is the estimator it was given.
+    with pytest.raises(NotFittedError):
+        clone(search).score_samples(X[:5])
+
+
+_STATES = {
+    "None": lambda: None,
+    "int": lambda: 7,
+    "RandomState": lambda: np.random.RandomState(7),
+    "Generator": lambda: np.random.default_rng(7),
+}
+
+
+@pytest.mark.parametrize("state_kind", list(_STATES))
+@pytest.mark.parametrize("kind", ["grid", "randomized"])
+def test_pickled_search_holds_only_releases(kind, state_kind):
+    # tests/test_release_surface.py's walk (the searches are not in the
+    # registry: they wrap an estimator rather than being one): no generator
+    # or its state, no per-row array, no undeclared attribute, in memory and
+    # once pickled.
+    random_state = _STATES[state_kind]()
+    X = _data(n=N_ROWS, d=3)
+    common = dict(epsilon=2.0, score_bounds=(-4.0, 0.0), n_trials_mean=3.0, random_state=random_state)
+    if kind == "grid":
+        search = DPGridSearchCV(_ToyMean(), {"shrink": [0.5, 1.0]}, **common)
+    else:
+        search = DPRandomizedSearchCV(_ToyMean(), {"shrink": stats.uniform(0, 1)}, n_iter=3, **common)
+    search.fit(X)
+    user_seed = random_state if isinstance(random_state, int) else None
+    # The user's own objects are parameters: the generator passed as
+    # random_state (in memory only) and scipy's distributions, which carry
+    # NumPy's global RandomState (the candidates drawn from them are public).
+    user_objects = ("model.random_state", "model.__dict__['random_state']", "model.param_distributions")
+    in_memory = [
+        p for p in release_violations(search, user_seed, in_memory=True) if not p.startswith(user_objects)
+    ]
+    assert not in_memory, "\n".join(in_memory)
+    buffer = io.BytesIO()
+    pickle.dump(search, buffer)
+    problems = [
+        p
+        for p in release_violations(pickle.loads(buffer.getvalue()), user_seed)
+        if not p.startswith("model.param_distributions")
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_release_walk_catches_a_search_that_keeps_its_trials():
+    # The walk is not vacuous on a search: a kept generator or an undeclared
+    # attribute (the other trials' scores) is caught.
+    search = _search(random_state=np.random.default_rng(0)).fit(_data(n=N_ROWS))
+    search.trial_scores_ = np.zeros(3)
+    problems = release_violations(search, None)
+    assert any("trial_scores_" in p for p in problems)
+    assert any("generator" in p for p in problems)

@@ -21,6 +21,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted, indexable
 
 from .._config import resolve_secure_noise
+from ..base import PRIVACY_METADATA, SKLEARN_METADATA
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
 from ..privacy.accountant import DEFAULT_COMPOSITION
@@ -72,6 +73,29 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
     """Repeat-and-select search (docstring of :class:`DPGridSearchCV`)."""
 
     _neighbouring = REPLACE_ONE
+
+    #: What a fitted search holds besides its parameters (the release-surface
+    #: rule of :class:`~skdp.base.DPEstimatorMixin`): the chosen candidate,
+    #: its noisy score and model, the public candidate list.
+    _released_attributes = frozenset(
+        {"best_estimator_", "best_params_", "best_index_", "best_score_", "cv_results_"}
+    )
+
+    @classmethod
+    def _release_surface(cls):
+        """Every attribute name a fitted search may hold besides its parameters."""
+        return SKLEARN_METADATA | PRIVACY_METADATA | cls._released_attributes
+
+    def __getstate__(self):
+        # A Generator or RandomState passed as random_state was stepped by
+        # fit (the search's entropy was drawn from it); its state can be run
+        # back to that draw, hence to every split, pick and noise draw.  The
+        # user holds the object; a pickle of the search must not carry it
+        # (DPEstimatorMixin.__getstate__'s rule).
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        if isinstance(state.get("random_state"), np.random.Generator | np.random.RandomState):
+            state = dict(state, random_state=None)
+        return state
 
     def __init__(
         self,
@@ -201,7 +225,8 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         cached = self._dry_cache.get(key)
         if cached is not None:
             return cached
-        model = self._inner.__class__(**self._inner.get_params())
+        # A clone: a meta-estimator's (a DPPipeline's) nested steps must not be shared.
+        model = clone(self._inner)
         model.set_params(**params, epsilon=float(epsilon), delta=self._inner_delta(), random_state=0)
         X0 = np.zeros((n_rows, self._n_features))
         with warnings.catch_warnings():
@@ -523,6 +548,7 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         check_is_fitted(self, "best_estimator_")
         return self.best_estimator_.score_samples(X)
 
+    @available_if(_estimator_has("score"))
     def score(self, X, y=None):
         """``best_estimator_.score`` (on data you pass: a release of *that* data, not accounted)."""
         check_is_fitted(self, "best_estimator_")
