@@ -10,6 +10,7 @@ imports torch and works without it.
 
 import importlib
 
+from . import pipeline  # noqa: F401  (skdp.pipeline.DPPipeline, make_pipeline)
 from ._config import config_context, get_config, set_config
 from .bayes import DPBetaBernoulli, DPNaiveBayesHMM
 from .bnn import DPSEPRegressor

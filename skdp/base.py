@@ -230,6 +230,26 @@ def _warn_under_sklearn_search(estimator):
     )
 
 
+def fitted_without_dp(step):
+    """Whether a pipeline step learns from the data without differential privacy.
+
+    skdp estimators, ``None``/``"passthrough"`` and stateless steps
+    (scikit-learn's ``requires_fit=False`` tag, e.g. a ``FunctionTransformer``)
+    do not; any other step (``StandardScaler``, ``PCA``, a third-party step
+    without tags) is assumed to.
+    """
+    from sklearn.utils import get_tags
+
+    if step is None or isinstance(step, str) or isinstance(step, DPEstimatorMixin):
+        return False
+    if getattr(step, "_warns_about_its_steps", False):  # a nested DPPipeline
+        return False
+    try:
+        return bool(get_tags(step).requires_fit)
+    except Exception:  # a third-party step without tags: assume it learns
+        return True
+
+
 def _warn_after_non_private_steps(estimator):
     """Warn when ``estimator`` is fitted in a ``Pipeline`` after a step fitted without DP.
 
@@ -242,22 +262,16 @@ def _warn_after_non_private_steps(estimator):
     pipeline's own ``fit``), so in-process fits only.
     """
     from sklearn.pipeline import Pipeline
-    from sklearn.utils import get_tags
 
     pipeline, stacklevel = _fitting_caller(Pipeline)
-    if pipeline is None:
+    if pipeline is None or getattr(pipeline, "_warns_about_its_steps", False):
+        # skdp.pipeline.DPPipeline checks all its steps itself, once per fit.
         return
     leaky = []
     for name, step in pipeline.steps:
         if step is estimator:
             break
-        if step is None or isinstance(step, str) or isinstance(step, DPEstimatorMixin):
-            continue
-        try:
-            stateless = not get_tags(step).requires_fit
-        except Exception:  # a third-party step without tags: assume it learns
-            stateless = False
-        if not stateless:
+        if fitted_without_dp(step):
             leaky.append(name)
     else:
         return  # not one of this pipeline's steps

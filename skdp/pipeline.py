@@ -1,0 +1,417 @@
+"""A scikit-learn ``Pipeline`` that owns the privacy of its steps: one guarantee, one budget.
+
+:class:`DPPipeline` fits its steps as scikit-learn's ``Pipeline`` does and
+adds what a pipeline of DP steps needs an owner for: the composition of the
+steps' privacy events into one ``privacy_spent_``, one reservation on a
+shared budget, a split of one requested ``(epsilon, delta)`` among the steps,
+independent noise streams from one ``random_state``, and a warning for every
+step fitted without DP.  The design and its justification are in
+:doc:`/pipeline`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from numbers import Real
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.pipeline import Pipeline, _name_estimators
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
+
+from ._random import check_generator, child_generator
+from .base import (
+    DPEstimatorMixin,
+    _user_stacklevel,
+    _warn_under_sklearn_search,
+    fitted_without_dp,
+)
+from .exceptions import PrivacyLeakWarning
+from .privacy import (
+    COMPOSITIONS,
+    DEFAULT_COMPOSITION,
+    BudgetAccountant,
+    PrivacyLedger,
+    PrivacySpent,
+    group_guarantee,
+)
+from .privacy.events import ADD_REMOVE, REPLACE_ONE
+
+#: Relative tolerance of the check that the pipeline spent no more than it reserved.
+_RTOL = 1e-9
+
+
+def _super_has(name):
+    # Pipeline's fit_transform / fit_predict exist only when the final step
+    # has them (scikit-learn's available_if); ours follow the same rule.
+    return lambda self: hasattr(super(DPPipeline, self), name)
+
+
+def split_budget(requests, epsilon=None, delta=None):
+    """Split ``(epsilon, delta)`` among steps in proportion to their own requests.
+
+    Basic composition: steps spending ``(epsilon_i, delta_i)`` with
+    ``sum epsilon_i = epsilon`` and ``sum delta_i = delta`` spend at most
+    ``(epsilon, delta)`` together (Dwork & Roth 2014, Thm. 3.16), whatever
+    their mechanisms, so the composition the pipeline reports (never above the
+    basic sum) stays within the request.
+
+    Parameters
+    ----------
+    requests : list of (float, float)
+        Each DP step's own ``(epsilon_i, delta_i)``.
+    epsilon, delta : float or None
+        The pipeline's request; None keeps the steps' own values.
+
+    Returns
+    -------
+    shares : list of (float, float)
+        ``epsilon * epsilon_i / sum_j epsilon_j`` (and the same for delta; when
+        every step asks for ``delta_i = 0``, each gets ``delta / k``).
+    """
+    eps = [float(e) for e, _ in requests]
+    dlt = [float(d) for _, d in requests]
+    if epsilon is not None:
+        total = sum(eps)
+        eps = [float(epsilon) * e / total for e in eps]
+    if delta is not None:
+        total = sum(dlt)
+        dlt = [float(delta) * d / total for d in dlt] if total > 0 else [float(delta) / len(dlt)] * len(dlt)
+    return list(zip(eps, dlt, strict=True))
+
+
+class DPPipeline(Pipeline):
+    """A ``Pipeline`` of DP steps that reports one guarantee and charges one budget.
+
+    Fits like scikit-learn's :class:`~sklearn.pipeline.Pipeline`, and also:
+
+    1. *Plan* (no data read).  Every step is cloned; the fitted pipeline holds
+       the fitted clones (as scikit-learn's ``Pipeline`` does when ``memory``
+       is set), and the step objects passed in are never fitted or modified.
+       The DP steps (skdp estimators) get their share of the pipeline's
+       ``(epsilon, delta)`` (:func:`split_budget`: in proportion to their own
+       ``epsilon`` and ``delta``; ``epsilon=None`` keeps each step's own) and,
+       with ``random_state`` set, an independent child of one generator each.
+       Every step fitted without DP (``StandardScaler``, ``PCA``,
+       ``LogisticRegression``; stateless steps such as ``FunctionTransformer``
+       excepted) raises one :class:`~skdp.PrivacyLeakWarning` naming it: its
+       fitted state is released with the pipeline and covered by no
+       guarantee.
+    2. *Reserve* on ``accountant`` the basic-composition sum of the DP steps'
+       requests (an upper bound of what they can spend), before any step
+       reads a row; a refusal raises
+       :class:`~skdp.exceptions.BudgetExceededError` and nothing is fitted.
+       The steps themselves charge nothing (their ``accountant`` must be None).
+    3. *Fit* the steps in order (scikit-learn's ``Pipeline.fit``).
+    4. *Settle*: ``privacy_ledger_`` holds every DP step's events (in one
+       neighbouring relation), ``privacy_spent_`` is their composition under
+       ``composition`` (or the basic sum of the steps' ``privacy_spent_``
+       when that is smaller), and the reservation is settled to it with the
+       events, so the budget composes them with its other fits.
+
+    Composing the steps' events by RDP or PLD is valid because each step's
+    noise plan (mechanisms, noise multipliers, counts) is fixed by its
+    parameters and the public shape of its input before the data is read:
+    the steps are adaptive in their *data* (each reads the previous step's
+    output), not in their privacy parameters.
+
+    Parameters
+    ----------
+    steps : list of (str, estimator)
+        As in :class:`~sklearn.pipeline.Pipeline`.  DP steps are skdp
+        estimators; each must have ``accountant=None`` (the pipeline holds
+        the budget).
+    epsilon : float, default=None
+        The pipeline's epsilon, split among its DP steps in proportion to
+        their own ``epsilon``.  None: each step keeps its own, and the
+        pipeline's request is their sum.
+    delta : float, default=None
+        The same for delta (split in proportion to the steps' own deltas;
+        equally when they are all 0).  None: each step keeps its own.
+    accountant : BudgetAccountant, default=None
+        Charged once per fit: reserved before any row is read, settled to
+        ``privacy_spent_`` with its events.  Shared, never copied, by
+        ``clone``.
+    composition : {"pld", "rdp", "zcdp", "advanced", "basic"}, default="pld"
+        Accountant composing the steps' events into ``privacy_spent_``.  Each
+        step calibrates its own noise with its own ``composition``.
+    random_state : None, int, RandomState or Generator, default=None
+        None: each step keeps its own ``random_state``.  Otherwise one
+        generator (:func:`skdp._random.check_generator`) spawns an
+        independent stream for each DP step, handed to the step's clone for
+        its fit and removed (set to None) right after: no fitted step keeps a
+        seed or generator, and a pickle of the pipeline carries none.  Whoever
+        holds the seed can remove the noise: seeds are for experiments.
+    transform_input, memory, verbose :
+        As in :class:`~sklearn.pipeline.Pipeline`.
+
+    Attributes
+    ----------
+    privacy_spent_ : PrivacySpent
+        Guarantee of every DP step's releases together, under the relation of
+        ``privacy_ledger_``.  Never above the request when all DP steps refer
+        to the same relation; add/remove steps in a replace-one pipeline are
+        converted (their events exactly, their request by group privacy).
+    privacy_ledger_ : PrivacyLedger
+        The DP steps' events, converted to one neighbouring relation:
+        ``"add_remove"`` when every DP step refers to it, else
+        ``"replace_one"``.
+
+    See Also
+    --------
+    make_pipeline : Name the steps automatically.
+    skdp.model_selection.DPGridSearchCV : Search a DPPipeline's parameters privately.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from skdp.mixture import DPGaussianMixture
+    >>> from skdp.pipeline import make_pipeline
+    >>> from skdp.preprocessing import DPStandardScaler
+    >>> X, _ = load_iris(return_X_y=True)
+    >>> pipe = make_pipeline(
+    ...     DPStandardScaler(bounds=(0.0, 8.0)),
+    ...     DPGaussianMixture(3, data_norm=6.0),
+    ...     epsilon=2.0,
+    ...     random_state=0,
+    ... ).fit(X)
+    >>> pipe.privacy_spent_.epsilon <= 2.0
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **Pipeline._parameter_constraints,
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="left"), None],
+        "accountant": [BudgetAccountant, None],
+        "composition": [StrOptions(set(COMPOSITIONS))],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
+    #: Tells skdp's estimators not to warn about this pipeline's other steps:
+    #: the pipeline warns about all of them itself (skdp.base.fitted_without_dp).
+    _warns_about_its_steps = True
+
+    def __init__(
+        self,
+        steps,
+        *,
+        epsilon=None,
+        delta=None,
+        accountant=None,
+        composition=DEFAULT_COMPOSITION,
+        random_state=None,
+        transform_input=None,
+        memory=None,
+        verbose=False,
+    ):
+        super().__init__(steps, transform_input=transform_input, memory=memory, verbose=verbose)
+        self.epsilon = epsilon
+        self.delta = delta
+        self.accountant = accountant
+        self.composition = composition
+        self.random_state = random_state
+
+    def __getstate__(self):
+        # A Generator or RandomState passed as random_state has been stepped
+        # past the steps' noise draws and can be run backwards to them.
+        state = super().__getstate__()
+        if isinstance(state.get("random_state"), np.random.Generator | np.random.RandomState):
+            state = dict(state, random_state=None)
+        return state
+
+    # --- fit, fit_transform, fit_predict: one life cycle ----------------------
+
+    def fit(self, X, y=None, **params):
+        """Fit the steps (class docstring: plan, reserve, fit, settle).
+
+        Parameters
+        ----------
+        X : iterable
+            Training data, for the first step.
+        y : iterable, default=None
+        **params : dict
+            Routed to the steps as by :meth:`sklearn.pipeline.Pipeline.fit`.
+
+        Returns
+        -------
+        self : DPPipeline
+        """
+        return self._private_fit(super().fit, X, y, **params)
+
+    @available_if(_super_has("fit_transform"))
+    def fit_transform(self, X, y=None, **params):
+        """Fit as :meth:`fit` and return the last step's ``fit_transform`` output."""
+        return self._private_fit(super().fit_transform, X, y, **params)
+
+    @available_if(_super_has("fit_predict"))
+    def fit_predict(self, X, y=None, **params):
+        """Fit as :meth:`fit` and return the last step's ``fit_predict`` output."""
+        return self._private_fit(super().fit_predict, X, y, **params)
+
+    def _private_fit(self, fit, X, y, **params):
+        _warn_under_sklearn_search(self)
+        self._validate_params()
+        steps, dp, relation, request = self._plan()
+        self._warn_about_steps_without_dp(steps)
+        reservation = None
+        if self.accountant is not None:
+            # Last before the data is read; whatever fails afterwards keeps it charged.
+            reservation = self.accountant.reserve(*request, relation, type(self).__name__)
+        self.steps = steps
+        try:
+            result = fit(X, y, **params)
+        finally:
+            if self.random_state is not None:
+                # The generators handed to the steps were stepped past their
+                # noise draws: no fitted step keeps one (the clone fitted may
+                # be a further clone when memory caches the steps).
+                for index in dp:
+                    self.steps[index][1].set_params(random_state=None)
+        ledger = PrivacyLedger(self.composition, relation)
+        guarantees = []
+        for index in dp:
+            step = self.steps[index][1]
+            for event in step.privacy_ledger_.events:
+                ledger.record(event)
+            guarantees.append(_in_relation(step.privacy_spent_, step._neighbouring, relation))
+        spent = _composed_or_basic(ledger, guarantees, request.delta)
+        if spent.epsilon > request.epsilon * (1 + _RTOL) or spent.delta > request.delta * (1 + _RTOL):
+            raise RuntimeError(
+                f"Internal error: the pipeline spent {tuple(spent)} > requested {tuple(request)}."
+            )
+        self.privacy_ledger_ = ledger
+        self.privacy_spent_ = spent
+        if reservation is not None:
+            self.accountant.settle(reservation, *spent, relation, events=list(ledger.events))
+        return result
+
+    def _plan(self):
+        """Cloned steps with their budgets and streams, from the parameters alone (no data read).
+
+        Returns ``(steps, dp, relation, request)``: the cloned steps, the
+        indices of the DP ones, the pipeline's neighbouring relation and its
+        request (the basic sum of the DP steps' requests in that relation).
+        """
+        self._validate_steps()
+        steps = [
+            (name, step if step is None or isinstance(step, str) else clone(step))
+            for name, step in self.steps
+        ]
+        dp = []
+        for index, (name, step) in enumerate(steps):
+            if isinstance(step, DPPipeline):
+                raise TypeError(f"Step {name!r} is a DPPipeline: list its steps in this pipeline instead.")
+            if isinstance(step, DPEstimatorMixin):
+                if step.get_params().get("accountant") is not None:
+                    raise ValueError(
+                        f"Step {name!r} has its own accountant: a DPPipeline charges the budget once, "
+                        "for all its steps; pass accountant= to the pipeline and leave the steps' None."
+                    )
+                dp.append(index)
+        if not dp:
+            raise ValueError(
+                "A DPPipeline needs at least one skdp (DP) step; use sklearn's Pipeline otherwise."
+            )
+        requests = [(steps[i][1].epsilon, steps[i][1].delta) for i in dp]
+        shares = split_budget(requests, self.epsilon, self.delta)
+        rng = None if self.random_state is None else check_generator(self.random_state)
+        for index, (eps, dlt) in zip(dp, shares, strict=True):
+            step = steps[index][1]
+            step.set_params(epsilon=eps, delta=dlt)
+            if rng is not None:
+                step.set_params(random_state=child_generator(rng))
+        relations = {steps[i][1]._neighbouring for i in dp}
+        relation = ADD_REMOVE if relations == {ADD_REMOVE} else REPLACE_ONE
+        converted = [
+            _in_relation(PrivacySpent(e, d), steps[i][1]._neighbouring, relation)
+            for i, (e, d) in zip(dp, shares, strict=True)
+        ]
+        request = PrivacySpent(sum(g.epsilon for g in converted), min(1.0, sum(g.delta for g in converted)))
+        if len(relations) == 1:
+            # No conversion: the shares add up to the request (up to rounding), which is reported as given.
+            request = PrivacySpent(
+                request.epsilon if self.epsilon is None else float(self.epsilon),
+                request.delta if self.delta is None else float(self.delta),
+            )
+        return steps, dp, relation, request
+
+    def _warn_about_steps_without_dp(self, steps):
+        leaky = [name for name, step in steps if fitted_without_dp(step)]
+        if leaky:
+            warnings.warn(
+                f"DPPipeline step(s) {', '.join(map(repr, leaky))} are fitted on the private data "
+                "without differential privacy: their fitted state is released with the pipeline and "
+                "not covered by privacy_spent_. Use skdp estimators (skdp.preprocessing for scalers "
+                "and PCA) or a stateless FunctionTransformer with public constants.",
+                PrivacyLeakWarning,
+                stacklevel=_user_stacklevel(),
+            )
+
+
+def _in_relation(spent, neighbouring, relation):
+    """``spent`` (a guarantee under ``neighbouring``) under ``relation``: group privacy if they differ."""
+    if neighbouring == relation:
+        return PrivacySpent(float(spent.epsilon), float(spent.delta))
+    # Only add/remove -> replace-one occurs (the pipeline is add/remove only
+    # when every step is): a replacement is a removal and an addition.
+    eps, dlt = group_guarantee(spent.epsilon, spent.delta, 2)
+    return PrivacySpent(float(eps), float(min(1.0, dlt)))
+
+
+def _composed_or_basic(ledger, guarantees, delta):
+    """The smaller of the events' composition at ``delta`` and the basic sum of the steps' guarantees.
+
+    Both are guarantees of the same releases (the first by the ledger's
+    accountant, the second by basic composition of each step's own
+    guarantee), so the pipeline reports the one with the smaller epsilon.
+    """
+    composed = ledger.privacy_spent(delta)
+    basic = PrivacySpent(
+        float(sum(g.epsilon for g in guarantees)), float(min(1.0, sum(g.delta for g in guarantees)))
+    )
+    if math.isfinite(composed.epsilon) and composed.epsilon <= basic.epsilon:
+        return PrivacySpent(float(composed.epsilon), float(composed.delta))
+    return basic
+
+
+def make_pipeline(
+    *steps,
+    epsilon=None,
+    delta=None,
+    accountant=None,
+    composition=DEFAULT_COMPOSITION,
+    random_state=None,
+    transform_input=None,
+    memory=None,
+    verbose=False,
+):
+    """Build a :class:`DPPipeline` from estimators, naming the steps as scikit-learn's ``make_pipeline``.
+
+    Parameters
+    ----------
+    *steps : estimators
+        The steps, in order (named after their lowercased class names).
+    epsilon, delta, accountant, composition, random_state, transform_input, memory, verbose :
+        Those of :class:`DPPipeline`.
+
+    Returns
+    -------
+    pipeline : DPPipeline
+    """
+    return DPPipeline(
+        _name_estimators(steps),
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        composition=composition,
+        random_state=random_state,
+        transform_input=transform_input,
+        memory=memory,
+        verbose=verbose,
+    )
+
+
+__all__ = ["DPPipeline", "make_pipeline", "split_budget"]
