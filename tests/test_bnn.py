@@ -38,6 +38,7 @@ from skdp.exceptions import PrivacyLeakWarning
 from skdp.privacy import (
     REPLACE_ONE,
     BudgetAccountant,
+    PureDPEvent,
     SubsampledGaussianEvent,
     calibrate_noise_multiplier,
     compose,
@@ -850,3 +851,122 @@ def test_extreme_datapoint_gives_a_finite_site():
     with np.errstate(all="ignore"):
         site = sep_site(np.zeros_like(theta_0), theta_0, 10, np.array([1e200, -1e200]), 1e200, shapes, floors)
     assert np.all(np.isfinite(site))
+
+
+# --------------------------------------------------------------------------
+# "auto" bounds (issue 21): private quantiles, accounted in the plan
+
+
+def _auto_fit(X, y, **params):
+    params = {
+        "hidden_layer_sizes": (),
+        "n_epochs": 1,
+        "epsilon": 0.5,
+        "feature_bounds": "auto",
+        "target_bounds": "auto",
+        "random_state": 0,
+        **params,
+    }
+    with warnings.catch_warnings():
+        # Too few rows for the budget warns (a public fact); not the subject here.
+        warnings.simplefilter("ignore", UserWarning)
+        if params["feature_bounds"] is not None and params["target_bounds"] is not None:
+            warnings.simplefilter("error", PrivacyLeakWarning)
+        return DPSEPRegressor(**params).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    ("feature_bounds", "target_bounds", "n_releases"),
+    [("auto", "auto", 6), ("auto", (-3, 3), 4), (None, "auto", 2)],
+)
+def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bounds, n_releases):
+    X, y = _linear_data(n=200, d=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # feature_bounds=None: the old, warned path
+        model = _auto_fit(X, y, feature_bounds=feature_bounds, target_bounds=target_bounds, bounds_budget=0.3)
+    events = model.privacy_ledger_.events
+    pure = [e for e in events if isinstance(e, PureDPEvent)]
+    steps = [e for e in events if isinstance(e, SubsampledGaussianEvent)]
+    assert len(pure) + len(steps) == len(events) and len(steps) == 1
+    # Two exponential-mechanism quantiles per "auto" column, each at the plan's
+    # share: together the declared bounds_budget of epsilon (basic composition).
+    assert sum(e.count for e in pure) == n_releases
+    # (the core's calibration rounds the share down, at its precision 1e-6).
+    assert [e.epsilon for e in pure] == pytest.approx([0.3 * 0.5 / n_releases] * len(pure), rel=1e-6)
+    assert 0.15 * (1 - 1e-6) <= sum(e.count * e.epsilon for e in pure) <= 0.15
+    # The ledger is the calibrated plan, and composes to at most the request.
+    plan = _planned_events(
+        model.noise_multiplier_, 200, 1, model.batch_size_, "poisson", n_releases, pure[0].epsilon
+    )
+    assert compose(plan, 1e-5, "pld").epsilon == pytest.approx(model.privacy_spent_.epsilon)
+    assert model.privacy_spent_.epsilon <= 0.5
+    # The bounds are charged: the Gaussian steps alone cost less than the fit.
+    assert compose(steps, 1e-5, "pld").epsilon < model.privacy_spent_.epsilon - 0.01
+    # ... and paid for by more noise than the same fit with declared bounds.
+    declared = _auto_fit(X, y, feature_bounds=(-1, 1), target_bounds=(-3, 3))
+    assert model.noise_multiplier_ > declared.noise_multiplier_
+    if feature_bounds == "auto":
+        assert model.feature_bounds_.shape == (2, 2) and np.all(
+            model.feature_bounds_[0] < model.feature_bounds_[1]
+        )
+    if target_bounds == "auto":
+        assert model.target_bounds_.shape == (2,) and model.target_bounds_[0] < model.target_bounds_[1]
+
+
+def test_auto_bounds_plan_is_public():
+    """The same events for the data, a neighbour with an outlier, and zeros of the same shape."""
+    X, y = _linear_data(n=200, d=2)
+    X2, y2 = X.copy(), y.copy()
+    X2[0], y2[0] = 1e9, -1e9
+    ledgers = [
+        _auto_fit(a, b).privacy_ledger_.events
+        for a, b in ((X, y), (X2, y2), (np.zeros_like(X), np.zeros_like(y)))
+    ]
+    assert ledgers[0] == ledgers[1] == ledgers[2]
+
+
+def test_auto_bounds_clip_the_training_data(monkeypatch):
+    """Every site sees standardised inputs in [-1, 1]: an outlier's influence is bounded by the box."""
+    seen = []
+    original = _dpsep.sep_sites
+
+    def spy(theta_f, theta_0, n, X, y, *args):
+        seen.append((np.max(np.abs(X)), np.max(np.abs(y))))
+        return original(theta_f, theta_0, n, X, y, *args)
+
+    monkeypatch.setattr(_dpsep, "sep_sites", spy)
+    X, y = _linear_data(n=2000, d=1)
+    X[:5], y[:5] = 1e6, -1e6  # outliers far outside the rest
+    model = _auto_fit(X, y)
+    assert seen and max(x for x, _ in seen) <= 1.0 and max(t for _, t in seen) <= 1.0
+    # Enough rows for the budget: the released box is near the data's range, not the outliers'.
+    (low,), (high,) = model.feature_bounds_
+    assert -1.5 < low < -0.5 and 0.5 < high < 1.5
+    assert model.target_bounds_[1] - model.target_bounds_[0] < 10
+    # Prediction clips the same way: an outlier input predicts like the box's edge.
+    np.testing.assert_allclose(model.predict([[1e6]]), model.predict([[high]]))
+
+
+def test_auto_bound_levels():
+    """q makes K exp(-epsilon q n / 2) equal the failure rate; clamped to [0.01, 0.25]; warns above."""
+    q, widening = _dpsep.auto_bound_levels(10_000, 0.05, 1202)
+    assert 1202 * math.exp(-0.05 * q * 10_000 / 2) == pytest.approx(_dpsep._AUTO_BOUNDS_FAILURE)
+    assert widening == pytest.approx(1 / (1 - 2 * q))
+    assert _dpsep.auto_bound_levels(10**7, 1.0, 1202)[0] == 0.01
+    with pytest.warns(UserWarning, match="too few"):
+        assert _dpsep.auto_bound_levels(100, 0.01, 1202)[0] == 0.25
+
+
+def test_explicit_none_bounds_keep_the_leak_warning():
+    X, y = _linear_data(n=200, d=2)
+    with pytest.warns(PrivacyLeakWarning, match="feature_bounds"):
+        model = DPSEPRegressor(
+            hidden_layer_sizes=(),
+            n_epochs=1,
+            epsilon=0.5,
+            feature_bounds=None,
+            target_bounds=(-3, 3),
+            random_state=0,
+        ).fit(X, y)
+    assert model.feature_bounds_ is None
+    np.testing.assert_array_equal(model.target_bounds_, [-3.0, 3.0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -20,9 +21,18 @@ from ..base import (
     private_fit_context,
     warn_privacy_leak,
 )
-from ..privacy import REPLACE_ONE, SubsampledGaussianEvent, calibrate_noise_multiplier
+from ..preprocessing._standard import AUTO_BOUNDS_QUANTILES
+from ..privacy import (
+    REPLACE_ONE,
+    ExponentialMechanism,
+    PureDPEvent,
+    SubsampledGaussianEvent,
+    calibrate_noise_multiplier,
+)
 from ..privacy.accountant import accountant_for
+from ..privacy.clipping import clip_box
 from ..privacy.dpsgd import poisson_batch_indices
+from ..privacy.quantiles import check_grid, private_box, quantile_epsilon, rank_counts
 from ..privacy.subsampled_gaussian import SubsampledGaussianMechanism
 from ._pbp import forward_moments, gaussian_log_z, layer_shapes, split_layers
 from ._sep import (
@@ -70,7 +80,15 @@ def dpsep_n_steps(n_samples, n_epochs, batch_size):
     return max(1, -(-n_epochs * n_samples // batch_size))
 
 
-def _planned_events(noise_multiplier, n_samples, n_epochs, batch_size, sampling="poisson"):
+def _planned_events(
+    noise_multiplier,
+    n_samples,
+    n_epochs,
+    batch_size,
+    sampling="poisson",
+    n_bound_releases=0,
+    bound_epsilon=None,
+):
     """Privacy events of one DP-SEP fit at ``noise_multiplier`` (the plan handed to the calibrator).
 
     Every step draws its batch independently of the other steps and of the
@@ -85,8 +103,17 @@ def _planned_events(noise_multiplier, n_samples, n_epochs, batch_size, sampling=
     ``B`` records drawn uniformly without replacement (Wang, Balle &
     Kasiviswanathan 2019's RDP bound).  ``B = 1`` without replacement is
     Algorithm 3's one datapoint per step.
+
+    ``"auto"`` bounds come first: ``n_bound_releases`` exponential-mechanism
+    quantiles (two per column with ``feature_bounds="auto"``, two for
+    ``target_bounds="auto"``), one :class:`~skdp.privacy.PureDPEvent` of
+    ``bound_epsilon`` each, whatever ``noise_multiplier`` is: the
+    calibration then fits the Gaussian noise to what they leave.
     """
-    return [
+    events = []
+    if n_bound_releases:
+        events.append(PureDPEvent(count=n_bound_releases, neighbouring=REPLACE_ONE, epsilon=bound_epsilon))
+    events.append(
         SubsampledGaussianEvent(
             count=dpsep_n_steps(n_samples, n_epochs, batch_size),
             neighbouring=REPLACE_ONE,
@@ -94,13 +121,27 @@ def _planned_events(noise_multiplier, n_samples, n_epochs, batch_size, sampling=
             sampling_rate=batch_size / n_samples,
             sampling=sampling,
         )
-    ]
+    )
+    return events
 
 
 def dpsep_noise_multiplier(
-    n_samples, n_epochs, batch_size, epsilon, delta, composition="pld", sampling="poisson"
+    n_samples,
+    n_epochs,
+    batch_size,
+    epsilon,
+    delta,
+    composition="pld",
+    sampling="poisson",
+    n_bound_releases=0,
+    bound_epsilon=None,
 ):
     """Noise multiplier meeting ``(epsilon, delta)`` for :func:`_planned_events`.
+
+    With ``"auto"`` bounds the plan includes their pure-DP events at the
+    fixed ``bound_epsilon``: the multiplier is calibrated for the composition
+    of both (under ``"pld"``, tighter than giving the steps what a basic
+    split would leave them).
 
     The subsampled curves take up to seconds and a grid search refits with
     the same ``(N, T, B, epsilon, delta)`` many times: the calibration caches
@@ -114,6 +155,8 @@ def dpsep_noise_multiplier(
             n_epochs=n_epochs,
             batch_size=batch_size,
             sampling=sampling,
+            n_bound_releases=n_bound_releases,
+            bound_epsilon=bound_epsilon,
         ),
         epsilon,
         delta,
@@ -121,6 +164,49 @@ def dpsep_noise_multiplier(
         neighbouring=REPLACE_ONE,
         rtol=_CALIBRATION_RTOL,
     )
+
+
+#: Probability, per released quantile, that the exponential mechanism picks a
+#: cell on the wrong side of all the data (see :func:`auto_bound_levels`).
+_AUTO_BOUNDS_FAILURE = 0.01
+#: Largest quantile level of the ``"auto"`` bounds (the quartiles).
+_MAX_AUTO_LEVEL = 0.25
+
+
+def auto_bound_levels(n_samples, bound_epsilon, n_candidates):
+    """Quantile level ``q`` of the ``"auto"`` bounds (released at ``q`` and ``1 - q``) and their widening.
+
+    The exponential mechanism over ``K = n_candidates`` grid cells gives a
+    cell outside the data (rank distance ``q n`` from the ``q``-quantile)
+    weight ``exp(-epsilon q n / 2)`` against at least 1 for the right cell,
+    so it lands outside with probability at most ``K exp(-epsilon q n / 2)``
+    (McSherry & Talwar 2007).  ``q`` is the smallest level keeping that below
+    ``beta = 0.01``, ``q = 2 log(K / beta) / (epsilon n)``, and at least the
+    core's 1st percentile (:data:`~skdp.preprocessing._standard.AUTO_BOUNDS_QUANTILES`),
+    at most 0.25 (the quartiles; a level above that warns: the data is too
+    small for the budget).  The released ``[a, b]`` then holds about ``1 - 2 q`` of
+    each column; it is widened about its centre by ``1 / (1 - 2 q)``, which
+    restores the full range of a uniform column (the declared examples'
+    case).  A function of public quantities only (``n`` is public under
+    replace-one); the widening is post-processing.
+
+    Returns
+    -------
+    q : float
+    widening : float
+    """
+    q = 2.0 * math.log(n_candidates / _AUTO_BOUNDS_FAILURE) / (bound_epsilon * n_samples)
+    if q > _MAX_AUTO_LEVEL:
+        # Public quantities only (n, epsilon, the grid): nothing about the data.
+        warnings.warn(
+            f"feature_bounds/target_bounds='auto': {n_samples} rows at {bound_epsilon:.3g} epsilon per "
+            "quantile are too few for the exponential mechanism to locate the bounds reliably; "
+            "declare the bounds, or raise bounds_budget or epsilon.",
+            UserWarning,
+            stacklevel=4,
+        )
+    q = min(max(q, AUTO_BOUNDS_QUANTILES[0]), _MAX_AUTO_LEVEL)
+    return q, 1.0 / (1.0 - 2.0 * q)
 
 
 def resolve_batch_size(batch_size, n_samples, mechanism="dp"):
@@ -465,6 +551,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             "n_iter_",
             "noise_multiplier_",
             "noise_scale_",
+            "feature_bounds_",
+            "target_bounds_",
         }
     )
 
@@ -478,8 +566,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         "mechanism": [StrOptions({"dp", "clipped", "none"})],
         "prior_variance": [Interval(Real, 0, None, closed="neither")],
         "noise_prior": [tuple, list],
-        "feature_bounds": [tuple, list, None],
-        "target_bounds": [tuple, list, None],
+        "feature_bounds": [tuple, list, StrOptions({"auto"}), None],
+        "target_bounds": [tuple, list, StrOptions({"auto"}), None],
+        "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
         "composition": [StrOptions({"pld", "rdp", "advanced", "basic"})],
         "sampling": [StrOptions({"poisson", "without_replacement"})],
     }
@@ -503,6 +592,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         random_state=None,
         secure_noise=None,
         sampling="poisson",
+        bounds_budget=0.5,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.n_epochs = n_epochs
@@ -521,6 +611,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.secure_noise = secure_noise
         self.sampling = sampling
+        self.bounds_budget = bounds_budget
 
     # -- the template's steps (skdp.base.DPEstimatorMixin._private_fit) ----------
 
@@ -558,7 +649,19 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         # The subsampled Gaussian releases are sampled in floating point;
         # there is no exact sampler for them: the template refuses secure
         # noise before anything is reserved.
-        return (SubsampledGaussianMechanism,) if self.mechanism == "dp" else ()
+        if self.mechanism != "dp":
+            return ()
+        if self._n_bound_releases(1):
+            return (ExponentialMechanism, SubsampledGaussianMechanism)
+        return (SubsampledGaussianMechanism,)
+
+    def _auto(self, name):
+        value = getattr(self, name)
+        return isinstance(value, str) and value == "auto"
+
+    def _n_bound_releases(self, n_features):
+        """Quantiles released for ``"auto"`` bounds: two per feature column, two for the target."""
+        return 2 * n_features * self._auto("feature_bounds") + 2 * self._auto("target_bounds")
 
     def _privacy_plan(self):
         # "clipped" and "none" are non-private reference runs of the same loop.
@@ -581,7 +684,15 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 f"damping (gamma) times the batch size must not exceed n_samples = {n_samples}: "
                 f"the update rate is gamma B / N, got damping={self.damping}, batch size {batch_size}."
             )
-        sigma = None
+        sigma = bound_epsilon = None
+        n_bound_releases = self._n_bound_releases(data.n_features)
+        if n_bound_releases:
+            # The bounds' declared share of epsilon, split evenly over their
+            # quantiles (pure DP, composed by the basic theorem); the
+            # non-private runs take the same quantile levels.
+            bound_epsilon = quantile_epsilon(
+                self.bounds_budget * self.epsilon, 0.0, n_bound_releases, "basic", plan.secure_noise
+            )
         if plan.private:
             sigma = dpsep_noise_multiplier(
                 n_samples,
@@ -591,32 +702,78 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 self.delta,
                 self.composition,
                 self.sampling,
+                n_bound_releases,
+                bound_epsilon,
             )
         return plan.with_settings(
+            bound_epsilon=bound_epsilon,
             batch_size=batch_size,
             n_steps=dpsep_n_steps(n_samples, self.n_epochs, batch_size),
             noise_multiplier=sigma,
             sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
         )
 
-    def _standardisation(self, X, y):
+    def _bounds(self, name, a, private, plan, rng, ledger):
+        """``(lower, upper)`` a column-wise box from the declared, ``"auto"`` or ``None`` bounds.
+
+        ``"auto"`` releases the :data:`AUTO_BOUNDS_QUANTILES` of every column
+        by the exponential mechanism over the core's public log grid
+        (:func:`~skdp.privacy.quantiles.private_box`, accounted at the plan's
+        ``bound_epsilon`` each); the non-private reference runs take the exact
+        quantiles instead (they claim nothing).  ``None`` returns None (the
+        caller standardises with the data's moments, warned).
+        """
+        bounds = getattr(self, name)
+        if bounds is None:
+            return None
+        if not (isinstance(bounds, str) and bounds == "auto"):
+            return _check_bounds(bounds, name, a.shape[1])
+        grid = check_grid(None)
+        q, widening = auto_bound_levels(a.shape[0], plan.settings["bound_epsilon"], grid.size - 1)
+        if private:
+            lower, upper = private_box(
+                rank_counts(a, grid),
+                a.shape[0],
+                (q, 1.0 - q),
+                grid,
+                plan.settings["bound_epsilon"],
+                rng,
+                ledger,
+            )
+        else:
+            lower, upper = np.quantile(a, (q, 1.0 - q), axis=0)
+        # Post-processing of the released quantiles (see auto_bound_levels).
+        center, half = (lower + upper) / 2, (upper - lower) / 2 * widening
+        half = np.where(half > 0, half, 1.0)
+        return center - half, center + half
+
+    def _standardisation(self, X, y, plan, rng, ledger):
+        """Clip to the bounds and map them to ``[-1, 1]``, or standardise with the data's moments."""
         private = self.mechanism == "dp"
-        if self.feature_bounds is None:
+        # Features first, then the target: the order of the bound releases.
+        feature_box = self._bounds("feature_bounds", X, private, plan, rng, ledger)
+        target_box = self._bounds("target_bounds", y.reshape(-1, 1), private, plan, rng, ledger)
+        self.feature_bounds_ = self.target_bounds_ = None
+        if feature_box is None:
             if private:
                 warn_privacy_leak("feature_bounds", "the feature means and standard deviations")
             x_center, x_scale = _mean_std(X)
         else:
-            lower, upper = _check_bounds(self.feature_bounds, "feature_bounds", X.shape[1])
+            lower, upper = feature_box
+            self.feature_bounds_ = np.stack([lower, upper])
             x_center, x_scale = (lower + upper) / 2, (upper - lower) / 2
-            X = np.clip(X, lower, upper)
-        if self.target_bounds is None:
+            # The core's box clip: the sites' sensitivity assumes nothing of
+            # the data, but the standardised scale is what makes C meaningful.
+            X = clip_box(X, lower, upper)
+        if target_box is None:
             if private:
                 warn_privacy_leak("target_bounds", "the target mean and standard deviation")
             y_center, y_scale = map(float, _mean_std(y))
         else:
-            lower, upper = _check_bounds(self.target_bounds, "target_bounds", 1)
-            y_center, y_scale = float((lower + upper)[0] / 2), float((upper - lower)[0] / 2)
-            y = np.clip(y, lower[0], upper[0])
+            lower, upper = float(target_box[0][0]), float(target_box[1][0])
+            self.target_bounds_ = np.array([lower, upper])
+            y_center, y_scale = (lower + upper) / 2, (upper - lower) / 2
+            y = clip_box(y, lower, upper)
         x_scale = np.where(x_scale > 0, x_scale, 1.0)
         y_scale = y_scale if y_scale > 0 else 1.0
         self.x_center_, self.x_scale_ = x_center, x_scale
@@ -646,7 +803,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         batch_size, n_steps, sigma, sensitivity = (
             plan.settings[name] for name in ("batch_size", "n_steps", "noise_multiplier", "sensitivity")
         )
-        Xs, ys = self._standardisation(data.X, data.y)
+        Xs, ys = self._standardisation(data.X, data.y, plan, rng, ledger)
 
         shapes = layer_shapes(data.n_features, tuple(self.hidden_layer_sizes))
         n_weights = sum(a * b for a, b in shapes)
@@ -758,9 +915,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
 
     def _standardise_X(self, X):
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        if self.feature_bounds is not None:
-            lower, upper = _check_bounds(self.feature_bounds, "feature_bounds", X.shape[1])
-            X = np.clip(X, lower, upper)
+        if self.feature_bounds_ is not None:
+            X = clip_box(X, *self.feature_bounds_)
         return (X - self.x_center_) / self.x_scale_
 
     def _predictive(self, X):
@@ -769,10 +925,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         mean, var = forward_moments(Xs, self.coefs_mean_, self.coefs_var_)
         var = var + self.noise_rate_ / (self.noise_shape_ - 1.0)
         mean = mean * self.y_scale_ + self.y_center_
-        if self.target_bounds is not None:
-            # The target is declared to lie in its bounds: so does its mean.
-            lower, upper = _check_bounds(self.target_bounds, "target_bounds", 1)
-            mean = np.clip(mean, lower[0], upper[0])
+        if self.target_bounds_ is not None:
+            # The target was clipped to its bounds (declared or released): so is its mean.
+            mean = clip_box(mean, *self.target_bounds_)
         return mean, np.sqrt(var) * self.y_scale_
 
     def predict(self, X, return_std=False):
