@@ -318,8 +318,27 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     released afterwards (the averaged factor, the posterior, predictions,
     weight samples) is post-processing of the released factors.
     Standardising the data with statistics computed from it
-    (``feature_bounds`` or ``target_bounds`` left to ``None``) leaks outside
+    (``feature_bounds`` or ``target_bounds`` set to ``None``) leaks outside
     this guarantee and raises a :class:`~skdp.PrivacyLeakWarning`.
+
+    **"auto" bounds.**  ``feature_bounds="auto"`` (``target_bounds="auto"``)
+    releases the ``q`` and ``1 - q`` quantiles of every feature column (of
+    the target) by the exponential mechanism over the core's public log
+    grid (:func:`~skdp.privacy.quantiles.private_box`; Smith 2011), before
+    any SEP step: two :class:`~skdp.privacy.PureDPEvent` per column, each of
+    ``bounds_budget * epsilon / k`` for the ``k`` quantiles released, so
+    the bounds spend ``bounds_budget * epsilon`` by basic composition.
+    ``q`` is the smallest level the mechanism locates at that epsilon and
+    the public ``N`` (:func:`auto_bound_levels`; at least 0.01), and the
+    released interval is widened by ``1 / (1 - 2 q)`` (post-processing).
+    The plan is the pure events followed by the subsampled Gaussian steps
+    (:func:`_planned_events`), and ``sigma`` is calibrated for their joint
+    composition: under ``"pld"`` the bounds cost the steps far less than
+    the basic split (``N = 9,000``, 10 features and the target, ``B = 95``,
+    40 epochs: ``sigma`` 2.42 with declared bounds, 2.43 at
+    ``bounds_budget=0.1``, 2.64 at 0.5).  The data is then clipped to the
+    released box (:func:`~skdp.privacy.clipping.clip_box`) as to declared
+    bounds.
 
     Parameters
     ----------
@@ -357,11 +376,12 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     noise_prior : tuple of (float, float), default=(6.0, 6.0)
         Shape and rate of the Gamma prior of the noise precision on the
         standardised targets (PBP's choice).
-    feature_bounds : tuple (lower, upper) or None, default=None
+    feature_bounds : tuple (lower, upper), "auto" or None, default=None
         Public bounds of the features (scalars or arrays); the features are
-        clipped to them and mapped to ``[-1, 1]``.  ``None`` standardises
-        with the data's mean and standard deviation (a privacy leak).
-    target_bounds : tuple (lower, upper) or None, default=None
+        clipped to them and mapped to ``[-1, 1]``.  ``"auto"`` releases them
+        privately (see **"auto" bounds**); ``None`` standardises with the
+        data's mean and standard deviation (a privacy leak, warned).
+    target_bounds : tuple (lower, upper), "auto" or None, default=None
         Public bounds of the target, used the same way; predicted means are
         clipped to them.
     composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
@@ -392,6 +412,11 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         it reproduces the fits made before ``"poisson"`` existed).  Poisson
         batches are accounted tighter (see Notes); they apply to every
         ``mechanism``, so ``"clipped"`` and ``"none"`` run the same loop.
+    bounds_budget : float in (0, 1), default=0.5
+        Share of epsilon spent on the ``"auto"`` bounds (basic composition
+        of their quantiles); unused without ``"auto"``.  ``"clipped"`` and
+        ``"none"`` take the exact quantiles at the same levels.  Too few
+        rows for the share warns (``UserWarning``): declare the bounds.
 
     Attributes
     ----------
@@ -419,6 +444,11 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         released factor at every step (``"dp"``).
     n_iter_ : int
         Number of SEP steps (``ceil(n_epochs * n_samples / batch_size_)``).
+    feature_bounds_ : ndarray of shape (2, n_features) or None
+        The box the features were clipped to (declared or released); None
+        with ``feature_bounds=None``.
+    target_bounds_ : ndarray of shape (2,) or None
+        The same for the target.
     x_center_, x_scale_ : ndarray of shape (n_features,)
     y_center_, y_scale_ : float
         The standardisation of the features and the target.
@@ -532,8 +562,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     #: What a fitted model holds (``docs/guarantee.md``, "What a fitted model
     #: holds"): the posterior approximation, read off the released (noisy)
     #: average factor ``factor_natural_params_``; the standardisation, from the
-    #: declared ``feature_bounds``/``target_bounds`` (or, when they are not
-    #: declared, from the data with a ``PrivacyLeakWarning``); and the plan
+    #: declared or ``"auto"`` (released, on the ledger) ``feature_bounds_``/
+    #: ``target_bounds_`` (or, with ``None``, from the data with a
+    #: ``PrivacyLeakWarning``); and the plan
     #: (``batch_size_``, ``n_iter_``, ``noise_multiplier_``, ``noise_scale_``),
     #: a function of hyperparameters and the size n, public under replace-one.
     _released_attributes = frozenset(
