@@ -93,7 +93,8 @@ def fit_many(name, estimator, fits, arrays, tuple_params=(), timeout=None):
     fits : list of dict
         Each with ``params`` (constructor keywords, JSON-able), ``X`` and
         optionally ``y`` (keys of ``arrays``), ``predict`` (keys),
-        ``score`` (pairs of keys) and ``attributes`` (fitted attribute names).
+        ``score`` (pairs of keys), ``transform`` (keys; for transformers)
+        and ``attributes`` (fitted attribute names).
     arrays : dict of str to array
         The data, written once to an ``.npz`` file for the peer.
     tuple_params : sequence of str
@@ -106,7 +107,7 @@ def fit_many(name, estimator, fits, arrays, tuple_params=(), timeout=None):
     -------
     result : dict
         ``{"versions": {...}, "fits": [{"fit_seconds", "predict", "score",
-        "attributes"}, ...]}``, one entry per fit, in order.
+        "transform", "attributes"}, ...]}``, one entry per fit, in order.
 
     Raises
     ------

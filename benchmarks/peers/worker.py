@@ -10,10 +10,11 @@ Usage: ``<peer python> benchmarks/peers/worker.py JOB.json`` where the job is::
                "X": "X", "y": null,                 # names of arrays in data.npz
                "predict": ["X"],                    # predict on these arrays
                "score": [["Xt", "yt"]],             # estimator.score on these pairs
+               "transform": ["Xt"],                 # transform these arrays (transformers)
                "attributes": ["cluster_centers_"]}]}  # fitted attributes to return
 
 The result is ``{"versions": {...}, "fits": [{"fit_seconds", "predict",
-"score", "attributes"}]}`` in JSON (arrays as nested lists; Python's float
+"score", "transform", "attributes"}]}`` in JSON (arrays as nested lists; Python's float
 repr round-trips, so no digit is lost).  Only the standard library, numpy and
 the peer are imported here: skdp is not installed in a peer environment.
 Warnings of the peer (diffprivlib's PrivacyLeakWarning and the like) are
@@ -60,8 +61,17 @@ def run(job):
             seconds = time.perf_counter() - start
             predict = {name: _jsonable(est.predict(arrays[name])) for name in fit.get("predict", [])}
             score = [float(est.score(arrays[a], arrays[b])) for a, b in fit.get("score", [])]
+            transform = {name: _jsonable(est.transform(arrays[name])) for name in fit.get("transform", [])}
         attributes = {name: _jsonable(getattr(est, name)) for name in fit.get("attributes", [])}
-        results.append({"fit_seconds": seconds, "predict": predict, "score": score, "attributes": attributes})
+        results.append(
+            {
+                "fit_seconds": seconds,
+                "predict": predict,
+                "score": score,
+                "transform": transform,
+                "attributes": attributes,
+            }
+        )
     versions = {}
     for dist in job.get("versions", []):
         try:
