@@ -99,6 +99,14 @@ class _BaseDPLloyd(
         """Clipping bound of the mapped ``rows`` (a row source); may release through ``ledger``."""
         raise NotImplementedError
 
+    def _released_centres(self, centres):
+        """``cluster_centers_`` from the centres in the clustering space (default: the same)."""
+        return centres
+
+    def _space_centres(self):
+        """The released centres in the clustering space (the inverse of :meth:`_released_centres`)."""
+        return self.cluster_centers_
+
     # --- fit ---------------------------------------------------------------
     def _check_init(self, n_features):
         if isinstance(self.init, str):
@@ -193,7 +201,7 @@ class _BaseDPLloyd(
         self._private_fit(X, rows_out=fitted_rows)
         (rows,) = fitted_rows
         with threadpool_limits(limits=_blas_threads(rows, self.n_clusters), user_api="blas"):
-            return rows.labels(self.cluster_centers_)
+            return rows.labels(self._space_centres())
 
     # The template's steps (skdp.base.DPEstimatorMixin._private_fit).
     def _check_params(self):
@@ -269,7 +277,7 @@ class _BaseDPLloyd(
 
         self.noise_multiplier_ = noise_multiplier
         self.clip_bound_ = float(bound)
-        self.cluster_centers_ = centres
+        self.cluster_centers_ = self._released_centres(centres)
         self.noisy_counts_ = noisy_counts
         self.n_reseeded_ = n_reseeded
         self.n_iter_ = n_iter
@@ -296,7 +304,7 @@ class _BaseDPLloyd(
         -------
         labels : ndarray of shape (n_samples,)
         """
-        return assign(self._clipped_features(X), self.cluster_centers_)
+        return assign(self._clipped_features(X), self._space_centres())
 
     def transform(self, X):
         """Euclidean distances of the mapped, clipped rows to every released centre.
@@ -309,7 +317,7 @@ class _BaseDPLloyd(
         -------
         distances : ndarray of shape (n_samples, n_clusters)
         """
-        return np.sqrt(squared_distances(self._clipped_features(X), self.cluster_centers_))
+        return np.sqrt(squared_distances(self._clipped_features(X), self._space_centres()))
 
     def score(self, X, y=None):
         """Opposite of the k-means objective of ``X`` against the released centres.
@@ -332,7 +340,7 @@ class _BaseDPLloyd(
             Minus the sum of squared distances of the mapped, clipped rows
             to their nearest released centre.
         """
-        d2 = squared_distances(self._clipped_features(X), self.cluster_centers_)
+        d2 = squared_distances(self._clipped_features(X), self._space_centres())
         return -float(d2.min(axis=1).sum())
 
     @property

@@ -8,8 +8,10 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..base import warn_privacy_leak
+from ..privacy import ExponentialMechanism
+from ..privacy.centring import DEFAULT_BOUNDS_BUDGET, calibrate_auto_bounds, private_centring
 from ._base import _BaseDPLloyd
-from ._lloyd import row_norms
+from ._lloyd import Shift, lloyd_noise_multiplier, row_norms
 
 
 def max_row_norm(X):
@@ -185,13 +187,23 @@ class DPKMeans(_BaseDPLloyd):
     # of the released sizes; clip_bound_ is data_norm (public) unless the user
     # accepted the announced leak of data_norm=None; n_iter_ and
     # noise_multiplier_ come from the plan (public n under replace-one).
+    # centre_ is released by data_norm="auto" (on the ledger), else absent.
     _released_attributes = frozenset(
-        {"cluster_centers_", "noisy_counts_", "n_reseeded_", "clip_bound_", "n_iter_", "noise_multiplier_"}
+        {
+            "cluster_centers_",
+            "noisy_counts_",
+            "n_reseeded_",
+            "clip_bound_",
+            "n_iter_",
+            "noise_multiplier_",
+            "centre_",
+        }
     )
 
     _parameter_constraints = {
         **_BaseDPLloyd._parameter_constraints,
-        "data_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+        "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
         "mechanism": [StrOptions({"gaussian", "laplace"})],
     }
 
@@ -207,6 +219,7 @@ class DPKMeans(_BaseDPLloyd):
         mechanism="gaussian",
         composition="pld",
         count_noise_weight="auto",
+        bounds_budget=DEFAULT_BOUNDS_BUDGET,
         accountant=None,
         random_state=None,
         secure_noise=None,
@@ -220,11 +233,71 @@ class DPKMeans(_BaseDPLloyd):
         self.mechanism = mechanism
         self.composition = composition
         self.count_noise_weight = count_noise_weight
+        self.bounds_budget = bounds_budget
         self.accountant = accountant
         self.random_state = random_state
         self.secure_noise = secure_noise
 
+    # --- data_norm="auto": a private centre and bound (skdp.privacy.centring) ---
+    def _auto_bounds(self, secure_noise=False):
+        """The :class:`~skdp.privacy.centring.AutoBounds` plan, or None for a declared (or None) bound."""
+        if not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
+            return None
+        return calibrate_auto_bounds(
+            float(self.epsilon),
+            float(self.delta),
+            self.composition,
+            float(self.bounds_budget),
+            neighbouring=self._neighbouring,
+            secure_noise=secure_noise,
+        )
+
+    def _noise_mechanisms(self):
+        return (ExponentialMechanism,) if self._auto_bounds() is not None else ()
+
+    def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
+        return lloyd_noise_multiplier(
+            int(n_iter),
+            self.mechanism,
+            self._n_norm_selections(),
+            float(count_weight),
+            float(self.epsilon),
+            float(self.delta),
+            self.composition,
+            secure_noise=secure_noise,
+            bounds=self._auto_bounds(secure_noise),
+        )
+
+    def _fit_feature_map(self, n_features, rng):
+        # A centre from an earlier fit must not shift this one.
+        self.__dict__.pop("centre_", None)
+
+    def _feature_map(self):
+        centre = self.__dict__.get("centre_")
+        return None if centre is None else Shift(centre)
+
+    def _released_centres(self, centres):
+        centre = self.__dict__.get("centre_")
+        return centres if centre is None else centres + centre
+
+    def _space_centres(self):
+        centre = self.__dict__.get("centre_")
+        return self.cluster_centers_ if centre is None else self.cluster_centers_ - centre
+
     def _select_bound(self, rows, noise_multiplier, rng, ledger):
+        bounds = self._auto_bounds(ledger is not None and ledger.secure_noise)
+        if bounds is not None:
+            if rows.chunked:
+                reduce = rows.data.map_reduce
+            else:
+
+                def reduce(fn, *params):
+                    return fn(rows.Z, *params)
+
+            centre, bound = private_centring(reduce, rows.n_samples, rows.n_features, bounds, rng, ledger)
+            self.centre_ = centre
+            rows.map_features(Shift(centre))  # the rows are x - c from here on
+            return bound
         if self.data_norm is not None:
             return float(self.data_norm)
         warn_privacy_leak("data_norm", "the largest row norm")

@@ -40,9 +40,9 @@ from ..privacy import (
     REPLACE_ONE,
     GaussianEvent,
     LaplaceEvent,
-    calibrate_noise_multiplier,
     histogram_sensitivity,
 )
+from ..privacy.centring import calibrate_after_bounds
 from ..privacy.clipping import clip_rows as _clip_rows
 from ..privacy.clipping import row_norms  # noqa: F401 -- the core's, imported from here by the package
 from ..privacy.norm_selection import norm_selection_event
@@ -55,6 +55,20 @@ def clip_rows(Z, bound):
     core's one clipping rule (:func:`skdp.privacy.clipping.clip_rows`).
     """
     return _clip_rows(Z, bound)
+
+
+class Shift:
+    """The map ``x -> x - centre`` to the clustering space of a privately centred fit (picklable).
+
+    ``centre`` is released (``data_norm="auto"``, :mod:`skdp.privacy.centring`),
+    so the map is public; chunked rows apply it chunk by chunk.
+    """
+
+    def __init__(self, centre):
+        self.centre = np.asarray(centre, dtype=float)
+
+    def __call__(self, X):
+        return X - self.centre
 
 
 def project_to_ball(centres, bound):
@@ -244,15 +258,28 @@ def _planned_events(noise_multiplier, max_iter, mechanism="gaussian", n_norm_sel
 
 
 def lloyd_noise_multiplier(
-    max_iter, mechanism, n_norm_selections, count_weight, epsilon, delta, composition, *, secure_noise=False
+    max_iter,
+    mechanism,
+    n_norm_selections,
+    count_weight,
+    epsilon,
+    delta,
+    composition,
+    *,
+    secure_noise=False,
+    bounds=None,
 ):
     """Smallest noise multiplier whose :func:`_planned_events` costs at most ``(epsilon, delta)``.
 
-    Grid searches refit the same plan many times: the calibration caches plan
-    costs itself (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed by
-    the events, which ``secure_noise`` (the fit's plan's) changes).
+    With ``bounds`` (an :class:`~skdp.privacy.centring.AutoBounds` plan, for
+    ``data_norm="auto"``) the bounds' events come first and the whole fit
+    composes to ``(epsilon, delta)``
+    (:func:`~skdp.privacy.centring.calibrate_after_bounds`).  Grid searches
+    refit the same plan many times: the calibration caches plan costs itself
+    (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed by the events,
+    which ``secure_noise`` (the fit's plan's) changes).
     """
-    return calibrate_noise_multiplier(
+    return calibrate_after_bounds(
         functools.partial(
             _planned_events,
             max_iter=max_iter,
@@ -260,9 +287,10 @@ def lloyd_noise_multiplier(
             n_norm_selections=n_norm_selections,
             count_weight=count_weight,
         ),
+        bounds,
         epsilon,
         delta,
-        composition=composition,
+        composition,
         neighbouring=REPLACE_ONE,
         secure_noise=secure_noise,
     )

@@ -31,9 +31,15 @@ from ._lloyd import assign, clip_rows, row_norms
 
 
 def apply_feature_map(X, feature_map):
-    """``X`` itself (``feature_map=None``) or its random Fourier features ``(W, b)``."""
+    """``X`` itself (``feature_map=None``), its random Fourier features ``(W, b)``, or ``feature_map(X)``.
+
+    A callable is a picklable map of public parameters (DPKMeans' private
+    centring, :class:`skdp.cluster._lloyd.Shift`).
+    """
     if feature_map is None:
         return X
+    if callable(feature_map):
+        return feature_map(X)
     return random_fourier_features(X, *feature_map)
 
 

@@ -14,13 +14,19 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._input import validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
 from ..privacy import (
+    ExponentialMechanism,
     GaussianEvent,
     GaussianMechanism,
     LaplaceEvent,
     LaplaceMechanism,
     SymmetricMatrixGaussianMechanism,
     SymmetricMatrixLaplaceMechanism,
-    calibrate_noise_multiplier,
+)
+from ..privacy.centring import (
+    DEFAULT_BOUNDS_BUDGET,
+    calibrate_after_bounds,
+    calibrate_auto_bounds,
+    private_centring,
 )
 from ._moments import (
     MIN_COUNT,
@@ -42,6 +48,12 @@ from ._moments import (
     tied_covariance,
     weights_sensitivity,
 )
+
+
+def centred_expected_statistics(chunk, centre, data_norm, *params):
+    """:func:`expected_statistics` of the rows shifted by a released ``centre`` (None: unshifted)."""
+    return expected_statistics(chunk if centre is None else chunk - centre, data_norm, *params)
+
 
 #: Per-coordinate variance of the initial components in the unit-ball scale.
 INIT_VARIANCE = 0.01
@@ -195,9 +207,18 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     reg_covar : float, default=1e-3
         Floor on the eigenvalues of each covariance, in the unit-ball scale
         (that is, relative to ``data_norm ** 2``).
-    data_norm : float or None, default=None
+    data_norm : float, "auto" or None, default=None
         Public bound on the L2 norm of a row; rows are clipped to it.  ``None``
         uses the data's largest row norm and warns (a privacy leak).
+        ``"auto"`` releases a private centre ``c`` and a private bound ``R``
+        on ``||x - c||`` with a share ``bounds_budget`` of the budget
+        (:mod:`skdp.privacy.centring`, :doc:`/bounds`) and fits on ``x - c``
+        clipped to ``R``: no bound to know, and an uncentred dataset costs
+        no more than a centred one.
+    bounds_budget : float in (0, 1), default=0.1
+        Share of ``(epsilon, delta)`` spent on the bounds when
+        ``data_norm="auto"``; the EM releases are calibrated so that the
+        whole fit composes to ``(epsilon, delta)``.
     init_params : {"random"}, default="random"
         Data-independent initialisation: uniform weights, means uniform in the
         unit ball, covariances ``0.01 I`` (unit-ball scale).
@@ -265,7 +286,11 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Noise scale over sensitivity of the ``"weights"``, ``"means"`` and
         ``"second_moments"`` releases.
     data_norm_ : float
-        The norm bound used (``data_norm`` or the data's largest row norm).
+        The norm bound used (``data_norm``, the released bound of ``"auto"``,
+        or the data's largest row norm).
+    centre_ : ndarray of shape (n_features,)
+        The released centre the rows were shifted by (``data_norm="auto"``
+        only; absent otherwise).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features,)
         Defined when X has feature names that are all strings.
@@ -322,6 +347,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             "noise_multiplier_",
             "noise_multipliers_",
             "data_norm_",
+            "centre_",
         }
     )
 
@@ -337,7 +363,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "reg_covar": [Interval(Real, 0.0, 1.0, closed="neither")],
-        "data_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+        "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
         "init_params": [StrOptions({"random"})],
         "weights_init": ["array-like", None],
         "means_init": ["array-like", None],
@@ -361,6 +388,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         tol=1e-3,
         reg_covar=1e-3,
         data_norm=None,
+        bounds_budget=DEFAULT_BOUNDS_BUDGET,
         init_params="random",
         weights_init=None,
         means_init=None,
@@ -385,6 +413,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.tol = tol
         self.reg_covar = reg_covar
         self.data_norm = data_norm
+        self.bounds_budget = bounds_budget
         self.init_params = init_params
         self.weights_init = weights_init
         self.means_init = means_init
@@ -470,6 +499,22 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             for family, count, w in zip(families, self._releases_per_fit(), weights, strict=True)
         ]
 
+    def _auto_bounds(self, secure_noise=False):
+        """The :class:`~skdp.privacy.centring.AutoBounds` plan of ``data_norm="auto"``, else None."""
+        if not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
+            return None
+        return calibrate_auto_bounds(
+            float(self.epsilon),
+            float(self.delta),
+            self.composition,
+            float(self.bounds_budget),
+            neighbouring=self._neighbouring,
+            secure_noise=secure_noise,
+        )
+
+    def _noise_mechanisms(self):
+        return (ExponentialMechanism,) if self._auto_bounds() is not None else ()
+
     def _check_params(self):
         # Only an explicit "gaussian" can meet delta=0: "auto" resolves to
         # "laplace" there.
@@ -482,8 +527,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     # ------------------------------------------------------------------
     # Validation and initialisation
     # ------------------------------------------------------------------
-    def _check_initial_parameters(self, n_features, scale):
-        """Public initial parameters in the unit-ball scale, or None."""
+    def _check_initial_parameters(self, n_features, scale, centre=None):
+        """Public initial parameters in the unit-ball scale (shifted by a released ``centre``), or None."""
         weights = means = None
         k = self.n_components
         if self.weights_init is not None:
@@ -501,7 +546,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
                     f"means_init must be a finite array of shape ({k}, {n_features}), "
                     f"got shape {means.shape}."
                 )
-            means = project_rows_to_unit_ball(means / scale)
+            means = project_rows_to_unit_ball((means if centre is None else means - centre) / scale)
         return weights, means
 
     def _prior(self, n_features):
@@ -615,7 +660,10 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     def _calibrate(self, data, plan):
         """The scale (declared ``data_norm``) and the noise multipliers of the whole fit."""
         n_features = data.n_features
-        if self.data_norm is None:
+        bounds = self._auto_bounds(plan.secure_noise)
+        if bounds is not None:
+            scale = None  # released in _fit_private
+        elif self.data_norm is None:
             warn_privacy_leak("data_norm", "the largest row norm")
             if data.chunked:
                 scale = data.summary.max_norm
@@ -624,8 +672,9 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             scale = scale if scale > 0 else 1.0
         else:
             scale = float(self.data_norm)
-        z = calibrate_noise_multiplier(
+        z = calibrate_after_bounds(
             lambda z: self._planned_events(z, n_features),
+            bounds,
             self.epsilon,
             self.delta,
             self.composition,
@@ -633,7 +682,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             secure_noise=plan.secure_noise,
         )
         multipliers = tuple(z * w for w in self._noise_weights(n_features))
-        return plan.with_settings(scale=scale, noise_multiplier=z, multipliers=multipliers)
+        return plan.with_settings(scale=scale, noise_multiplier=z, multipliers=multipliers, bounds=bounds)
 
     def _fit_private(self, data, plan, rng, ledger):
         """``max_iter`` iterations of DP-EM (Park et al. 2017, Alg. 1), every M-step released."""
@@ -643,10 +692,26 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             plan.settings["noise_multiplier"],
             plan.settings["multipliers"],
         )
-        public_weights, public_means = self._check_initial_parameters(n_features, scale)
+        self.__dict__.pop("centre_", None)
+        centre = None
+        if plan.settings["bounds"] is not None:
+            if data.chunked:
+                reduce = data.chunks.map_reduce
+            else:
+
+                def reduce(fn, *params):
+                    return fn(data.X, *params)
+
+            centre, scale = private_centring(
+                reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger
+            )
+        public_weights, public_means = self._check_initial_parameters(n_features, scale, centre)
         prior = self._prior(n_features)
 
-        Xs = None if data.chunked else clip_to_unit_ball(data.X, scale)
+        if data.chunked:
+            Xs = None
+        else:
+            Xs = clip_to_unit_ball(data.X if centre is None else data.X - centre, scale)
         weights, means, covariances = self._initialize(rng, n_features, public_weights, public_means)
         bounds = []
         tied_second = None
@@ -658,7 +723,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             else:
                 # One pass (one distributed reduction) per iteration; the
                 # noise is added below, on the driver, to the global sums.
-                stats = data.chunks.map_reduce(expected_statistics, scale, *params)
+                stats = data.chunks.map_reduce(centred_expected_statistics, centre, scale, *params)
             weights, means, covariances, bound, tied_second = self._private_m_step(
                 stats, n_samples, multipliers, prior, rng, ledger, tied_second
             )
@@ -667,11 +732,13 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.noise_multiplier_ = z
         self.noise_multipliers_ = dict(zip(("weights", "means", "second_moments"), multipliers, strict=True))
         self.data_norm_ = scale
+        if centre is not None:
+            self.centre_ = centre
         self.n_iter_ = self.max_iter
         self.lower_bounds_ = bounds
         self.lower_bound_ = bounds[-1]
         self.converged_ = len(bounds) > 1 and abs(bounds[-1] - bounds[-2]) < self.tol
-        self._set_parameters(weights, means, covariances, scale)
+        self._set_parameters(weights, means, covariances, scale, centre)
 
     def _private_m_step(self, stats, n_samples, multipliers, prior, rng, ledger, tied_second=None):
         """Release the moments of one M-step and map them to parameters.
@@ -797,10 +864,10 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             covs = mle_covariance(noisy_second, means)
         return clip_eigenvalues(covs, self.reg_covar, 1.0)
 
-    def _set_parameters(self, weights, means, covariances, scale):
-        """Fitted attributes in the user's original scale."""
+    def _set_parameters(self, weights, means, covariances, scale, centre=None):
+        """Fitted attributes in the user's original scale (and coordinates: ``+ centre``)."""
         self.weights_ = weights
-        self.means_ = means * scale
+        self.means_ = means * scale if centre is None else means * scale + centre
         self.covariances_ = covariances * scale**2
         self.precisions_cholesky_ = compute_precision_cholesky(self.covariances_, self.covariance_type)
         if self.covariance_type == "full":

@@ -7,7 +7,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ..base import (
@@ -19,10 +19,16 @@ from ..base import (
 )
 from ..privacy import (
     DEFAULT_COMPOSITION,
+    ExponentialMechanism,
     GaussianEvent,
     GaussianMechanism,
     SymmetricMatrixGaussianMechanism,
-    calibrate_noise_multiplier,
+)
+from ..privacy.centring import (
+    DEFAULT_BOUNDS_BUDGET,
+    calibrate_after_bounds,
+    calibrate_auto_bounds,
+    private_centring,
 )
 from ..privacy.clipping import clip_rows, row_norms
 
@@ -44,14 +50,15 @@ def sum_sensitivity(data_norm):
     return 2.0 * data_norm
 
 
-def pca_statistics(chunk, data_norm):
-    """``(sum_i x_i, sum_i x_i x_i^T)`` of the rows clipped to ``data_norm``, as one summable array.
+def pca_statistics(chunk, data_norm, centre=None):
+    """``(sum_i x_i, sum_i x_i x_i^T)`` of the rows (shifted by ``centre``) clipped to ``data_norm``.
 
-    Returns shape ``(d + 1, d)``: the first row is the sum, the rest the
-    second-moment matrix (a map step of
-    :meth:`skdp._chunks.ChunkedData.map_reduce`).
+    Returns shape ``(d + 1, d)``, one summable array: the first row is the
+    sum, the rest the second-moment matrix (a map step of
+    :meth:`skdp._chunks.ChunkedData.map_reduce`).  ``centre`` is a released
+    centre (``data_norm="auto"``), or None.
     """
-    clipped = clip_rows(chunk, data_norm)
+    clipped = clip_rows(chunk if centre is None else chunk - centre, data_norm)
     return np.vstack([clipped.sum(axis=0), clipped.T @ clipped])
 
 
@@ -92,7 +99,16 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     ``data_norm=None`` reads the largest row norm off the data and raises a
     :class:`~skdp.PrivacyLeakWarning`: the guarantee then holds only for
-    neighbours with the same largest norm.
+    neighbours with the same largest norm.  ``data_norm="auto"`` releases
+    the bound instead, with a share ``bounds_budget`` of the budget
+    (:mod:`skdp.privacy.centring`): with ``centered=False`` a private centre
+    ``c`` (a noisy mean of the rows clipped to a private quantile of their
+    norms) and a private quantile ``R`` of ``||x - c||``; the fit above then
+    runs on ``x - c`` clipped to ``R`` and its own mean release refines the
+    centre (``mean_ = c + S~ / n``: the centre of the bounds, at a tenth of
+    the budget and the raw norms' sensitivity, is coarse; the refinement's
+    sensitivity is the centred ``2 R``).  With ``centered=True`` only ``R``
+    (a quantile of ``||x||``) is released.
 
     The guarantee (``privacy_spent_``) refers to replace-one neighbours.
 
@@ -103,10 +119,16 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     epsilon : float, default=1.0
     delta : float in (0, 1), default=1e-5
         Gaussian noise needs ``delta > 0``.
-    data_norm : float or None, default=None
+    data_norm : float, "auto" or None, default=None
         Public bound on the L2 norm of a row; rows are clipped to it.
+        ``"auto"``: released privately (see above); None: read off the data
+        (warned).
     centered : bool, default=False
         Declare the data centred at 0 (no mean released); see above.
+    bounds_budget : float in (0, 1), default=0.1
+        Share of ``(epsilon, delta)`` spent on the bounds when
+        ``data_norm="auto"``; the PCA releases are calibrated so that the
+        whole fit composes to ``(epsilon, delta)``.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : None, int, RandomState or Generator, default=None
@@ -116,7 +138,9 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Sample the Gaussian noise exactly on a grid (discrete Gaussian,
         Canonne, Kamath & Steinke 2020) instead of in floating point
         (Mironov 2012).  None follows the package default
-        (:func:`skdp.set_config`).
+        (:func:`skdp.set_config`).  ``data_norm="auto"`` uses the
+        exponential mechanism, which has no exact sampler, and raises a
+        ValueError under secure noise.
 
     Attributes
     ----------
@@ -132,7 +156,11 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     mean_ : ndarray of shape (n_features,)
         Released mean (0 with ``centered=True``).
     data_norm_ : float
-        The bound the rows were clipped to (declared, or read off the data).
+        The bound the rows were clipped to (declared, released by ``"auto"``,
+        or read off the data).
+    centre_ : ndarray of shape (n_features,)
+        The released centre of ``data_norm="auto"`` with ``centered=False``
+        (absent otherwise).
     n_components_ : int
     n_samples_ : int
         Number of training records (public under replace-one neighbours).
@@ -177,6 +205,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             "covariance_",
             "mean_",
             "data_norm_",
+            "centre_",
             "n_components_",
             "n_samples_",
         }
@@ -186,8 +215,9 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],
-        "data_norm": [Interval(Real, 0, None, closed="neither"), None],
+        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
         "centered": ["boolean"],
+        "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
     }
 
     def __init__(
@@ -197,6 +227,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         delta=1e-5,
         data_norm=None,
         centered=False,
+        bounds_budget=DEFAULT_BOUNDS_BUDGET,
         accountant=None,
         random_state=None,
         secure_noise=None,
@@ -206,6 +237,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.delta = delta
         self.data_norm = data_norm
         self.centered = centered
+        self.bounds_budget = bounds_budget
         self.accountant = accountant
         self.random_state = random_state
         self.secure_noise = secure_noise
@@ -225,7 +257,23 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             self._check_n_components(int(shape[1]))
 
     def _noise_mechanisms(self):
+        if self._auto_bounds() is not None:
+            return (SymmetricMatrixGaussianMechanism, ExponentialMechanism)
         return (SymmetricMatrixGaussianMechanism,)
+
+    def _auto_bounds(self, secure_noise=False):
+        """The :class:`~skdp.privacy.centring.AutoBounds` plan of ``data_norm="auto"``, else None."""
+        if not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
+            return None
+        return calibrate_auto_bounds(
+            float(self.epsilon),
+            float(self.delta),
+            DEFAULT_COMPOSITION,
+            float(self.bounds_budget),
+            centre=not self.centered,
+            neighbouring=self._neighbouring,
+            secure_noise=secure_noise,
+        )
 
     def _privacy_plan(self):
         return PrivacyPlan(self.epsilon, self.delta, DEFAULT_COMPOSITION)
@@ -236,15 +284,31 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         def events(z):
             return [GaussianEvent(count=n_releases, neighbouring=self._neighbouring, noise_multiplier=z)]
 
-        z = calibrate_noise_multiplier(
-            events, plan.epsilon, plan.delta, plan.composition, secure_noise=plan.secure_noise
+        bounds = self._auto_bounds(plan.secure_noise)
+        z = calibrate_after_bounds(
+            events, bounds, plan.epsilon, plan.delta, plan.composition, secure_noise=plan.secure_noise
         )
-        return plan.with_settings(noise_multiplier=z)
+        return plan.with_settings(noise_multiplier=z, bounds=bounds)
 
     def _fit_private(self, data, plan, rng, ledger):
         d = data.n_features
         k = self._check_n_components(d)
-        if self.data_norm is None:
+        self.__dict__.pop("centre_", None)
+        centre = None
+        if plan.settings["bounds"] is not None:
+            if data.chunked:
+                reduce = data.chunks.map_reduce
+            else:
+
+                def reduce(fn, *params):
+                    return fn(data.X, *params)
+
+            centre, norm = private_centring(reduce, data.n_samples, d, plan.settings["bounds"], rng, ledger)
+            if self.centered:
+                centre = None  # declared centred at 0: c = 0, not released
+            else:
+                self.centre_ = centre
+        elif self.data_norm is None:
             warn_privacy_leak("data_norm", "the largest row norm")
             norm = data.summary.max_norm if data.chunked else float(row_norms(data.X).max())
             # An all-zero dataset has no norm to clip to: any positive bound is exact.
@@ -252,7 +316,11 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         else:
             norm = float(self.data_norm)
         self.data_norm_ = norm
-        stats = data.chunks.map_reduce(pca_statistics, norm) if data.chunked else pca_statistics(data.X, norm)
+        stats = (
+            data.chunks.map_reduce(pca_statistics, norm, centre)
+            if data.chunked
+            else pca_statistics(data.X, norm, centre)
+        )
         n = self.n_samples_ = int(data.n_samples)
         z = plan.settings["noise_multiplier"]
         moment_sens = second_moment_sensitivity(norm)
@@ -266,8 +334,10 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         else:
             sum_sens = sum_sensitivity(norm)
             total = GaussianMechanism(sum_sens, z * sum_sens).release(stats[0], rng, ledger)
-            self.mean_ = total / n
-            covariance = (moments - n * np.outer(self.mean_, self.mean_)) / max(n - 1, 1)
+            shifted_mean = total / n
+            # Covariance of the shifted rows (a shift does not change it); the mean back in place.
+            covariance = (moments - n * np.outer(shifted_mean, shifted_mean)) / max(n - 1, 1)
+            self.mean_ = shifted_mean if centre is None else shifted_mean + centre
         self.covariance_ = covariance
         values, vectors = np.linalg.eigh(covariance)
         order = np.argsort(values)[::-1]
