@@ -696,3 +696,87 @@ def test_kernel_deprecated_and_new_dpnorm_names_together_raise(params):
     old, new = params
     with pytest.raises(ValueError, match=f"{old}=.*{new}="):
         DPKernelKMeans(3, **params).fit(blobs(300)[0])
+
+
+# --- data_norm="auto": a private centre and bound (skdp.privacy.centring) ---------
+
+
+def _auto_blobs(shift=10.0):
+    X, y = make_blobs(n_samples=3000, centers=[[-3, -3], [3, -3], [0, 3]], cluster_std=0.5, random_state=0)
+    return X + shift, y
+
+
+def _event_signature(events):
+    """Type, count and cost of each event; multipliers to 12 digits.
+
+    A mechanism records ``scale / sensitivity``, which for a released bound
+    ``R`` (sensitivity ``2 R``) is the planned multiplier up to the last bit.
+    """
+    return [
+        (type(e), e.count, getattr(e, "epsilon", None), round(getattr(e, "noise_multiplier", 0.0), 12))
+        for e in events
+    ]
+
+
+def test_kmeans_auto_data_norm_events_and_original_coordinates():
+    """Bounds' events first (their calibrated cost), the plan's after; the total meets the request."""
+    from skdp.privacy import PureDPEvent
+    from skdp.privacy.centring import calibrate_auto_bounds
+
+    X, y = _auto_blobs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)  # nothing read off the data
+        # Public initial centres in the original coordinates (shifted with the rows).
+        init = [[6.0, 6.0], [14.0, 6.0], [10.0, 14.0]]
+        km = DPKMeans(3, epsilon=5.0, data_norm="auto", max_iter=3, init=init, random_state=0).fit(X)
+    events = km.privacy_ledger_.events
+    bounds = calibrate_auto_bounds(5.0, 1e-5, "pld", 0.1)
+    quantile, centre = bounds.events()
+    assert (
+        _event_signature(events[:3])
+        == _event_signature(
+            [PureDPEvent(count=1, neighbouring="replace_one", epsilon=quantile.epsilon), centre] * 2
+        )[:3]
+    )
+    assert len(events) == 3 + 2 * 3 and all(type(e) is GaussianEvent for e in events[3:])
+    assert km.privacy_spent_.epsilon <= 5.0 * (1 + 1e-9)
+    # Centred at the data's middle (10, 10 - 1), bound of the centred rows, centres back in place.
+    np.testing.assert_allclose(km.centre_, [10.0, 9.0], atol=0.5)
+    assert 2.0 < km.clip_bound_ < 6.0
+    truth = np.array([[7.0, 7.0], [13.0, 7.0], [10.0, 13.0]])
+    assert euclidean_distances(truth, km.cluster_centers_).min(axis=1).max() < 0.5
+    assert adjusted_rand_score(y, km.predict(X)) > 0.95
+    assert -km.score(X) / len(X) < 1.0
+
+
+def test_kmeans_auto_plan_is_public_and_chunks_release_the_same():
+    from skdp._chunks import as_chunked
+
+    X, _ = _auto_blobs()
+    params = dict(n_clusters=3, epsilon=1.0, data_norm="auto", max_iter=2, random_state=0)
+    km = DPKMeans(**params).fit(X)
+    dry = DPKMeans(**params).fit(np.zeros_like(X))
+    assert _event_signature(km.privacy_ledger_.events) == _event_signature(dry.privacy_ledger_.events)
+    chunked = DPKMeans(**params).fit(as_chunked(X, chunk_size=700))
+    np.testing.assert_allclose(chunked.centre_, km.centre_, rtol=1e-9)
+    np.testing.assert_allclose(chunked.cluster_centers_, km.cluster_centers_, rtol=1e-9, atol=1e-9)
+    assert chunked.clip_bound_ == km.clip_bound_
+    # A declared bound holds no centre (one from an earlier auto fit is dropped).
+    km.set_params(data_norm=20.0).fit(X)
+    assert not hasattr(km, "centre_")
+
+
+def test_kmeans_auto_clips_an_outlier():
+    """One row moved to 1e6 moves the released centre by O(R0 / n), not by 1e6 / n."""
+    X, _ = _auto_blobs()
+    far = X.copy()
+    far[0] = 1e6
+    params = dict(n_clusters=3, epsilon=8.0, data_norm="auto", max_iter=1, random_state=0)
+    a, b = DPKMeans(**params).fit(X), DPKMeans(**params).fit(far)
+    assert b.clip_bound_ < 10.0
+    assert np.linalg.norm(a.centre_ - b.centre_) < 0.1  # unclipped: 1e6 sqrt(2) / 3000 = 471
+
+
+def test_kmeans_auto_refuses_secure_noise():
+    with pytest.raises(ValueError, match="secure"):
+        DPKMeans(3, data_norm="auto", secure_noise=True).fit(_auto_blobs()[0])

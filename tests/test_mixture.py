@@ -875,3 +875,69 @@ def test_default_means_noise_is_gaussian_statistically(monkeypatch):
     # The Laplace alternative at the same budget is far larger (the reason for the default).
     lap = DPGaussianMixture(k, mean_mechanism="laplace", max_iter=3, data_norm=1.0, random_state=0).fit(X)
     assert math.sqrt(2) * lap.noise_multipliers_["means"] * 2 * math.sqrt(d) > 3 * sigma
+
+
+# --- data_norm="auto": a private centre and bound (skdp.privacy.centring) ---------
+
+
+def _auto_mixture_data(shift=10.0, n=4000):
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(-2, 0.5, (n // 2, 2)), rng.normal(2, 0.5, (n // 2, 2))])
+    return X + shift
+
+
+def _signature(events):
+    # A recorded multiplier is scale / sensitivity: the planned one up to the last bit.
+    return [
+        (type(e), e.count, getattr(e, "epsilon", None), round(getattr(e, "noise_multiplier", 0.0), 12))
+        for e in events
+    ]
+
+
+def test_gmm_auto_data_norm_events_and_original_coordinates():
+    from skdp.privacy import PureDPEvent
+    from skdp.privacy.centring import calibrate_auto_bounds
+
+    X = _auto_mixture_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        gm = DPGaussianMixture(2, data_norm="auto", max_iter=3, epsilon=3.0, random_state=0).fit(X)
+    events = gm.privacy_ledger_.events
+    quantile, centre = calibrate_auto_bounds(3.0, 1e-5, "pld", 0.1).events()
+    single = PureDPEvent(count=1, neighbouring="replace_one", epsilon=quantile.epsilon)
+    assert _signature(events[:3]) == _signature([single, centre, single])
+    assert len(events) == 3 + 3 * 3
+    assert gm.privacy_spent_.epsilon <= 3.0 * (1 + 1e-9)
+    np.testing.assert_allclose(gm.centre_, 10.0, atol=0.5)
+    assert 2.0 < gm.data_norm_ < 6.0  # ||x - c|| of the centred blobs, not ||x|| ~ 14
+    np.testing.assert_allclose(np.sort(gm.means_[:, 0]), [8.0, 12.0], atol=0.2)
+    # The uncentred data fit as well as the centred (the private centre absorbs the shift):
+    # both near the true model's -2.15 per row (two N(., 0.25 I) halves: -ln(pi / 2) - 1 - ln 2).
+    centred = DPGaussianMixture(2, data_norm="auto", max_iter=3, epsilon=3.0, random_state=0).fit(X - 10.0)
+    assert centred.score(X - 10.0) > -2.7 and gm.score(X) > -2.7
+
+
+def test_gmm_auto_plan_is_public_and_chunks_release_the_same():
+    from skdp._chunks import as_chunked
+
+    X = _auto_mixture_data(n=2000)
+    params = dict(n_components=2, data_norm="auto", max_iter=2, epsilon=1.0, random_state=0)
+    gm = DPGaussianMixture(**params).fit(X)
+    dry = DPGaussianMixture(**params).fit(np.zeros_like(X))
+    assert _signature(gm.privacy_ledger_.events) == _signature(dry.privacy_ledger_.events)
+    chunked = DPGaussianMixture(**params).fit(as_chunked(X, chunk_size=500))
+    np.testing.assert_allclose(chunked.centre_, gm.centre_, rtol=1e-9)
+    assert chunked.data_norm_ == gm.data_norm_
+    np.testing.assert_allclose(chunked.means_, gm.means_, rtol=1e-8, atol=1e-8)
+    gm.set_params(data_norm=20.0).fit(X)
+    assert not hasattr(gm, "centre_")
+
+
+def test_gmm_auto_clips_an_outlier():
+    X = _auto_mixture_data(n=2000)
+    far = X.copy()
+    far[0] = 1e6
+    params = dict(n_components=2, data_norm="auto", max_iter=1, epsilon=8.0, random_state=0)
+    a, b = DPGaussianMixture(**params).fit(X), DPGaussianMixture(**params).fit(far)
+    assert b.data_norm_ < 10.0
+    assert np.linalg.norm(a.centre_ - b.centre_) < 0.1  # unclipped: 1e6 sqrt(2) / 2000 = 707

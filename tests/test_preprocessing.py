@@ -340,3 +340,63 @@ def test_bad_parameters_raise_naming_the_parameter_before_charging(est, name):
     with pytest.raises((ValueError, TypeError), match=name):
         est.set_params(accountant=budget).fit(np.zeros((20, 3)))
     assert budget.spent[0] == 0
+
+
+# --- DPPCA data_norm="auto": a private centre and bound (skdp.privacy.centring) ----
+
+
+def _pca_signature(events):
+    # A recorded multiplier is scale / sensitivity: the planned one up to the last bit.
+    return [
+        (type(e), e.count, getattr(e, "epsilon", None), round(getattr(e, "noise_multiplier", 0.0), 12))
+        for e in events
+    ]
+
+
+def _pca_data(n=5000, shift=10.0):
+    return np.random.default_rng(0).normal(size=(n, 3)) * [3.0, 1.0, 0.3] + shift
+
+
+def test_pca_auto_data_norm_events_and_mean():
+    from skdp.preprocessing import DPPCA
+    from skdp.privacy import GaussianEvent, PureDPEvent
+    from skdp.privacy.centring import calibrate_auto_bounds
+
+    X = _pca_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        pca = DPPCA(n_components=1, data_norm="auto", epsilon=2.0, random_state=0).fit(X)
+    events = pca.privacy_ledger_.events
+    quantile, centre = calibrate_auto_bounds(2.0, 1e-5, "pld", 0.1).events()
+    single = PureDPEvent(count=1, neighbouring="replace_one", epsilon=quantile.epsilon)
+    assert _pca_signature(events[:3]) == _pca_signature([single, centre, single])
+    assert [type(e) for e in events[3:]] == [GaussianEvent, GaussianEvent]
+    assert pca.privacy_spent_.epsilon <= 2.0 * (1 + 1e-9)
+    np.testing.assert_allclose(pca.mean_, 10.0, atol=0.3)  # the refined mean, in place
+    assert pca.data_norm_ < 12.0  # of x - c; ||x|| is about 17
+    np.testing.assert_allclose(np.abs(pca.components_), [[1.0, 0.0, 0.0]], atol=0.05)
+    # centered=True: one quantile of ||x||, no centre.
+    declared = DPPCA(n_components=1, data_norm="auto", centered=True, epsilon=2.0, random_state=0)
+    declared.fit(X - 10.0)
+    assert [type(e) for e in declared.privacy_ledger_.events] == [PureDPEvent, GaussianEvent]
+    assert not hasattr(declared, "centre_") and not declared.mean_.any()
+
+
+def test_pca_auto_plan_is_public_chunks_and_outlier():
+    from skdp._chunks import as_chunked
+    from skdp.preprocessing import DPPCA
+
+    X = _pca_data(n=2000)
+    params = dict(n_components=2, data_norm="auto", epsilon=8.0, random_state=0)
+    pca = DPPCA(**params).fit(X)
+    dry = DPPCA(**params).fit(np.zeros_like(X))
+    assert _pca_signature(pca.privacy_ledger_.events) == _pca_signature(dry.privacy_ledger_.events)
+    chunked = DPPCA(**params).fit(as_chunked(X, chunk_size=300))
+    np.testing.assert_allclose(chunked.mean_, pca.mean_, rtol=1e-9)
+    np.testing.assert_allclose(chunked.covariance_, pca.covariance_, rtol=1e-8, atol=1e-8)
+    far = X.copy()
+    far[0] = 1e6
+    moved = DPPCA(**params).fit(far)
+    assert moved.data_norm_ < 15.0
+    # Clipped to R: the mean moves by O(R / n), not 1e6 sqrt(3) / 2000 = 866.
+    assert np.linalg.norm(moved.mean_ - pca.mean_) < 0.2

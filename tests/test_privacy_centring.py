@@ -1,0 +1,113 @@
+"""skdp.privacy.centring: the private centre and norm bound of ``data_norm="auto"``."""
+
+import math
+
+import numpy as np
+import pytest
+
+from skdp.privacy import GaussianEvent, LaplaceEvent, PrivacyLedger, PureDPEvent
+from skdp.privacy.accountant import compose
+from skdp.privacy.centring import (
+    AUTO_MAX_QUANTILE,
+    AUTO_MIN_QUANTILE,
+    QUANTILE_SHARE,
+    auto_norm_quantile,
+    calibrate_after_bounds,
+    calibrate_auto_bounds,
+    private_centring,
+)
+from skdp.privacy.quantiles import norm_grid, private_norm_bound
+
+
+def in_memory(X):
+    def reduce(fn, *params):
+        return fn(X, *params)
+
+    return reduce
+
+
+@pytest.mark.parametrize("composition", ["pld", "rdp", "basic"])
+def test_bounds_cost_their_share(composition):
+    """The three releases compose to (b epsilon, b delta); each quantile gets QUANTILE_SHARE / 2."""
+    bounds = calibrate_auto_bounds(2.0, 1e-5, composition, 0.1)
+    events = bounds.events()
+    assert [type(e) for e in events] == [PureDPEvent, GaussianEvent]
+    assert events[0].count == 2 and events[0].epsilon == pytest.approx(QUANTILE_SHARE * 0.2 / 2)
+    spent = compose(events, 1e-6, composition).epsilon
+    assert spent <= 0.2 * (1 + 1e-9)
+    # The basic theorem (an independent bound): quantiles + the Gaussian's own epsilon at delta.
+    gaussian = compose(events[1:], 1e-6, composition).epsilon
+    assert gaussian == pytest.approx(0.2 - 2 * events[0].epsilon, rel=1e-3) or composition != "basic"
+    laplace = calibrate_auto_bounds(2.0, 0.0, "basic", 0.1).events()
+    assert type(laplace[1]) is LaplaceEvent
+    # Laplace under basic composition: exactly 1 / multiplier each.
+    assert 2 * laplace[0].epsilon + 1 / laplace[1].noise_multiplier == pytest.approx(0.2, rel=1e-5)
+
+
+def test_estimator_plan_after_bounds_meets_the_request():
+    bounds = calibrate_auto_bounds(1.0, 1e-5, "pld", 0.1)
+
+    def plan(z):
+        return [GaussianEvent(count=10, neighbouring="replace_one", noise_multiplier=z)]
+
+    z = calibrate_after_bounds(plan, bounds, 1.0, 1e-5, "pld")
+    assert compose(bounds.events() + plan(z), 1e-5, "pld").epsilon <= 1.0 * (1 + 1e-9)
+    # At least what (1 - b) epsilon buys alone, and less than the whole budget buys.
+    assert z <= calibrate_after_bounds(plan, None, 0.9, 0.9e-5, "pld") * (1 + 1e-6)
+    assert z > calibrate_after_bounds(plan, None, 1.0, 1e-5, "pld")
+
+
+def test_auto_quantile_rule():
+    """The margin n (1 - q) = 2 ln(K / 0.05) / epsilon, within [0.5, 0.99]."""
+    cells = norm_grid().size - 1
+    n, eps = 10_000, 0.1
+    assert 1 - auto_norm_quantile(n, eps) == pytest.approx(2 * math.log(cells / 0.05) / (eps * n))
+    assert auto_norm_quantile(10**9, 1.0) == AUTO_MAX_QUANTILE
+    assert auto_norm_quantile(100, 0.01) == AUTO_MIN_QUANTILE
+
+
+def test_centring_matches_core_quantile_and_records_its_events():
+    """R0 is the core's private_norm_bound (the same draw from the same stream); three events."""
+    X = np.random.default_rng(0).normal(5.0, 1.0, size=(3000, 4))
+    bounds = calibrate_auto_bounds(4.0, 1e-5, "pld", 0.5)
+    ledger = PrivacyLedger()
+    centre, bound = private_centring(in_memory(X), 3000, 4, bounds, np.random.default_rng(1), ledger)
+    q = auto_norm_quantile(3000, bounds.quantile_epsilon)
+    norms = np.linalg.norm(X, axis=1)
+    raw = private_norm_bound(norms, q, bounds.quantile_epsilon, np.random.default_rng(1), PrivacyLedger())
+    assert np.quantile(norms, q - 0.1) <= raw <= norms.max() * 1.1
+    assert [type(e) for e in ledger.events] == [PureDPEvent, GaussianEvent, PureDPEvent]
+    np.testing.assert_allclose(centre, 5.0, atol=0.5)
+    centred = np.linalg.norm(X - centre, axis=1)
+    assert np.quantile(centred, q - 0.1) <= bound <= np.quantile(centred, min(q + 0.05, 1.0)) * 1.2
+
+
+def test_centre_noise_scale():
+    """The centre's noise has std 2 R0 z / n per coordinate; fails if it is halved (or doubled).
+
+    All-zero rows: R0 is the upper end of the grid's first cell whatever the
+    draw (every rank count is n there), the exact mean is 0, so
+    ``c n / (2 R0 z)`` is standard normal in each of the d coordinates.
+    """
+    n, d = 2000, 400
+    bounds = calibrate_auto_bounds(30.0, 1e-5, "pld", 0.5)
+    centre, _ = private_centring(
+        in_memory(np.zeros((n, d))), n, d, bounds, np.random.default_rng(3), PrivacyLedger()
+    )
+    r0 = norm_grid()[1]
+    z = bounds.centre_multiplier
+    assert np.linalg.norm(centre) < r0  # not projected: the residual is the noise itself
+    std = np.std(centre * n / (2 * r0 * z))
+    # Sample std of d = 400 normals: sd about 1 / sqrt(2 d) = 0.035; 5 of those.
+    assert abs(std - 1.0) < 5 / math.sqrt(2 * d)
+
+
+def test_centring_without_centre():
+    X = np.random.default_rng(0).normal(size=(5000, 3))
+    bounds = calibrate_auto_bounds(2.0, 1e-5, "pld", 0.2, centre=False)
+    ledger = PrivacyLedger()
+    centre, bound = private_centring(in_memory(X), 5000, 3, bounds, np.random.default_rng(0), ledger)
+    assert not centre.any()
+    assert [type(e) for e in ledger.events] == [PureDPEvent]
+    assert ledger.events[0].epsilon == pytest.approx(0.4)
+    assert 1.0 < bound < 6.0
