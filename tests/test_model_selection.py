@@ -406,3 +406,30 @@ def test_release_walk_catches_a_search_that_keeps_its_trials():
     problems = release_violations(search, None)
     assert any("trial_scores_" in p for p in problems)
     assert any("generator" in p for p in problems)
+
+
+def test_dp_sgd_nets_can_be_searched():
+    # DP-SGD's Poisson steps (add/remove) become replace-one
+    # WeakTrianglePoissonEvents, whose RDP curve the selection's theorem uses;
+    # n_samples="auto" is declared to the (public) split sizes.
+    torch = pytest.importorskip("torch")
+    from skdp.nn import DPNeuralNetClassifier
+    from skdp.privacy.repeat_select import WeakTrianglePoissonEvent
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Softmax(dim=-1))
+    net = DPNeuralNetClassifier(module, classes=[0, 1], batch_size=40, max_epochs=1, verbose=0)
+    search = DPGridSearchCV(net, {"lr": [0.5]}, epsilon=4.0, n_trials_mean=2.0, random_state=0).fit(X, y)
+    spent = search.privacy_spent_
+    assert 0.95 * 4.0 < spent.epsilon <= 4.0 * (1 + 1e-9)
+    assert spent == compose(search.privacy_ledger_.events, 1e-5)
+    trial = search.privacy_ledger_.events[0].inner_events[0]
+    assert any(isinstance(e, WeakTrianglePoissonEvent) for e in trial)
+    assert all(not isinstance(e, GaussianEvent) or e.count == 0 for e in trial), "no noisy count"
+    refit = search.privacy_ledger_.events[1:]
+    assert refit and all(isinstance(e, WeakTrianglePoissonEvent) for e in refit)
+    assert search.best_estimator_.get_params()["n_samples"] == 120
+    assert search.predict(X[:4]).shape == (4,)

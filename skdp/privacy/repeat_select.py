@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .events import PrivacyEvent
+from .events import REPLACE_ONE, PrivacyEvent, SubsampledGaussianEvent
 
 #: ``shape`` of the Poisson distribution of the number of trials.
 POISSON = math.inf
@@ -106,6 +106,41 @@ class RepeatAndSelectEvent(PrivacyEvent):
             return self
         plans = tuple(tuple(e.to_relation(neighbouring) for e in plan) for plan in self.inner_events)
         return replace(self, inner_events=plans, neighbouring=neighbouring)
+
+
+@dataclass(frozen=True)
+class WeakTrianglePoissonEvent(SubsampledGaussianEvent):
+    """A replace-one Poisson-subsampled Gaussian that needs an RDP curve (a searched DP-SGD step).
+
+    The same mechanism as a replace-one, Poisson
+    :class:`~skdp.privacy.events.SubsampledGaussianEvent` (the DP-SGD and
+    DP-SEP steps converted to the search's relation), with the same fields.
+    The ``"pld"`` accountant accounts it tightly (its rule covers the
+    subclass); the ``"rdp"`` accountant, which has no exact replace-one curve
+    for Poisson sampling, bounds it through an intermediate dataset by the
+    weak triangle inequality
+    (:func:`~skdp.privacy.accountants.rdp.replace_one_poisson_rdp`).  Only
+    the search records it, because a repeat-and-select event needs each
+    trial's RDP curve; an estimator's own replace-one Poisson steps stay on
+    the tight ``"pld"`` accounting, and ``composition="rdp"`` keeps refusing
+    them.
+    """
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.neighbouring != REPLACE_ONE or self.sampling != "poisson":
+            raise ValueError("A WeakTrianglePoissonEvent is a replace-one, Poisson-sampled event.")
+
+    @classmethod
+    def of(cls, event):
+        """``event`` as this class if it is a replace-one Poisson Gaussian, else ``event`` unchanged."""
+        if (
+            type(event) is SubsampledGaussianEvent
+            and event.sampling == "poisson"
+            and (event.neighbouring == REPLACE_ONE)
+        ):
+            return cls(event.count, event.neighbouring, event.noise_multiplier, event.sampling_rate)
+        return event
 
 
 def truncated_negative_binomial_mean(gamma, shape):
