@@ -119,10 +119,11 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     epsilon : float, default=1.0
     delta : float in (0, 1), default=1e-5
         Gaussian noise needs ``delta > 0``.
-    data_norm : float, "auto" or None, default=None
+    data_norm : float, "auto" or None, default="auto"
         Public bound on the L2 norm of a row; rows are clipped to it.
-        ``"auto"``: released privately (see above); None: read off the data
-        (warned).
+        ``"auto"`` (default): released privately (see above), so a fit with
+        nothing declared has a true guarantee; None: read off the data
+        (warned, today's behaviour before the default changed).
     centered : bool, default=False
         Declare the data centred at 0 (no mean released); see above.
     bounds_budget : float in (0, 1), default=0.1
@@ -225,7 +226,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         n_components=None,
         epsilon=1.0,
         delta=1e-5,
-        data_norm=None,
+        data_norm="auto",
         centered=False,
         bounds_budget=DEFAULT_BOUNDS_BUDGET,
         accountant=None,
