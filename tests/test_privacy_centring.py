@@ -111,3 +111,18 @@ def test_centring_without_centre():
     assert [type(e) for e in ledger.events] == [PureDPEvent]
     assert ledger.events[0].epsilon == pytest.approx(0.4)
     assert 1.0 < bound < 6.0
+
+
+def test_warns_when_no_quantile_can_be_located():
+    """epsilon n below 4 ln(K / 0.05): a UserWarning about the public n and epsilon, nothing else."""
+    from skdp.privacy.centring import can_locate_quantile
+
+    cells = norm_grid().size - 1
+    threshold = 4 * math.log(cells / 0.05)
+    assert can_locate_quantile(1000, 1.01 * threshold / 1000)
+    assert not can_locate_quantile(1000, 0.99 * threshold / 1000)
+    bounds = calibrate_auto_bounds(1.0, 1e-5, "pld", 0.1)
+    X = np.random.default_rng(0).normal(size=(150, 2))
+    with pytest.warns(UserWarning, match="n_samples=150") as caught:
+        private_centring(in_memory(X), 150, 2, bounds, np.random.default_rng(0), PrivacyLedger())
+    assert len(caught) == 1

@@ -39,7 +39,10 @@ cells below ``AUTO_FAILURE`` (5 %) of the correct cell's:
 ``[AUTO_MIN_QUANTILE, AUTO_MAX_QUANTILE] = [0.5, 0.99]``.  A function of the
 public ``n``, the plan's epsilon and the grid, fixed a priori (never tuned
 on an evaluation set): large data clip at the 99th percentile, small data
-at a lower one rather than at a bound far above the data.
+at a lower one rather than at a bound far above the data.  Below
+``epsilon n = 4 ln(K / 0.05)`` not even the median can be located
+(:func:`can_locate_quantile`); the fit then warns (a ``UserWarning`` about
+the public ``n`` and epsilon) that a bound should be declared.
 
 **Budget.**  The bounds' releases are calibrated to ``(bounds_budget *
 epsilon, bounds_budget * delta)`` under the estimator's composition
@@ -57,6 +60,7 @@ the same events.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +82,7 @@ __all__ = [
     "auto_norm_quantile",
     "calibrate_after_bounds",
     "calibrate_auto_bounds",
+    "can_locate_quantile",
     "centred_norm_counts",
     "clipped_sum",
     "private_centring",
@@ -98,6 +103,18 @@ AUTO_FAILURE = 0.05
 
 #: Range of the quantile :func:`auto_norm_quantile` picks.
 AUTO_MIN_QUANTILE, AUTO_MAX_QUANTILE = 0.5, 0.99
+
+
+def can_locate_quantile(n_samples, epsilon, n_cells=None):
+    """Whether :func:`auto_norm_quantile`'s margin fits below the median (public quantities only).
+
+    ``2 ln(K / AUTO_FAILURE) / (epsilon n) <= 1 / 2``: otherwise even the
+    median has cells outside the data within reach of the mechanism, on
+    both sides, and the released bound is likely far from every norm.
+    """
+    if n_cells is None:
+        n_cells = norm_grid().size - 1
+    return 2.0 * math.log(n_cells / AUTO_FAILURE) / (epsilon * max(int(n_samples), 1)) <= 0.5
 
 
 def auto_norm_quantile(n_samples, epsilon, n_cells=None):
@@ -255,6 +272,17 @@ def private_centring(reduce, n_samples, n_features, bounds, rng, ledger):
     grid = norm_grid()
     eps = bounds.quantile_epsilon
     quantile = auto_norm_quantile(n_samples, eps, grid.size - 1)
+    if not can_locate_quantile(n_samples, eps, grid.size - 1):
+        from ..base import _user_stacklevel  # the base imports the core: import when needed
+
+        # A statement about the public n and the plan's epsilon, not about the data.
+        warnings.warn(
+            f'data_norm="auto" cannot locate a norm quantile with n_samples={int(n_samples)} at '
+            f"epsilon={eps:.3g} per quantile: the released bound is likely far from the data. "
+            "Declare data_norm from public knowledge, or raise epsilon or bounds_budget.",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
     centre = np.zeros(n_features)
     if bounds.centre:
         counts = reduce(centred_norm_counts, centre, grid)
