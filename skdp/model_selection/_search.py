@@ -638,10 +638,19 @@ class DPGridSearchCV(_BaseDPSearch):
     :class:`~skdp.privacy.repeat_select.RepeatAndSelectEvent`, composed (by
     RDP: the ``"pld"`` accountant has no rule for it and
     :func:`~skdp.privacy.compose` falls back) with the refit's events.  The
-    per-trial budget ``t`` is the largest (to 1%) whose event costs at most
-    ``(1 - refit_share) epsilon`` (all of ``epsilon`` without refit); the
-    refit gets the largest budget that keeps the total within
-    ``(epsilon, delta)``.
+    per-trial budget ``t`` is the largest (to 1% of ``t`` or of the target)
+    whose event costs at most ``(1 - refit_share) epsilon`` (all of
+    ``epsilon`` without refit); the refit gets the largest budget that keeps
+    the total within ``(epsilon, delta)``.
+
+    DP-SGD nets (:mod:`skdp.nn`) are accounted under add/remove; converted to
+    the search's replace-one neighbours, their Poisson-subsampled steps have
+    no exact RDP curve, so the search records them as
+    :class:`~skdp.privacy.repeat_select.WeakTrianglePoissonEvent`, bounded in
+    RDP through a removal then an addition (Mironov 2017, Prop. 11; about
+    1.2x to 1.7x the tight replace-one epsilon of the same steps).  An
+    estimator's ``n_samples="auto"`` (a noisy count) is declared to the
+    split's sizes, public under replace-one, so its plan is public.
 
     A candidate's RDP curve needs its events, which an skdp fit plans from
     public quantities only (parameters and input shape): they are read off a
