@@ -730,7 +730,7 @@ def test_kmeans_auto_data_norm_events_and_original_coordinates():
         init = [[6.0, 6.0], [14.0, 6.0], [10.0, 14.0]]
         km = DPKMeans(3, epsilon=5.0, data_norm="auto", max_iter=3, init=init, random_state=0).fit(X)
     events = km.privacy_ledger_.events
-    bounds = calibrate_auto_bounds(5.0, 1e-5, "pld", 0.1)
+    bounds = calibrate_auto_bounds(5.0, 1e-5, 0.1)
     quantile, centre = bounds.events()
     assert (
         _event_signature(events[:3])

@@ -903,7 +903,7 @@ def test_gmm_auto_data_norm_events_and_original_coordinates():
         warnings.simplefilter("error", PrivacyLeakWarning)
         gm = DPGaussianMixture(2, data_norm="auto", max_iter=3, epsilon=3.0, random_state=0).fit(X)
     events = gm.privacy_ledger_.events
-    quantile, centre = calibrate_auto_bounds(3.0, 1e-5, "pld", 0.1).events()
+    quantile, centre = calibrate_auto_bounds(3.0, 1e-5, 0.1).events()
     single = PureDPEvent(count=1, neighbouring="replace_one", epsilon=quantile.epsilon)
     assert _signature(events[:3]) == _signature([single, centre, single])
     assert len(events) == 3 + 3 * 3

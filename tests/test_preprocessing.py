@@ -368,7 +368,7 @@ def test_pca_auto_data_norm_events_and_mean():
         warnings.simplefilter("error", PrivacyLeakWarning)
         pca = DPPCA(n_components=1, data_norm="auto", epsilon=2.0, random_state=0).fit(X)
     events = pca.privacy_ledger_.events
-    quantile, centre = calibrate_auto_bounds(2.0, 1e-5, "pld", 0.1).events()
+    quantile, centre = calibrate_auto_bounds(2.0, 1e-5, 0.1).events()
     single = PureDPEvent(count=1, neighbouring="replace_one", epsilon=quantile.epsilon)
     assert _pca_signature(events[:3]) == _pca_signature([single, centre, single])
     assert [type(e) for e in events[3:]] == [GaussianEvent, GaussianEvent]

@@ -246,7 +246,6 @@ class DPKMeans(_BaseDPLloyd):
         return calibrate_auto_bounds(
             float(self.epsilon),
             float(self.delta),
-            self.composition,
             float(self.bounds_budget),
             neighbouring=self._neighbouring,
             secure_noise=secure_noise,

@@ -506,7 +506,6 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         return calibrate_auto_bounds(
             float(self.epsilon),
             float(self.delta),
-            self.composition,
             float(self.bounds_budget),
             neighbouring=self._neighbouring,
             secure_noise=secure_noise,

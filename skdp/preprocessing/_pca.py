@@ -269,7 +269,6 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return calibrate_auto_bounds(
             float(self.epsilon),
             float(self.delta),
-            DEFAULT_COMPOSITION,
             float(self.bounds_budget),
             centre=not self.centered,
             neighbouring=self._neighbouring,
