@@ -80,10 +80,16 @@ class DPKMeans(_BaseDPLloyd):
         Privacy parameter delta; must be positive for the Gaussian mechanism.
         The Laplace mechanism is pure DP (``privacy_spent_.delta`` is then 0
         whenever basic composition is the tighter bound).
-    data_norm : float or None, default=None
+    data_norm : float, "auto" or None, default=None
         Public bound ``C`` on the L2 norm of a row; larger rows are scaled down
         to it.  ``None`` reads the largest row norm off the data, which leaks
         privacy (a :class:`~skdp.exceptions.PrivacyLeakWarning` is raised).
+        ``"auto"`` releases a centre ``c`` (``centre_``) and a bound ``C`` on
+        ``||x - c||`` (``clip_bound_``) with a share ``bounds_budget`` of the
+        budget (:mod:`skdp.privacy.centring`, :ref:`auto-data-norm`): rows
+        are shifted by ``c`` in training and in ``predict``, ``transform``
+        and ``score``, and ``cluster_centers_`` are reported in the original
+        coordinates (``init`` too is given in them).
     max_iter : int or "auto", default=5
         Number ``T`` of Lloyd iterations, all of which are run (the budget is
         split over them; Su et al. 2016 run DPLloyd for 5 iterations).  ``"auto"``: the largest ``T <= 10``
@@ -110,6 +116,10 @@ class DPKMeans(_BaseDPLloyd):
         ``"auto"``: ``(2 m)^(1/4)`` (Gaussian) or ``m^(2/3)`` (Laplace), the
         ratios that minimise the centres' error (:ref:`cluster-budget-split`);
         ``1.0`` is the paper's single ``sigma_K``.
+    bounds_budget : float in (0, 1), default=0.1
+        Share of ``(epsilon, delta)`` spent on the bounds when
+        ``data_norm="auto"``; the Lloyd releases are calibrated so that the
+        whole fit composes to ``(epsilon, delta)`` under ``composition``.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
@@ -135,8 +145,11 @@ class DPKMeans(_BaseDPLloyd):
         Number of re-seedings of clusters with noisy size below 1, over all
         iterations (a function of the released noisy sizes).
     clip_bound_ : float
-        Clipping bound ``C`` used (``data_norm``, or the largest row norm
-        when ``data_norm=None``, which leaks).
+        Clipping bound ``C`` used (``data_norm``, the released bound of
+        ``"auto"``, or the largest row norm when ``data_norm=None``, which
+        leaks).
+    centre_ : ndarray of shape (n_features,)
+        The released centre of ``data_norm="auto"`` (absent otherwise).
     noise_multiplier_ : float
         Calibrated ``sigma`` of the sums (noise std over sensitivity); the
         sizes use ``count_noise_weight`` times it.
