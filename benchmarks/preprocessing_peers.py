@@ -255,6 +255,7 @@ def main(argv=None):
         if n:
             print()
         print_table(name, data, acc, base, peer, epsilons, seeds)
+        sys.stdout.flush()  # one table per dataset as it finishes (the full run takes minutes)
     print()
     print(
         "† declared bounds / data_norm of breast_cancer: the pow10 stand-ins (BREAST_CANCER_UPPER, "
