@@ -373,11 +373,12 @@ def _neural_cases():
     checked = dict(common, max_epochs=2, lr=0.1)
     from skdp.generative import DPGenerativeMixture
 
-    small = dict(hidden_units=8, n_epochs=2, batch_size=16, random_state=0)
+    small = dict(generator="vae", hidden_units=8, n_epochs=2, batch_size=16, random_state=0)
     return {
         "DPGenerativeMixture": Case(
             DPGenerativeMixture(
                 n_clusters=2,
+                generator="vae",
                 hidden_units=8,
                 n_components=20,
                 kmeans_iter=2,
@@ -396,7 +397,7 @@ def _neural_cases():
                 ),
                 Checked(
                     "DPGenerativeMixture[rbm,1]",
-                    DPGenerativeMixture(n_clusters=1, generator="rbm", n_chains=10, **small),
+                    DPGenerativeMixture(n_clusters=1, **{**small, "generator": "rbm"}, n_chains=10),
                     _NO_TRAINING_LABELS,
                 ),
             ],

@@ -50,6 +50,8 @@ def binary_data(n=160, m=12, seed=0):
 def small(**kw):
     params = dict(
         n_clusters=2,
+        # The DP-SGD path (the default generator is "marginals" since issue 22).
+        generator="vae",
         hidden_units=8,
         n_components=20,
         kmeans_iter=2,
@@ -397,7 +399,7 @@ def test_vae_mixture_trains_in_ghost_mode_and_rbm_in_vmap_mode():
     pytest.importorskip("torch")
     X = np.random.default_rng(0).binomial(1, 0.3, size=(80, 6)).astype(float)
     small = dict(hidden_units=8, n_epochs=1, batch_size=16, random_state=0)
-    vae = DPGenerativeMixture(n_clusters=1, **small).fit(X)
+    vae = DPGenerativeMixture(n_clusters=1, generator="vae", **small).fit(X)
     rbm = DPGenerativeMixture(n_clusters=1, generator="rbm", n_chains=10, **small).fit(X)
     assert (vae.clipping_mode_, rbm.clipping_mode_) == ("ghost", "vmap")
 
@@ -666,3 +668,111 @@ def test_unsupported_composition_is_refused_before_the_reservation(n_clusters, c
     with pytest.raises(ValueError, match="composition"):
         small(n_clusters=n_clusters, composition=composition, accountant=budget).fit(binary_data())
     assert budget.history == [] and budget.reservations == []
+
+
+# --------------------------------------------------------------------------
+# generator="marginals": the DP latent-class model (issue 22).
+# --------------------------------------------------------------------------
+
+
+def labelled_binary(n=200, m=6, n_classes=3, seed=0):
+    """Binary columns whose means depend on a class, followed by the class as a one-hot block."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % n_classes
+    means = np.linspace(0.1, 0.9, n_classes)[y][:, None] * np.ones(m)
+    X = (rng.random((n, m)) < means).astype(float)
+    return np.hstack([X, np.eye(n_classes)[y]]), y, list(range(m, m + n_classes))
+
+
+def test_marginals_noise_has_the_calibrated_std_statistically():
+    """One cluster, 400 columns with exactly half ones: (p_j - 1/2) * n~ is the noise of column j.
+
+    The std is ``z * C`` with ``C = sqrt(1 + d/4)``, the norm of a centred
+    record (derived here, not read from the model); 400 draws estimate it to
+    about 3.5%, so the bounds [0.8, 1.2] fail for halved noise.
+    """
+    d, n = 400, 1000
+    X = np.zeros((n, d))
+    X[: n // 2] = 1.0
+    gm = DPGenerativeMixture(n_clusters=1, epsilon=1.0, random_state=0).fit(X)
+    (event,) = gm.privacy_ledger_.events
+    assert event == GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=gm.noise_multiplier_)
+    expected = gm.noise_multiplier_ * math.sqrt(1 + d / 4)
+    assert gm.noise_std_ == pytest.approx(expected)
+    noise = (gm.marginals_[0] - 0.5) * gm.cluster_sizes_[0]
+    assert 0.8 < noise.std() / expected < 1.2
+    assert abs(gm.cluster_sizes_[0] - n) < 6 * expected
+
+
+def test_marginals_ledger_is_the_plan_and_within_budget():
+    from skdp.privacy.conversions import gaussian_delta
+
+    Z, _, block = labelled_binary()
+    eps, delta = 1.5, 1e-5
+    gm = DPGenerativeMixture(categorical=[block], epsilon=eps, delta=delta, random_state=0).fit(Z)
+    # The partition by the declared block is free: one Gaussian release.
+    assert gm.privacy_ledger_.events == [
+        GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=gm.noise_multiplier_)
+    ]
+    # Independent check of the cost: the analytic Gaussian's delta at eps.
+    assert gaussian_delta(gm.noise_multiplier_, eps) <= delta * (1 + 1e-6)
+    assert gaussian_delta(gm.noise_multiplier_ * 0.99, eps) > delta  # calibrated, not loose
+    assert gm.privacy_spent_.epsilon <= eps + 1e-9
+    # With DP kernel k-means the clustering's events come first.
+    km = DPGenerativeMixture(
+        n_clusters=2, partition="kmeans", n_components=20, kmeans_iter=2, epsilon=eps, random_state=0
+    ).fit(Z)
+    events = km.privacy_ledger_.events
+    assert events[:-1] == clustering_events_as_add_remove(km.clusterer_.privacy_ledger_.events)
+    assert events[-1] == GaussianEvent(
+        count=1, neighbouring=ADD_REMOVE, noise_multiplier=km.noise_multiplier_
+    )
+    spent = compose(events, delta, "rdp")
+    assert spent.epsilon <= eps * (1 + 1e-6) and km.privacy_spent_.epsilon <= eps + 1e-9
+
+
+def test_marginals_plan_is_public():
+    """A dry run on rows of the declared domain carrying no information records the same events."""
+    Z, _, block = labelled_binary()
+    dry = np.zeros_like(Z)
+    dry[:, block[0]] = 1.0
+    for params in ({"categorical": [block]}, {"n_clusters": 1}):
+        a, b = (DPGenerativeMixture(epsilon=2.0, random_state=1, **params).fit(data) for data in (Z, dry))
+        assert a.privacy_ledger_.events == b.privacy_ledger_.events
+        assert a.noise_std_ == b.noise_std_
+
+
+def test_marginals_categorical_declaration_is_validated():
+    Z, _, block = labelled_binary()
+    bad = Z.copy()
+    bad[3, block] = 0.0  # a row with no category
+    with pytest.raises(ValueError, match=r"categorical\[0\]") as info:
+        DPGenerativeMixture(categorical=[block], random_state=0).fit(bad)
+    assert "0." not in str(info.value)
+    for declared in ([[0]], [[0, 99]], [[0, 1], [1, 2]], [[0.5, 1]], [(0, True)]):
+        with pytest.raises(ValueError, match="categorical"):
+            DPGenerativeMixture(categorical=declared, random_state=0).fit(Z)
+    with pytest.raises(ValueError, match="categorical"):
+        DPGenerativeMixture(generator="vae", categorical=[block]).fit(Z)
+    with pytest.raises(ValueError, match="partition"):
+        DPGenerativeMixture(partition="categorical").fit(Z)
+
+
+def test_marginals_sampling_honours_declared_blocks_and_learns_the_classes():
+    Z, y, block = labelled_binary(n=3000)
+    other = [0, 1]  # a second declared block: not one-hot in the data, refused
+    with pytest.raises(ValueError, match=r"categorical\[1\]"):
+        DPGenerativeMixture(categorical=[block, other]).fit(Z)
+    gm = DPGenerativeMixture(categorical=[block], epsilon=8.0, random_state=0).fit(Z)
+    S, c = gm.sample(4000, return_clusters=True, random_state=0)
+    assert set(np.unique(S)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(S[:, block].sum(axis=1), 1.0)
+    # The partition block is the cluster: class c's rows have mean 0.1 + 0.4 c.
+    np.testing.assert_array_equal(S[:, block].argmax(axis=1), c)
+    for k in range(3):
+        assert S[c == k, :6].mean() == pytest.approx(0.1 + 0.4 * k, abs=0.05)
+    assert gm.predict(Z).shape == (len(Z),) and np.mean(gm.predict(Z) == y) > 0.99
+    assert gm.transform(Z[:4]).shape == (4, 3)
+    assert np.all(np.isfinite(gm.score_samples(Z[:5])))
+    # Sampling is reproducible from an int and never the fit's stream.
+    np.testing.assert_array_equal(gm.sample(5, random_state=3), gm.sample(5, random_state=3))

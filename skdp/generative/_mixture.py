@@ -26,8 +26,10 @@ from ..privacy import (
     DEFAULT_COMPOSITION,
     REPLACE_ONE,
     GaussianEvent,
+    GaussianMechanism,
     LaplaceEvent,
     calibrate_noise_multiplier,
+    clip_rows,
 )
 from ..privacy.accountant import accountant_for
 from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
@@ -40,7 +42,16 @@ from ..privacy.dpsgd import (
     release_dataset_size,
     steps_per_epoch,
 )
+from ..privacy.sensitivity import row_sum_sensitivity
 from ..privacy.torch_noise import TorchGaussianMechanism
+from ._marginals import (
+    centred_statistics,
+    column_layout,
+    domain_row_norm,
+    marginal_log_likelihood,
+    marginals_from_release,
+    sample_marginals,
+)
 
 __all__ = ["DPGenerativeMixture"]
 
@@ -482,6 +493,11 @@ class DPGenerativeMixture(
             "clip_noise_multiplier_",
             # "ghost" or "vmap": chosen from the model's layer types only.
             "clipping_mode_",
+            # generator="marginals": post-processing of the one accounted
+            # Gaussian release of the clusters' centred sums (None otherwise),
+            # and that release's public noise std.
+            "marginals_",
+            "noise_std_",
         }
     )
 
@@ -489,7 +505,9 @@ class DPGenerativeMixture(
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "generator": [StrOptions({"vae", "rbm"})],
+        "generator": [StrOptions({"marginals", "vae", "rbm"})],
+        "categorical": [list, tuple, None],
+        "partition": [StrOptions({"auto", "kmeans", "categorical"})],
         "hidden_units": [Interval(Integral, 1, None, closed="left")],
         "latent_dim": [Interval(Integral, 1, None, closed="left")],
         "likelihood": [StrOptions({"bernoulli", "gaussian"})],
@@ -524,7 +542,9 @@ class DPGenerativeMixture(
         self,
         n_clusters=10,
         *,
-        generator="vae",
+        generator="marginals",
+        categorical=None,
+        partition="auto",
         hidden_units=200,
         latent_dim=2,
         likelihood="bernoulli",
@@ -556,6 +576,8 @@ class DPGenerativeMixture(
     ):
         self.n_clusters = n_clusters
         self.generator = generator
+        self.categorical = categorical
+        self.partition = partition
         self.hidden_units = hidden_units
         self.latent_dim = latent_dim
         self.likelihood = likelihood
@@ -652,6 +674,9 @@ class DPGenerativeMixture(
             # that a nested estimator could keep.  (Nested validation is
             # skipped inside this fit, so the Generator is accepted.)
             random_state=child_generator(rng),
+            # The marginals' fit samples every release alike; the DP-SGD
+            # path refuses secure noise before the clustering runs.
+            **({"secure_noise": plan.secure_noise} if self.generator == "marginals" else {}),
         ).fit(X)
         # The spawned generator has been stepped past the clustering's noise
         # draws and can be run back to them: the released clusterer keeps
@@ -710,14 +735,71 @@ class DPGenerativeMixture(
     # _fit_private, once the clustering has released the noisy sizes that the
     # schedule (and so the plan's events) is a function of.
     def _noise_mechanisms(self):
+        if self.generator == "marginals":
+            # One Gaussian release (exact grid sampler under secure noise);
+            # the clustering's mechanisms are those of DPKernelKMeans.
+            from ..cluster import DPKernelKMeans
+
+            extra = DPKernelKMeans()._noise_mechanisms() if self._partition_mode() == "kmeans" else ()
+            return (GaussianMechanism, *extra)
         # DP-SGD's torch noise has no exact sampler: the template refuses
         # secure_noise=True before anything is reserved.
         return (TorchGaussianMechanism,)
 
+    def _partition_mode(self):
+        """The partition Alg. 1 line 1 uses: ``"categorical"``, ``"kmeans"`` or ``"none"`` (one cluster).
+
+        ``partition="auto"``: with ``generator="marginals"`` and a declared
+        categorical block, the first block's categories (a public partition
+        function: nothing is spent on it); otherwise DP kernel k-means when
+        ``n_clusters > 1``.
+        """
+        if self.partition == "categorical" or (
+            self.partition == "auto" and self.generator == "marginals" and self.categorical
+        ):
+            if self.generator != "marginals":
+                raise ValueError(
+                    f"partition='categorical' needs generator='marginals', got generator={self.generator!r}."
+                )
+            if not self.categorical:
+                raise ValueError("partition='categorical' needs at least one block declared in categorical.")
+            return "categorical"
+        return "kmeans" if self.n_clusters > 1 else "none"
+
+    def _blocks(self, n_features):
+        """The declared one-hot blocks as tuples of column indices, validated against ``n_features``."""
+        if self.categorical is None:
+            return []
+        blocks, seen = [], set()
+        for b, cols in enumerate(self.categorical):
+            if not isinstance(cols, (list, tuple, np.ndarray)) or len(cols) < 2:
+                raise ValueError(f"categorical[{b}] must be a list of at least two column indices.")
+            if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in cols):
+                raise ValueError(f"categorical[{b}] must hold integer column indices.")
+            cols = tuple(int(c) for c in cols)
+            if min(cols) < 0 or max(cols) >= n_features:
+                raise ValueError(f"categorical[{b}] has a column index outside [0, {n_features}).")
+            if len(set(cols)) != len(cols) or seen & set(cols):
+                raise ValueError(f"categorical[{b}] repeats a column: blocks must be disjoint.")
+            seen |= set(cols)
+            blocks.append(cols)
+        return blocks
+
     def _check_params(self):
+        self._clip_norm_options(warn=True)
+        self._partition_mode()
+        if self.categorical is not None and self.generator != "marginals":
+            raise ValueError(
+                f"categorical is used by generator='marginals' only, got generator={self.generator!r}."
+            )
+        if self.generator == "marginals":
+            if self.categorical is not None:
+                self._blocks(np.iinfo(np.intp).max)
+            if not self._composition_supported(self.composition):
+                raise ValueError(f"composition={self.composition!r} cannot account this fit's releases.")
+            return
         import torch
 
-        self._clip_norm_options(warn=True)
         if not self._composition_supported(self.composition):
             supported = tuple(c for c in COMPOSITIONS if self._composition_supported(c))
             kind = "cluster-sampled" if self.n_clusters > 1 else "Poisson-subsampled"
@@ -740,10 +822,14 @@ class DPGenerativeMixture(
         and Laplace events are as widely supported) and the steps' event.
         """
         k = self.n_clusters
-        probe = [
-            dataset_size_event(1.0),
-            sgd_plan_event(1.0, None, [0.5] * k, [1.0 / k] * k, 1),
-        ]
+        if self.generator == "marginals":
+            # The Gaussian release, and the clustering's Laplace events.
+            probe = [GaussianEvent(1, ADD_REMOVE), LaplaceEvent(1, ADD_REMOVE)]
+        else:
+            probe = [
+                dataset_size_event(1.0),
+                sgd_plan_event(1.0, None, [0.5] * k, [1.0 / k] * k, 1),
+            ]
         try:
             accountant_for(probe, composition)
         except ValueError:
@@ -753,6 +839,10 @@ class DPGenerativeMixture(
     def _privacy_plan(self):
         plan = super()._privacy_plan()
         settings = {"clip_noise_ratio": self._clip_ratio()}
+        if self.generator == "marginals":
+            if self._partition_mode() == "kmeans":
+                settings["cluster_epsilon"] = self.epsilon * self.cluster_budget
+            return plan.with_settings(**settings)
         if self.n_clusters > 1:
             settings["cluster_epsilon"] = self.epsilon * self.cluster_budget
         elif self.n_samples == "auto":
@@ -764,6 +854,15 @@ class DPGenerativeMixture(
         n, m = X.shape
         if n < max(2, self.n_clusters):
             raise ValueError(f"n_samples={n} should be >= max(2, n_clusters={self.n_clusters}).")
+        for b, cols in enumerate(self._blocks(m)):
+            # The declared domain: a refusal on a finite domain, naming the
+            # parameter and never a value.
+            block = X[:, list(cols)]
+            if not (np.all((block == 0) | (block == 1)) and np.all(block.sum(axis=1) == 1)):
+                raise ValueError(
+                    f"categorical[{b}] declares a one-hot block, but some rows of X are not one-hot "
+                    "there (entries 0 or 1, exactly one 1)."
+                )
         return FitInput(X, None, n, m)
 
     def _planned_events(self, noise_multiplier, cluster_events, rates, probs, n_steps):
@@ -776,7 +875,77 @@ class DPGenerativeMixture(
         ratio = self._clip_ratio()
         return [*cluster_events, sgd_plan_event(noise_multiplier, ratio, rates, probs, n_steps)]
 
+    def _fit_marginals(self, data, plan, rng, ledger):
+        """Alg. 1 with the latent-class generator: partition, then one Gaussian release.
+
+        The partition (line 1) is the first declared block's categories
+        (public function, nothing spent), DP kernel k-means (its events
+        first on the ledger), or a single cluster.  Then every record's
+        centred statistic (size, binary columns, the other blocks) is
+        clipped by the core to the domain's norm ``C`` and summed per
+        cluster, and the ``(k, 1 + D)`` sums are released at once by the
+        Gaussian mechanism with add/remove L2 sensitivity ``C`` (a record
+        is one row of norm at most ``C`` in its own cluster's block), its
+        multiplier calibrated so the whole composition is ``(epsilon,
+        delta)``.
+        """
+        X = data.X
+        m = data.n_features
+        blocks = self._blocks(m)
+        mode = self._partition_mode()
+        clusterer, cluster_events, skip = None, [], None
+        if mode == "categorical":
+            skip = 0
+            labels = X[:, list(blocks[0])].argmax(axis=1)
+            k = len(blocks[0])
+        elif mode == "kmeans":
+            cluster_events, labels, _, clusterer = self._cluster(X, plan, rng, ledger)
+            k = self.n_clusters
+        else:
+            labels = np.zeros(X.shape[0], dtype=np.intp)
+            k = 1
+        binary, released = column_layout(m, blocks, skip)
+        bound = domain_row_norm(len(binary), [len(c) for c in released])
+        stats = clip_rows(centred_statistics(X, binary, released), bound)
+        sums = np.zeros((k, stats.shape[1]))
+        np.add.at(sums, labels, stats)
+        del labels, stats  # the partition of the training rows is never stored
+        sensitivity = row_sum_sensitivity(bound, sums.size, norm=2, neighbouring=ADD_REMOVE)
+        z = calibrate_noise_multiplier(
+            lambda z: [*cluster_events, GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=z)],
+            plan.epsilon,
+            plan.delta,
+            plan.composition,
+            ADD_REMOVE,
+            rtol=_CALIBRATION_RTOL,
+            secure_noise=plan.secure_noise,
+        )
+        mechanism = GaussianMechanism(sensitivity, z * sensitivity, ADD_REMOVE)
+        noisy = mechanism.release(sums, rng, ledger)
+        sizes, probs = marginals_from_release(
+            noisy,
+            binary,
+            released,
+            m,
+            mechanism.scale,
+            partition_block=None if skip is None else np.asarray(blocks[0]),
+        )
+        self.clusterer_ = clusterer
+        self.generators_ = None
+        self.marginals_ = probs
+        self.weights_ = sizes / sizes.sum()
+        self.cluster_sizes_ = sizes
+        self.sampling_rates_ = None
+        self.n_steps_ = 0
+        self.cluster_steps_ = None
+        self.noise_multiplier_ = float(z)
+        self.noise_std_ = float(mechanism.scale)
+        self.clip_noise_multiplier_ = None
+        self.clipping_mode_ = None
+
     def _fit_private(self, data, plan, rng, ledger):
+        if self.generator == "marginals":
+            return self._fit_marginals(data, plan, rng, ledger)
         import torch
 
         from ..nn import DPNormClipping, DPSGDEngine, FixedClipping
@@ -877,6 +1046,8 @@ class DPGenerativeMixture(
         self.noise_multiplier_ = float(z)
         self.clip_noise_multiplier_ = clip_z
         self.clipping_mode_ = engines[0].clipping_mode
+        self.marginals_ = None
+        self.noise_std_ = None
 
     # -- post-processing ---------------------------------------------------------
 
@@ -893,9 +1064,17 @@ class DPGenerativeMixture(
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
+        if self.generator == "marginals" and self.clusterer_ is None:
+            # The most probable cluster under the released mixture.
+            return np.argmax(self._log_joint(X), axis=1)
         if self.clusterer_ is None:
             return np.zeros(X.shape[0], dtype=np.intp)
         return self.clusterer_.predict(X)
+
+    def _log_joint(self, X):
+        """``log p_s + log P(x | s)`` under the released latent-class model, shape ``(n, k)``."""
+        binary, blocks = column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
+        return np.log(self.weights_)[None, :] + marginal_log_likelihood(X, self.marginals_, binary, blocks)
 
     def fit_predict(self, X, y=None):
         """Fit, then return the cluster of every record of ``X`` under the released model.
@@ -920,7 +1099,9 @@ class DPGenerativeMixture(
     def transform(self, X):
         """Distances of each record to the released centres in the random feature space.
 
-        Zeros (one column) when ``n_clusters == 1``.
+        Zeros (one column) when ``n_clusters == 1``.  With
+        ``generator="marginals"`` and no kernel k-means: the negative log
+        joint ``-(log p_s + log P(x | s))`` of each cluster.
 
         Parameters
         ----------
@@ -932,17 +1113,23 @@ class DPGenerativeMixture(
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
+        if self.generator == "marginals" and self.clusterer_ is None:
+            return -self._log_joint(X)
         if self.clusterer_ is None:
             return np.zeros((X.shape[0], 1))
         return self.clusterer_.transform(X)
 
     @property
     def _n_features_out(self):
+        if self.generator == "marginals" and self.clusterer_ is None:
+            return len(self.weights_)
         return self.n_clusters
 
     def score_samples(self, X):
         """Per-record score of the released mixture.
 
+        Marginals: the mixture's log-likelihood
+        ``log sum_s p_s P(x | s)`` (probabilities floored at 1e-6).
         VAE: ``log sum_s p_s exp(ELBO_s(x))``, a lower bound on the mixture's
         log-likelihood (each ELBO averaged over 10 fixed latent draws, the
         same for every record).  RBM: the negative free energy ``-F(x)`` of
@@ -957,10 +1144,12 @@ class DPGenerativeMixture(
         -------
         scores : ndarray of shape (n_samples,)
         """
-        import torch
-
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
+        if self.generator == "marginals":
+            return np.logaddexp.reduce(self._log_joint(X), axis=1)
+        import torch
+
         # float64 copies: a record's score must not depend on the batch it comes in.
         Xt = torch.as_tensor(X, dtype=torch.float64)
         if self.generator == "rbm":
@@ -1026,19 +1215,23 @@ class DPGenerativeMixture(
         clusters : ndarray of shape (n_samples,)
             Only when ``return_clusters`` is True.
         """
-        import torch
-
         check_is_fitted(self)
         if not (isinstance(n_samples, Integral) and n_samples >= 1):
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
         rng = _sample_generator(random_state)
-        k = len(self.generators_)
+        k = len(self.weights_)
         if cluster is None:
             clusters = rng.choice(k, size=n_samples, p=self.weights_)
         elif isinstance(cluster, Integral) and 0 <= cluster < k:
             clusters = np.full(n_samples, int(cluster), dtype=np.intp)
         else:
             raise ValueError(f"cluster must be None or an integer in [0, {k}), got {cluster!r}.")
+        if self.generator == "marginals":
+            binary, blocks = column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
+            out = sample_marginals(self.marginals_, binary, blocks, clusters, rng)
+            return (out, clusters) if return_clusters else out
+        import torch
+
         # A local generator, dropped on return: nothing of it stays on the model.
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         if self.generator == "vae":
