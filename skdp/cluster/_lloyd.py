@@ -46,6 +46,7 @@ from ..privacy.centring import calibrate_after_bounds
 from ..privacy.clipping import clip_rows as _clip_rows
 from ..privacy.clipping import row_norms  # noqa: F401 -- the core's, imported from here by the package
 from ..privacy.norm_selection import norm_selection_event
+from ..privacy.sensitivity import row_sum_sensitivity
 
 
 def clip_rows(Z, bound):
@@ -90,13 +91,12 @@ def sum_sensitivity(bound, norm, n_features):
     """Sensitivity of the per-cluster sums of rows clipped to L2 norm ``bound``.
 
     Replace-one neighbours (module docstring): L2 ``2 * bound``; L1
-    ``2 * sqrt(n_features) * bound``.
+    ``2 * sqrt(n_features) * bound`` (the core's
+    :func:`~skdp.privacy.sensitivity.row_sum_sensitivity`).
     """
-    if norm == 2:
-        return 2.0 * bound
-    if norm == 1:
-        return 2.0 * math.sqrt(n_features) * bound
-    raise ValueError(f"norm must be 1 or 2, got {norm!r}.")
+    if norm not in (1, 2):
+        raise ValueError(f"norm must be 1 or 2, got {norm!r}.")
+    return row_sum_sensitivity(bound, n_features, norm)
 
 
 def squared_distances(Z, centres):

@@ -20,6 +20,10 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..privacy.clipping import clip_rows
+from ..privacy.sensitivity import outer_product_sum_sensitivity, row_sum_sensitivity
+
+#: The norms' names here and their orders in the core.
+_ORDER = {"l1": 1, "l2": 2}
 
 #: Smallest value the noisy effective count ``N~_k`` may take when it divides
 #: a released sum; a floor applied to a released quantity is post-processing.
@@ -68,7 +72,7 @@ def mean_sensitivity(n_features, norm="l1", joint=False):
     gamma'_jk) = 2``.  The same numbers: releasing all means at once costs
     what one costs.
     """
-    return 2.0 * math.sqrt(n_features) if norm == "l1" else 2.0
+    return row_sum_sensitivity(1.0, n_features, _ORDER[norm])
 
 
 def second_moment_sensitivity(n_features, covariance_type, norm="l2", joint=False, n_components=1):
@@ -105,9 +109,9 @@ def second_moment_sensitivity(n_features, covariance_type, norm="l2", joint=Fals
         if not several:
             return 1.0
         return 2.0 if norm == "l1" else math.sqrt(2.0)
-    if norm == "l1":
-        return n_features + 1.0
-    return math.sqrt(2.0)
+    # One matrix of unit-ball rows: the core's outer-product bound (the joint
+    # one is the same, as derived above).
+    return outer_product_sum_sensitivity(1.0, n_features, _ORDER[norm])
 
 
 def noise_weights(shares, releases, exponents):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -31,23 +30,7 @@ from ..privacy.centring import (
     private_centring,
 )
 from ..privacy.clipping import clip_rows, row_norms
-
-
-def second_moment_sensitivity(data_norm):
-    """Frobenius sensitivity of ``sum_i x_i x_i^T`` over rows of norm ``<= C`` under replace-one.
-
-    Replacing ``a`` by ``b`` changes the matrix by ``a a^T - b b^T``, of
-    Frobenius norm ``sqrt(||a||^4 + ||b||^4 - 2 (a.b)^2) <= sqrt(2) C^2``
-    (tight for orthogonal ``a, b``; :class:`~skdp.privacy.SymmetricMatrixGaussianMechanism`,
-    with weight ``C^2`` for rows scaled to the unit ball).  It bounds the L2
-    sensitivity of the upper triangle the mechanism perturbs.
-    """
-    return math.sqrt(2.0) * data_norm**2
-
-
-def sum_sensitivity(data_norm):
-    """L2 sensitivity of ``sum_i x_i`` over rows of norm ``<= C`` under replace-one: ``||a - b|| <= 2 C``."""
-    return 2.0 * data_norm
+from ..privacy.sensitivity import outer_product_sum_sensitivity, row_sum_sensitivity
 
 
 def pca_statistics(chunk, data_norm, centre=None):
@@ -74,7 +57,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     Gaussian noise (i.i.d. on the upper triangle, mirrored:
     :class:`~skdp.privacy.SymmetricMatrixGaussianMechanism`, Algorithm 1 of
     the paper), whose Frobenius sensitivity under replace-one neighbours is
-    ``sqrt(2) C^2`` (:func:`second_moment_sensitivity`).  The components are
+    ``sqrt(2) C^2`` (``C^2`` for one feature; :func:`~skdp.privacy.sensitivity.outer_product_sum_sensitivity`).  The components are
     the top eigenvectors of the released covariance (post-processing).
 
     Centring (``centered``):
@@ -323,7 +306,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         )
         n = self.n_samples_ = int(data.n_samples)
         z = plan.settings["noise_multiplier"]
-        moment_sens = second_moment_sensitivity(norm)
+        moment_sens = outer_product_sum_sensitivity(norm, d)
         moments = SymmetricMatrixGaussianMechanism(moment_sens, z * moment_sens).release(
             (stats[1:] + stats[1:].T) / 2, rng, ledger
         )
@@ -332,7 +315,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             self.mean_ = np.zeros(d)
             covariance = moments / n
         else:
-            sum_sens = sum_sensitivity(norm)
+            sum_sens = row_sum_sensitivity(norm, d)
             total = GaussianMechanism(sum_sens, z * sum_sens).release(stats[0], rng, ledger)
             shifted_mean = total / n
             # Covariance of the shifted rows (a shift does not change it); the mean back in place.
