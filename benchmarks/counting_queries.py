@@ -141,6 +141,7 @@ def main(argv=None):
     for eps in epsilons:
         start = time.perf_counter()
         gm = DPGenerativeMixture(
+            generator="vae",
             n_clusters=args.n_clusters,
             hidden_units=64,
             latent_dim=4,

@@ -83,6 +83,7 @@ def tstr(model, n, X_test, y_test, seed):
 
 def make_model(n_clusters, epsilon, init, args, seed):
     return DPGenerativeMixture(
+        generator="vae",
         n_clusters=n_clusters,
         hidden_units=args.hidden_units,
         latent_dim=args.latent_dim,

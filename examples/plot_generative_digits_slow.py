@@ -30,6 +30,7 @@ Z = np.hstack([X, np.eye(10)[y]])
 
 gm = DPGenerativeMixture(
     n_clusters=10,
+    generator="vae",
     hidden_units=64,
     gamma=0.02,
     kmeans_iter=1,

@@ -195,6 +195,7 @@ def generative_mixture(budget):
     records = np.hstack([X_train, np.eye(10)[y_train]])  # a label is one more binary block
     model = DPGenerativeMixture(
         1,
+        generator="vae",
         hidden_units=64,
         batch_size=16,
         n_epochs=10,

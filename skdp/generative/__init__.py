@@ -1,8 +1,9 @@
 """Differentially private generative models for synthetic data release.
 
-* :class:`DPGenerativeMixture`: a mixture of generative neural networks
-  (VAEs or RBMs), one per cluster of a DP kernel k-means partition, trained by
-  DP-SGD (Acs et al. 2018, Alg. 1).
+* :class:`DPGenerativeMixture`: Acs et al. (2018), Alg. 1: a private
+  partition, then one generative model per cluster: by default a DP
+  latent-class model (per-cluster Bernoulli/categorical marginals, one
+  Gaussian release), or VAEs / RBMs trained by DP-SGD.
 
 Importing this subpackage does not import torch; fitting does.
 """

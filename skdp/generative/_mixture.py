@@ -212,6 +212,17 @@ class DPGenerativeMixture(
     cluster with the weights ``p`` and draws from its model.
 
     Generators
+        ``"marginals"`` (default): a DP latent-class model, the generator a
+        small cluster can afford.  Within each cluster every binary column
+        is an independent Bernoulli and every declared one-hot block
+        (``categorical``) an independent categorical; the clusters' sizes
+        and sums of centred records are released at once by one Gaussian
+        mechanism (no DP-SGD, no torch; see Privacy and :doc:`/generative`).
+        With a declared block, ``partition="auto"`` partitions by the first
+        block's categories (a public function of the record: nothing is
+        spent on the partition, the whole budget goes to the release);
+        otherwise by DP kernel k-means (``cluster_budget`` of the budget) or,
+        with ``n_clusters=1``, not at all.
         ``"vae"``: variational autoencoder (Section II-B) with one hidden
         layer of ``hidden_units`` ReLU units in encoder and decoder, a
         ``latent_dim``-dimensional Gaussian latent, and a Bernoulli (binary
@@ -244,6 +255,14 @@ class DPGenerativeMixture(
            cluster ``c`` of the differing record, worst case over ``c``
            (the event ``ClusterSampledGaussianEvent`` of
            ``skdp.privacy.cluster_sampling``; see :doc:`/generative`).
+
+        With ``generator="marginals"`` the steps are replaced by one
+        Gaussian release of the ``(k, 1 + D)`` matrix of per-cluster sums of
+        the centred records ``(1, x_bin - 1/2, e_b - 1/m_b)``, add/remove
+        L2 sensitivity ``C = sqrt(1 + d_bin / 4 + sum_b (m_b - 1) / m_b)``
+        (the partition block excluded: it is the cluster), its multiplier
+        calibrated so that the composition with the clustering's events (if
+        any) is ``(epsilon, delta)``; secure noise is supported.
 
         The assignment of records to clusters is post-processing of the
         released centres; the selection probabilities and rates use the
@@ -292,8 +311,25 @@ class DPGenerativeMixture(
     n_clusters : int, default=10
         Number ``k`` of clusters and generative models; ``1`` trains a single
         model on the whole data (no clustering, no clustering budget).
-    generator : {"vae", "rbm"}, default="vae"
-        Generative model of each cluster.
+    generator : {"marginals", "vae", "rbm"}, default="marginals"
+        Generative model of each cluster.  ``"marginals"`` is the default
+        since issue 22; pass ``generator="vae"`` for the former default.
+        The DP-SGD parameters below (``hidden_units`` to ``n_chains``,
+        ``n_samples``) apply to ``"vae"`` and ``"rbm"`` only.
+    categorical : list of list of int or None, default=None
+        Declared one-hot blocks (``generator="marginals"`` only): each
+        inner list holds the column indices of one categorical variable,
+        exactly one of which is 1 in every record.  Declared, never
+        inferred: ``fit`` refuses (``ValueError`` naming the block) data
+        whose rows are not one-hot there.  The other columns are binary
+        (values in ``[0, 1]`` are modelled by their mean).
+    partition : {"auto", "kmeans", "categorical"}, default="auto"
+        Alg. 1 line 1.  ``"categorical"``: the categories of the first
+        declared block (``k`` = its size; ``n_clusters`` is ignored);
+        ``"kmeans"``: DP kernel k-means with ``n_clusters`` clusters (one
+        cluster: none); ``"auto"``: ``"categorical"`` when
+        ``generator="marginals"`` and a block is declared, else
+        ``"kmeans"``.
     hidden_units : int, default=200
         Hidden units of the VAE's encoder and decoder, or of the RBM.
     latent_dim : int, default=2
@@ -420,11 +456,18 @@ class DPGenerativeMixture(
         How per-example gradients were clipped: ghost norms for the VAE
         (Linear layers only), vmap per-example gradients for the RBM.
     noise_multiplier_ : float
-        Calibrated gradient noise multiplier ``sigma_S``.
+        Calibrated gradient noise multiplier ``sigma_S`` (with
+        ``generator="marginals"``: the release's noise over its sensitivity).
     clip_noise_multiplier_ : float or None
         DPNorm's noise multiplier (None with a fixed bound).
-    generators_ : list of torch.nn.Module
-        The trained models, on the CPU.
+    generators_ : list of torch.nn.Module or None
+        The trained models, on the CPU (None with ``generator="marginals"``).
+    marginals_ : ndarray of shape (n_clusters, n_features) or None
+        ``generator="marginals"``: ``P(x_j = 1 | cluster)`` (each declared
+        block sums to one per cluster), post-processing of the release.
+    noise_std_ : float or None
+        ``generator="marginals"``: std of the Gaussian noise of every
+        released sum, ``noise_multiplier_ * C``.
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of the fit, under add/remove neighbours.
     n_features_in_ : int
@@ -455,8 +498,8 @@ class DPGenerativeMixture(
     >>> from skdp.generative import DPGenerativeMixture
     >>> rng = np.random.default_rng(0)
     >>> X = (rng.random((200, 16)) < np.r_[np.full(8, 0.9), np.full(8, 0.1)]).astype(float)
-    >>> gm = DPGenerativeMixture(n_clusters=2, hidden_units=16, n_epochs=2, kmeans_iter=3,
-    ...                          epsilon=4.0, random_state=0).fit(X)
+    >>> gm = DPGenerativeMixture(n_clusters=2, generator="vae", hidden_units=16, n_epochs=2,
+    ...                          kmeans_iter=3, epsilon=4.0, random_state=0).fit(X)
     >>> gm.sample(5, random_state=0).shape
     (5, 16)
     >>> round(gm.privacy_spent_.epsilon, 2)
