@@ -776,3 +776,14 @@ def test_marginals_sampling_honours_declared_blocks_and_learns_the_classes():
     assert np.all(np.isfinite(gm.score_samples(Z[:5])))
     # Sampling is reproducible from an int and never the fit's stream.
     np.testing.assert_array_equal(gm.sample(5, random_state=3), gm.sample(5, random_state=3))
+
+
+def test_marginals_secure_noise_records_the_discrete_gaussian():
+    from skdp.privacy import DiscreteGaussianEvent
+
+    Z, _, block = labelled_binary()
+    gm = DPGenerativeMixture(categorical=[block], epsilon=2.0, secure_noise=True, random_state=0).fit(Z)
+    (event,) = gm.privacy_ledger_.events
+    assert isinstance(event, DiscreteGaussianEvent) and event.neighbouring == ADD_REMOVE
+    assert gm.privacy_spent_.epsilon <= 2.0 + 1e-9
+    np.testing.assert_array_equal(gm.sample(50, random_state=0)[:, block].sum(axis=1), 1.0)
