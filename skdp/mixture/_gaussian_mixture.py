@@ -22,11 +22,25 @@ from ..privacy import (
     SymmetricMatrixGaussianMechanism,
     SymmetricMatrixLaplaceMechanism,
 )
+from ..privacy.calibration import calibrate_noise_multiplier
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
     calibrate_after_bounds,
     calibrate_auto_bounds,
     private_centring,
+)
+from ..privacy.selection import histogram_sensitivity, noisy_histogram
+from ..privacy.sensitivity import row_sum_sensitivity
+from ._init import (
+    INIT_DIMS,
+    INIT_GRID,
+    block_centroids,
+    cell_centres,
+    grid_counts,
+    histogram_peaks,
+    init_projection,
+    nearest_peak_partition,
+    part_sums,
 )
 from ._moments import (
     MIN_COUNT,
@@ -57,6 +71,14 @@ def centred_expected_statistics(chunk, centre, data_norm, *params):
 
 #: Per-coordinate variance of the initial components in the unit-ball scale.
 INIT_VARIANCE = 0.01
+
+#: Iterations of ``max_iter="auto"`` after the histogram start and after any
+#: other start (Park et al.'s data-independent start needs several; see the
+#: ``max_iter`` parameter).
+AUTO_ITER_HISTOGRAM, AUTO_ITER_RANDOM = 1, 5
+
+#: Default share of the budget the ``init_params="histogram"`` start takes.
+DEFAULT_INIT_BUDGET = 0.1
 
 
 class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
@@ -360,12 +382,13 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "composition": [StrOptions({"pld", "rdp", "zcdp", "advanced"})],
         "component_releases": [StrOptions({"joint", "separate"})],
         "budget_split": [StrOptions({"equal", "auto"}), "array-like"],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "reg_covar": [Interval(Real, 0.0, 1.0, closed="neither")],
         "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
         "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
-        "init_params": [StrOptions({"random"})],
+        "init_params": [StrOptions({"auto", "random", "histogram"})],
+        "init_budget": [Interval(Real, 0, 1, closed="neither")],
         "weights_init": ["array-like", None],
         "means_init": ["array-like", None],
         "weight_concentration_prior": [Interval(Real, 1.0, None, closed="left")],
@@ -384,12 +407,13 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         composition="pld",
         component_releases="joint",
         budget_split="auto",
-        max_iter=5,
+        max_iter="auto",
         tol=1e-3,
         reg_covar=1e-3,
         data_norm=None,
         bounds_budget=DEFAULT_BOUNDS_BUDGET,
-        init_params="random",
+        init_params="auto",
+        init_budget=DEFAULT_INIT_BUDGET,
         weights_init=None,
         means_init=None,
         weight_concentration_prior=2.0,
@@ -415,6 +439,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.data_norm = data_norm
         self.bounds_budget = bounds_budget
         self.init_params = init_params
+        self.init_budget = init_budget
         self.weights_init = weights_init
         self.means_init = means_init
         self.weight_concentration_prior = weight_concentration_prior
@@ -453,7 +478,13 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             return 2, 1  # counts, stacked means | stacked second moments
         return 1 + k, k  # the paper's 2K + 1 (footnote 7)
 
-    def _releases_per_fit(self):
+    def _n_iter(self, n_features):
+        """``max_iter``, or the ``"auto"`` rule: ``AUTO_ITER_HISTOGRAM`` after a histogram start, else 5."""
+        if self.max_iter != "auto":
+            return int(self.max_iter)
+        return AUTO_ITER_HISTOGRAM if self._histogram_init(n_features) else AUTO_ITER_RANDOM
+
+    def _releases_per_fit(self, n_features):
         """Releases of (counts, first moments, second moments) over the whole fit.
 
         The tied model's second moment ``sum_i x_i x_i^T`` does not depend on
@@ -461,12 +492,12 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         and the released value is reused (post-processing).
         """
         n_first, n_second = self._releases_per_iteration()
-        j = self.max_iter
+        j = self._n_iter(n_features)
         return j, j * (n_first - 1), 1 if self.covariance_type == "tied" else j * n_second
 
     def _budget_shares(self, n_features):
         """Shares of the budget spent on (counts, first moments, second moments)."""
-        releases = self._releases_per_fit()
+        releases = self._releases_per_fit(n_features)
         if isinstance(self.budget_split, str):
             if self.budget_split == "equal":
                 return releases
@@ -486,7 +517,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         """Noise multipliers of (counts, first moments, second moments) relative to ``z``."""
         first, second = self._mechanism_families()
         exponents = [1 if f is LaplaceEvent else 2 for f in (first, first, second)]
-        return noise_weights(self._budget_shares(n_features), self._releases_per_fit(), exponents)
+        return noise_weights(self._budget_shares(n_features), self._releases_per_fit(n_features), exponents)
 
     def _planned_events(self, z, n_features):
         """Events of a whole fit at noise multiplier ``z``: every release of every iteration."""
@@ -496,7 +527,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         nb = self._neighbouring
         return [
             family(count=count, neighbouring=nb, noise_multiplier=z * w)
-            for family, count, w in zip(families, self._releases_per_fit(), weights, strict=True)
+            for family, count, w in zip(families, self._releases_per_fit(n_features), weights, strict=True)
         ]
 
     def _auto_bounds(self, secure_noise=False):
@@ -508,6 +539,45 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             float(self.delta),
             float(self.bounds_budget),
             neighbouring=self._neighbouring,
+            secure_noise=secure_noise,
+        )
+
+    def _histogram_init(self, n_features):
+        """Whether the fit releases a histogram start: ``"histogram"``, or ``"auto"`` with ``d <= 2``; no ``means_init``.
+
+        ``"auto"`` is a rule on the public ``d``: in one or two dimensions the
+        grid is the data's own space; beyond, the histogram of a random 2-D
+        projection merges clusters that overlap in it, and one or two
+        iterations from such a start do worse than Park et al.'s random start
+        with five (the user guide's measurements).
+        """
+        if self.means_init is not None:
+            return False
+        return self.init_params == "histogram" or (self.init_params == "auto" and n_features <= INIT_DIMS)
+
+    def _init_events(self, z, n_features):
+        """Events of the histogram start at noise multiplier ``z`` (:mod:`skdp.mixture._init`).
+
+        One release (the histogram) for ``d <= 2``, two (histogram and part
+        sums) otherwise; the family of the weights' and means' noise.  Public:
+        a function of ``d`` and hyperparameters.
+        """
+        if not self._histogram_init(n_features):
+            return []
+        family, _ = self._mechanism_families()
+        count = 1 if n_features <= INIT_DIMS else 2
+        return [family(count=count, neighbouring=self._neighbouring, noise_multiplier=z)]
+
+    def _calibrate_init(self, n_features, secure_noise=False):
+        """Noise multiplier of the histogram start: its events cost ``init_budget`` of the budget."""
+        if not self._histogram_init(n_features):
+            return None
+        return calibrate_noise_multiplier(
+            lambda z: self._init_events(z, n_features),
+            float(self.init_budget * self.epsilon),
+            float(self.init_budget * self.delta),
+            self.composition,
+            self._neighbouring,
             secure_noise=secure_noise,
         )
 
@@ -671,8 +741,19 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             scale = scale if scale > 0 else 1.0
         else:
             scale = float(self.data_norm)
+        if (
+            bounds is not None
+            and self._histogram_init(n_features)
+            and self.init_budget + self.bounds_budget >= 1
+        ):
+            raise ValueError(
+                "init_budget + bounds_budget must be below 1 (the EM iterations need the rest), "
+                f"got {self.init_budget!r} + {self.bounds_budget!r}."
+            )
+        z_init = self._calibrate_init(n_features, plan.secure_noise)
+        init_events = self._init_events(z_init, n_features)
         z = calibrate_after_bounds(
-            lambda z: self._planned_events(z, n_features),
+            lambda z: init_events + self._planned_events(z, n_features),
             bounds,
             self.epsilon,
             self.delta,
@@ -681,7 +762,9 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             secure_noise=plan.secure_noise,
         )
         multipliers = tuple(z * w for w in self._noise_weights(n_features))
-        return plan.with_settings(scale=scale, noise_multiplier=z, multipliers=multipliers, bounds=bounds)
+        return plan.with_settings(
+            scale=scale, noise_multiplier=z, multipliers=multipliers, bounds=bounds, init_multiplier=z_init
+        )
 
     def _fit_private(self, data, plan, rng, ledger):
         """``max_iter`` iterations of DP-EM (Park et al. 2017, Alg. 1), every M-step released."""
@@ -693,18 +776,21 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         )
         self.__dict__.pop("centre_", None)
         centre = None
+        if data.chunked:
+            reduce = data.chunks.map_reduce
+        else:
+
+            def reduce(fn, *params):
+                return fn(data.X, *params)
+
         if plan.settings["bounds"] is not None:
-            if data.chunked:
-                reduce = data.chunks.map_reduce
-            else:
-
-                def reduce(fn, *params):
-                    return fn(data.X, *params)
-
             centre, scale = private_centring(
                 reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger
             )
         public_weights, public_means = self._check_initial_parameters(n_features, scale, centre)
+        z_init = plan.settings.get("init_multiplier")
+        if z_init is not None:
+            public_means = self._histogram_means(reduce, n_features, centre, scale, z_init, rng, ledger)
         prior = self._prior(n_features)
 
         if data.chunked:
@@ -714,7 +800,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         weights, means, covariances = self._initialize(rng, n_features, public_weights, public_means)
         bounds = []
         tied_second = None
-        for _ in range(self.max_iter):
+        for _ in range(self._n_iter(n_features)):
             prec_chol = compute_precision_cholesky(covariances, self.covariance_type)
             params = (weights, means, prec_chol, self.covariance_type)
             if Xs is not None:
@@ -733,11 +819,44 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.data_norm_ = scale
         if centre is not None:
             self.centre_ = centre
-        self.n_iter_ = self.max_iter
+        self.n_iter_ = self._n_iter(n_features)
         self.lower_bounds_ = bounds
         self.lower_bound_ = bounds[-1]
         self.converged_ = len(bounds) > 1 and abs(bounds[-1] - bounds[-2]) < self.tol
         self._set_parameters(weights, means, covariances, scale, centre)
+
+    def _histogram_means(self, reduce, n_features, centre, scale, z, rng, ledger):
+        """Initial means (unit-ball scale) from a noisy histogram on a public grid (:mod:`._init`).
+
+        Releases the grid counts (one event) and, for ``d > 2``, the sums of
+        the rows of each peak's part of the grid (one event), through the
+        core's mechanisms at noise multiplier ``z``; the rest is
+        post-processing.
+        """
+        family, _ = self._mechanism_families()
+        gaussian = family is GaussianEvent
+        nb = self._neighbouring
+        mech_cls = GaussianMechanism if gaussian else LaplaceMechanism
+        projection = init_projection(n_features, rng)  # public: drawn before the data is read
+        p = min(n_features, INIT_DIMS)
+        sens = histogram_sensitivity(2 if gaussian else 1, nb)
+        counts = reduce(grid_counts, centre, scale, projection, INIT_GRID)
+        noisy = noisy_histogram(counts, mech_cls(sens, z * sens, nb), rng, ledger)
+        peaks = histogram_peaks(
+            noisy, INIT_GRID, p, self.n_components, z * sens if gaussian else math.sqrt(2) * z * sens
+        )
+        if projection is None:
+            return block_centroids(noisy, INIT_GRID, p, peaks)
+        part_of_cell = nearest_peak_partition(INIT_GRID, p, peaks)
+        sens = row_sum_sensitivity(1.0, n_features, 2 if gaussian else 1, nb)
+        sums = reduce(part_sums, centre, scale, projection, INIT_GRID, part_of_cell)
+        noisy_sums = mech_cls(sens, z * sens, nb).release(sums, rng, ledger)
+        part_counts = np.bincount(part_of_cell, weights=noisy, minlength=self.n_components)
+        means = noisy_sums / np.maximum(part_counts, MIN_COUNT)[:, np.newaxis]
+        # A part whose noisy count is not positive has no usable mean: its peak's cell centre, lifted back.
+        fallback = cell_centres(INIT_GRID, p)[peaks] @ projection.T
+        means = np.where((part_counts > MIN_COUNT)[:, np.newaxis], means, fallback)
+        return project_rows_to_unit_ball(means)
 
     def _private_m_step(self, stats, n_samples, multipliers, prior, rng, ledger, tied_second=None):
         """Release the moments of one M-step and map them to parameters.
