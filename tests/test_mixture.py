@@ -951,3 +951,96 @@ def test_gmm_auto_clips_an_outlier():
     a, b = DPGaussianMixture(**params).fit(X), DPGaussianMixture(**params).fit(far)
     assert b.data_norm_ < 10.0
     assert np.linalg.norm(a.centre_ - b.centre_) < 0.1  # unclipped: 1e6 sqrt(2) / 2000 = 707
+
+
+# --- init_params="histogram" (the default in 1-2 dimensions): a private start ---------
+
+
+def _three_blobs(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = np.array([[-0.5, -0.3], [0.4, 0.4], [0.2, -0.5]])
+    return centres, centres[rng.integers(3, size=n)] + rng.normal(0, 0.08, size=(n, 2))
+
+
+def test_histogram_start_events_match_the_plan_and_compose():
+    from skdp.privacy.calibration import calibrate_noise_multiplier
+
+    _, X = _three_blobs()
+    gm = _DPGaussianMixture(3, covariance_type="spherical", data_norm=1.0, epsilon=1.0, random_state=0).fit(X)
+    assert gm.init_params == "auto" and gm.max_iter == "auto" and gm.n_iter_ == 1
+    events = gm.privacy_ledger_.events
+    # The start's share, calibrated independently of the estimator: 10 % of (epsilon, delta).
+    z_init = calibrate_noise_multiplier(
+        lambda z: [GaussianEvent(count=1, neighbouring="replace_one", noise_multiplier=z)], 0.1, 1e-6, "pld"
+    )
+    assert _signature(events[:1]) == _signature(
+        [GaussianEvent(count=1, neighbouring="replace_one", noise_multiplier=z_init)]
+    )
+    assert len(events) == 1 + 3  # the histogram, then one iteration's counts, means, traces
+    em = [round(e.noise_multiplier, 12) for e in events[1:]]
+    assert em == [round(gm.noise_multipliers_[k], 12) for k in ("weights", "means", "second_moments")]
+    assert gm.privacy_spent_.epsilon <= 1.0 * (1 + 1e-9) and gm.privacy_spent_.delta <= 1e-5
+    # The EM releases get the rest: cheaper than spending the whole budget on them alone.
+    alone = _DPGaussianMixture(
+        3, covariance_type="spherical", data_norm=1.0, init_params="random", max_iter=1, random_state=0
+    ).fit(X)
+    assert gm.noise_multiplier_ > alone.noise_multiplier_
+
+
+def test_histogram_start_noise_scale(monkeypatch):
+    from skdp.mixture._init import INIT_GRID
+
+    rec = _Recorder(monkeypatch)
+    _, X = _three_blobs()
+    gm = _DPGaussianMixture(3, covariance_type="spherical", data_norm=1.0, random_state=1).fit(X)
+    mech, value, out = rec.calls[0]
+    # The released vector is the grid count of the rows, computed here independently.
+    edges = np.linspace(-1, 1, INIT_GRID + 1)
+    exact, _, _ = np.histogram2d(X[:, 0], X[:, 1], bins=[edges, edges])
+    np.testing.assert_array_equal(value, exact.ravel())
+    z_init = gm.privacy_ledger_.events[0].noise_multiplier
+    assert mech.sensitivity == pytest.approx(math.sqrt(2))  # replace-one histogram, L2
+    sigma = z_init * math.sqrt(2)
+    noise = out - value
+    # 256 independent N(0, sigma^2) draws: the variance ratio has sd sqrt(2/256) = 0.09; the
+    # bounds are 3.4 sd away, and halving the noise gives a ratio of 0.25.
+    ratio = noise.var() / sigma**2
+    assert 0.7 < ratio < 1.35
+    assert abs(noise.mean()) < 4 * sigma / math.sqrt(noise.size)
+
+
+@pytest.mark.parametrize("n_features", [2, 4])
+def test_histogram_start_plan_is_public_and_seeded(n_features):
+    rng = np.random.default_rng(3)
+    X = np.tile(_three_blobs(1500)[1], (1, n_features // 2)) / math.sqrt(n_features // 2)
+    X = X + 0.01 * rng.normal(size=X.shape)
+    params = dict(n_components=3, init_params="histogram", data_norm=1.0, random_state=5)
+    gm = _DPGaussianMixture(**params).fit(X)
+    dry = _DPGaussianMixture(**params).fit(np.zeros_like(X))
+    assert _signature(gm.privacy_ledger_.events) == _signature(dry.privacy_ledger_.events)
+    events = gm.privacy_ledger_.events
+    n_init = 1 if n_features <= 2 else 2  # the histogram (and, beyond 2-D, the part sums)
+    assert len(events) == n_init + 3 and gm.n_iter_ == 1
+    assert len({round(e.noise_multiplier, 12) for e in events[:n_init]}) == 1
+    again = _DPGaussianMixture(**params).fit(X)
+    np.testing.assert_array_equal(gm.means_, again.means_)
+    other = _DPGaussianMixture(**{**params, "random_state": 6}).fit(X)
+    assert not np.array_equal(gm.means_, other.means_)
+
+
+def test_histogram_start_finds_the_clusters_in_one_fit():
+    centres, X = _three_blobs(6000, seed=2)
+    for seed in range(3):
+        gm = _DPGaussianMixture(3, covariance_type="spherical", data_norm=1.0, random_state=seed).fit(X)
+        got = gm.means_[np.argsort(gm.means_[:, 0])]
+        np.testing.assert_allclose(got, centres[np.argsort(centres[:, 0])], atol=0.05)
+
+
+def test_init_auto_rule_and_budget_check():
+    X3 = np.random.default_rng(0).normal(0, 0.2, (300, 3))
+    gm = _DPGaussianMixture(2, data_norm=1.0, random_state=0).fit(X3)
+    assert gm.n_iter_ == 5 and len(gm.privacy_ledger_.events) == 3 * 5  # d > 2: the random start
+    gm = _DPGaussianMixture(2, data_norm=1.0, means_init=np.zeros((2, 3)), random_state=0).fit(X3)
+    assert gm.n_iter_ == 5  # a public start: no histogram
+    with pytest.raises(ValueError, match="init_budget"):
+        _DPGaussianMixture(2, data_norm="auto", init_budget=0.5, bounds_budget=0.5).fit(X3[:, :2])
