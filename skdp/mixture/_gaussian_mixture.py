@@ -216,13 +216,19 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         (Gaussian noise) and basic composition (Laplace); under ``"pld"``,
         ``"rdp"`` and ``"advanced"`` they fix the ratios of the noise multipliers, and the
         common scale is calibrated to ``(epsilon, delta)`` as always.
-    max_iter : int, default=5
+    max_iter : int or "auto", default="auto"
         Number of EM iterations ``J``; the budget is split over all of them,
-        so more iterations mean more noise in each.  With the narrow
-        initial components below, 3 to 5 iterations reach the non-private
-        fit's neighbourhood and, at small budgets, more iterations lose more
-        to noise than they gain (the paper's Figure 4 uses 10; Su et al.'s
-        DPLloyd, and :class:`~skdp.cluster.DPKMeans`, use 5).
+        so more iterations mean more noise in each.  ``"auto"``: 1 after the
+        histogram start, 5 after any other (a public rule).  From the
+        histogram start each component already sits on its cluster, and one
+        M-step releases its moments; a second iteration's E-step uses the
+        first's noisy variances, which at small budgets sends rows to the
+        wrong component (measured in ``benchmarks/dpem_single_fit.py``: on
+        the paper's 3-Gaussian set-up at ``epsilon=0.3`` the median gap to
+        scikit-learn is 0.03 nats per point with 1 iteration, 0.2 with 2,
+        0.7 with 5).  After Park et al.'s data-independent start, 3 to 5
+        narrow-component iterations are needed (the paper's Figure 4 uses 10;
+        Su et al.'s DPLloyd, and :class:`~skdp.cluster.DPKMeans`, use 5).
     tol : float, default=1e-3
         Threshold on the change of ``lower_bound_`` for ``converged_``.  Never
         used to stop early.
@@ -241,9 +247,24 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Share of ``(epsilon, delta)`` spent on the bounds when
         ``data_norm="auto"``; the EM releases are calibrated so that the
         whole fit composes to ``(epsilon, delta)``.
-    init_params : {"random"}, default="random"
-        Data-independent initialisation: uniform weights, means uniform in the
-        unit ball, covariances ``0.01 I`` (unit-ball scale).
+    init_params : {"auto", "histogram", "random"}, default="auto"
+        Starting point of EM.  ``"random"``: Park et al.'s data-independent
+        start (uniform weights, means uniform in the unit ball, covariances
+        ``0.01 I`` in the unit-ball scale); with few iterations a bad draw is
+        never repaired (two means in one cluster), and a user gets one fit.
+        ``"histogram"``: a private start bought with ``init_budget``: a noisy
+        histogram of the rows on a public grid of ``16^p`` cells of
+        ``[-1, 1]^p`` (``p = min(d, 2)``; beyond two dimensions a public
+        random 2-D projection, plus one release of the rows' sums over the
+        parts of the grid nearest each peak), whose ``K`` highest peaks give
+        the initial means (post-processing; :mod:`skdp.mixture._init`).
+        ``"auto"``: ``"histogram"`` when ``d <= 2``, else ``"random"`` (a
+        random 2-D projection merges clusters that overlap in it).
+        ``means_init`` overrides both (no start is released).
+    init_budget : float in (0, 1), default=0.1
+        Share of ``(epsilon, delta)`` spent on the histogram start; the EM
+        releases are calibrated with its events in front, so the whole fit
+        composes to ``(epsilon, delta)``.
     weights_init : array-like of shape (n_components,), default=None
         Public initial weights (overrides the random ones).
     means_init : array-like of shape (n_components, n_features), default=None
@@ -296,7 +317,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Cholesky factors of ``precisions_``.
     converged_ : bool
     n_iter_ : int
-        Always ``max_iter``.
+        The number of iterations run: ``max_iter``, or the one ``"auto"`` chose.
     lower_bound_ : float
         Noisy lower bound per sample (see above) of the last iteration.
     lower_bounds_ : list of float
