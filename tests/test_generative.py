@@ -787,3 +787,13 @@ def test_marginals_secure_noise_records_the_discrete_gaussian():
     assert isinstance(event, DiscreteGaussianEvent) and event.neighbouring == ADD_REMOVE
     assert gm.privacy_spent_.epsilon <= 2.0 + 1e-9
     np.testing.assert_array_equal(gm.sample(50, random_state=0)[:, block].sum(axis=1), 1.0)
+
+
+def test_marginals_block_outside_the_columns_is_refused_before_the_reservation():
+    from skdp.privacy import BudgetAccountant
+
+    Z, _, _ = labelled_binary()
+    budget = BudgetAccountant(epsilon=10.0, delta=1e-3)
+    with pytest.raises(ValueError, match=r"categorical\[0\]"):
+        DPGenerativeMixture(categorical=[[0, Z.shape[1]]], accountant=budget, random_state=0).fit(Z)
+    assert budget.spent.epsilon == 0.0

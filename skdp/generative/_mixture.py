@@ -828,6 +828,16 @@ class DPGenerativeMixture(
             blocks.append(cols)
         return blocks
 
+    def _check_public_input(self, X, y=None):
+        """The declared blocks checked against the number of columns, read off ``X``'s shape (public).
+
+        So a block naming a column ``X`` does not have is refused before the
+        reservation; the one-hot check reads values and comes after it.
+        """
+        shape = getattr(X, "shape", None)
+        if self.categorical is not None and shape is not None and len(shape) == 2:
+            self._blocks(int(shape[1]))
+
     def _check_params(self):
         self._clip_norm_options(warn=True)
         self._partition_mode()
