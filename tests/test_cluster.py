@@ -329,7 +329,7 @@ def test_post_processing_api_is_consistent():
         assert D.shape == (900, 3)
         np.testing.assert_array_equal(km.predict(X), D.argmin(axis=1))
         assert km.score(X) == pytest.approx(-(D.min(axis=1) ** 2).sum())
-        assert km.n_iter_ == km.max_iter == 5
+        assert km.n_iter_ == 5
         assert list(km.get_feature_names_out()) == [f"{type(km).__name__.lower()}{i}" for i in range(3)]
     assert km.cluster_centers_.shape == (3, 200)
     assert km.random_weights_.shape == (2, 200) and km.random_offset_.shape == (200,)
@@ -419,7 +419,7 @@ def test_reproducible_with_random_state():
 def test_data_norm_none_warns_and_uses_max_norm():
     X, _ = blobs(500)
     with pytest.warns(PrivacyLeakWarning, match="data_norm"):
-        km = DPKMeans(3, random_state=0).fit(X)
+        km = DPKMeans(3, data_norm=None, random_state=0).fit(X)
     assert km.clip_bound_ == pytest.approx(np.linalg.norm(X, axis=1).max())
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
@@ -522,7 +522,7 @@ def test_huge_finite_rows_are_handled():
     X[0] = 1.5e308
     with pytest.raises(ValueError, match="data_norm"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        DPKMeans(3, random_state=0).fit(X)
+        DPKMeans(3, data_norm=None, random_state=0).fit(X)
     km = DPKMeans(3, data_norm=5.0, random_state=0).fit(X)
     assert np.all(np.isfinite(km.cluster_centers_))
 
@@ -571,8 +571,16 @@ def test_auto_max_iter_in_fit_matches_rule_and_plan(Est):
     def z_of(T):
         return lloyd.lloyd_noise_multiplier(T, "gaussian", 0, w, 2.0, 1e-5, "pld")
 
-    T = lloyd.auto_max_iter(z_of, "gaussian", 3000, 3, dim)
-    assert 1 < T <= lloyd.AUTO_MAX_ITER
+    if Est is DPKMeans:  # DPKMeans' own rule: a floor of 5, a tenth of C, at most 20
+        rule = dict(
+            ratio=lloyd.KMEANS_AUTO_NOISE_RATIO,
+            max_iter=lloyd.KMEANS_AUTO_MAX_ITER,
+            min_iter=lloyd.KMEANS_AUTO_MIN_ITER,
+        )
+    else:
+        rule = {}
+    T = lloyd.auto_max_iter(z_of, "gaussian", 3000, 3, dim, **rule)
+    assert 1 < T <= rule.get("max_iter", lloyd.AUTO_MAX_ITER)
     assert km.n_iter_ == T
     assert km.noise_multiplier_ == pytest.approx(z_of(T), rel=1e-12)
     events = km.privacy_ledger_.events
@@ -591,10 +599,10 @@ def test_auto_max_iter_grows_with_n_and_epsilon():
         X, _ = blobs(n)
         return DPKMeans(3, epsilon=eps, data_norm=5.0, max_iter="auto", random_state=0).fit(X).n_iter_
 
-    # n = 30, eps = 0.1: z(1) ~ 30, noise 2 z sqrt(2) 3 / 30 >> 0.5.
-    assert n_iter(30, 0.1) == 1
+    # n = 30, eps = 0.1: z(1) ~ 30, noise 2 z sqrt(2) 3 / 30 >> 0.1: the floor of 5.
+    assert n_iter(30, 0.1) == lloyd.KMEANS_AUTO_MIN_ITER
     assert n_iter(30, 0.1) <= n_iter(300, 0.5) <= n_iter(3000, 0.5) <= n_iter(3000, 5.0)
-    assert n_iter(3000, 5.0) > 1
+    assert n_iter(3000, 5.0) > lloyd.KMEANS_AUTO_MIN_ITER
 
 
 def test_kernel_kmeans_features_do_not_come_from_the_noise_stream():
@@ -780,3 +788,91 @@ def test_kmeans_auto_clips_an_outlier():
 def test_kmeans_auto_refuses_secure_noise():
     with pytest.raises(ValueError, match="secure"):
         DPKMeans(3, data_norm="auto", secure_noise=True).fit(_auto_blobs()[0])
+
+
+# --- bounds: a declared box gives the centre and the radius for free ------------------------
+
+
+IRIS_BOX = (np.array([4.0, 2.0, 1.0, 0.0]), np.array([8.0, 4.5, 7.0, 2.5]))
+
+
+def test_kmeans_box_is_free_and_reads_only_declared_quantities():
+    """The box's centre and half-diagonal are public: no bounds event, and data shifted inside the box
+    (or any other data) gives the same events, plan, centre and radius."""
+    rng = np.random.default_rng(0)
+    lower, upper = IRIS_BOX
+    X = rng.uniform(lower + 0.5, upper - 1.0, size=(300, 4))
+    params = dict(n_clusters=3, epsilon=1.0, bounds=IRIS_BOX, random_state=0)
+    km = DPKMeans(**params).fit(X)
+    shifted = DPKMeans(**params).fit(X + 0.4)  # still inside the box
+    outside = DPKMeans(**params).fit(rng.normal(50.0, 10.0, size=X.shape))  # clipped into the box
+    events = _event_signature(km.privacy_ledger_.events)
+    assert events == _event_signature(shifted.privacy_ledger_.events)
+    assert events == _event_signature(outside.privacy_ledger_.events)
+    assert all(type(e) is GaussianEvent for e in km.privacy_ledger_.events)  # no bounds release
+    assert len(km.privacy_ledger_.events) == 2 * km.n_iter_
+    for other in (shifted, outside):
+        assert other.n_iter_ == km.n_iter_ and other.noise_multiplier_ == km.noise_multiplier_
+        assert other.clip_bound_ == km.clip_bound_
+        np.testing.assert_array_equal(other.centre_, km.centre_)
+    np.testing.assert_allclose(km.centre_, (lower + upper) / 2)
+    assert km.clip_bound_ == pytest.approx(np.linalg.norm(upper - lower) / 2)
+    assert km.privacy_spent_.epsilon <= 1.0 + 1e-9
+    # The same plan as a declared data_norm of the half-diagonal.
+    plain = DPKMeans(3, epsilon=1.0, data_norm=km.clip_bound_, random_state=0).fit(X - km.centre_)
+    assert plain.noise_multiplier_ == km.noise_multiplier_ and plain.n_iter_ == km.n_iter_
+
+
+def test_kmeans_box_shifts_clips_and_projects(release_spy):
+    """Rows are clipped into the box and centred at its centre (the sums' sensitivity is the
+    half-diagonal's 2 C); the released centres lie in the box, reported in the original coordinates."""
+    lower, upper = IRIS_BOX
+    X = np.vstack(
+        [np.random.default_rng(1).uniform(lower, upper, size=(200, 4)), [[100.0, -100.0, 0.0, 9.0]]]
+    )
+    km = DPKMeans(3, epsilon=0.2, bounds=IRIS_BOX, max_iter=3, random_state=0).fit(X)
+    C = np.linalg.norm(upper - lower) / 2
+    sums = [s for s in release_spy if s[1] and s[0] > 2]
+    assert sums and all(s[0] == pytest.approx(2 * C) for s in sums)
+    # Heavy noise at epsilon = 0.2: the projection still keeps every centre in the box.
+    assert np.all(km.cluster_centers_ >= lower - 1e-12) and np.all(km.cluster_centers_ <= upper + 1e-12)
+    # predict clips and shifts new rows the same way (the outlier goes where its clipped image goes).
+    clipped = np.clip(X[-1:], lower, upper)
+    assert km.predict(X[-1:]) == km.predict(clipped)
+    # A declared data_norm below the half-diagonal tightens the radius; above it, the box wins.
+    assert DPKMeans(3, bounds=IRIS_BOX, data_norm=2.0, max_iter=1, random_state=0).fit(X).clip_bound_ == 2.0
+    assert DPKMeans(3, bounds=IRIS_BOX, data_norm=50.0, max_iter=1, random_state=0).fit(X).clip_bound_ == C
+
+
+@pytest.mark.parametrize(
+    ("bounds", "match"),
+    [
+        ((0.0,), "pair"),
+        (([0.0, 0.0], [1.0, 1.0]), "shape"),
+        ((1.0, 0.0), "lower < upper"),
+        ((0.0, np.inf), "finite"),
+    ],
+)
+def test_kmeans_bad_bounds_named(bounds, match):
+    X, _ = blobs(60)
+    with pytest.raises(ValueError, match="bounds") as info:
+        DPKMeans(3, bounds=bounds, max_iter=1).fit(np.column_stack([X, X[:, :1]]))
+    assert match.split()[0] in str(info.value) or match == "shape"
+
+
+def test_kmeans_default_iteration_rule_is_public_and_at_least_five():
+    """max_iter="auto" (the default): T >= 5, more only while the noise on a centre is below C / 10."""
+    assert DPKMeans().max_iter == "auto" and DPKMeans().data_norm == "auto"
+    small = DPKMeans(3, epsilon=0.1, data_norm=5.0, random_state=0).fit(blobs(150)[0])
+    assert small.n_iter_ == lloyd.KMEANS_AUTO_MIN_ITER
+    # The rule with z(T) = sqrt(T) (n = 100, k = 10, d = 1: noise 0.2 sqrt(T)): never below the floor;
+    # with noise 0.002 sqrt(T) (n = 10^4) the largest T with noise <= 0.1 (capped at 20).
+    rule = dict(
+        ratio=lloyd.KMEANS_AUTO_NOISE_RATIO,
+        max_iter=lloyd.KMEANS_AUTO_MAX_ITER,
+        min_iter=lloyd.KMEANS_AUTO_MIN_ITER,
+    )
+    assert lloyd.auto_max_iter(math.sqrt, "gaussian", 100, 10, 1, **rule) == 5
+    assert lloyd.auto_max_iter(math.sqrt, "gaussian", 10**4, 10, 1, **rule) == 20
+    # noise 0.02 sqrt(T) <= 0.1 iff T <= 25, capped at 20; 0.04 sqrt(T) <= 0.1 iff T <= 6.
+    assert lloyd.auto_max_iter(math.sqrt, "gaussian", 500, 10, 1, **rule) == 6

@@ -99,6 +99,10 @@ class _BaseDPLloyd(
         """Clipping bound of the mapped ``rows`` (a row source); may release through ``ledger``."""
         raise NotImplementedError
 
+    def _projection(self, bound):
+        """Post-processing of noisy centres onto a public convex set (``None``: the ball of radius ``bound``)."""
+        return None
+
     def _released_centres(self, centres):
         """``cluster_centers_`` from the centres in the clustering space (default: the same)."""
         return centres
@@ -246,6 +250,7 @@ class _BaseDPLloyd(
             count_mechanism = mechanism_class(count_sens, noise_multiplier * count_weight * count_sens)
             sum_mechanism = mechanism_class(sum_sens, noise_multiplier * sum_sens)
 
+            project = self._projection(bound)
             k = self.n_clusters
             n_reseeded = 0
             if init is None:
@@ -256,7 +261,7 @@ class _BaseDPLloyd(
                 # The first iteration starts from a random partition (data-independent).
                 counts, sums = rows.random_partition_statistics(k, rng)
                 centres, noisy_counts, reseeded = release_centres(
-                    counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
+                    counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger, project
                 )
                 n_reseeded += int(reseeded.sum())
                 n_remaining = n_iter - 1
@@ -271,7 +276,7 @@ class _BaseDPLloyd(
             for _ in range(n_remaining):
                 counts, sums = rows.statistics(centres)
                 centres, noisy_counts, reseeded = release_centres(
-                    counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger
+                    counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger, project
                 )
                 n_reseeded += int(reseeded.sum())
 

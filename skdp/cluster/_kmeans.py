@@ -11,7 +11,17 @@ from ..base import warn_privacy_leak
 from ..privacy import ExponentialMechanism
 from ..privacy.centring import DEFAULT_BOUNDS_BUDGET, calibrate_auto_bounds, private_centring
 from ._base import _BaseDPLloyd
-from ._lloyd import Shift, lloyd_noise_multiplier, row_norms
+from ._lloyd import (
+    KMEANS_AUTO_MAX_ITER,
+    KMEANS_AUTO_MIN_ITER,
+    KMEANS_AUTO_NOISE_RATIO,
+    BoxBallProjection,
+    BoxShift,
+    Shift,
+    auto_max_iter,
+    lloyd_noise_multiplier,
+    row_norms,
+)
 
 
 def max_row_norm(X):
@@ -80,8 +90,10 @@ class DPKMeans(_BaseDPLloyd):
         Privacy parameter delta; must be positive for the Gaussian mechanism.
         The Laplace mechanism is pure DP (``privacy_spent_.delta`` is then 0
         whenever basic composition is the tighter bound).
-    data_norm : float, "auto" or None, default=None
-        Public bound ``C`` on the L2 norm of a row; larger rows are scaled down
+    data_norm : float, "auto" or None, default="auto"
+        Public bound ``C`` on the L2 norm of a row (with ``bounds``: of
+        ``x`` minus the box's centre, capped at the half-diagonal; ``"auto"``
+        and None then mean the half-diagonal, for free); larger rows are scaled down
         to it.  ``None`` reads the largest row norm off the data, which leaks
         privacy (a :class:`~skdp.exceptions.PrivacyLeakWarning` is raised).
         ``"auto"`` releases a centre ``c`` (``centre_``) and a bound ``C`` on
@@ -90,14 +102,25 @@ class DPKMeans(_BaseDPLloyd):
         are shifted by ``c`` in training and in ``predict``, ``transform``
         and ``score``, and ``cluster_centers_`` are reported in the original
         coordinates (``init`` too is given in them).
-    max_iter : int or "auto", default=5
+    max_iter : int or "auto", default="auto"
         Number ``T`` of Lloyd iterations, all of which are run (the budget is
-        split over them; Su et al. 2016 run DPLloyd for 5 iterations).  ``"auto"``: the largest ``T <= 10``
-        whose noise on a centre of average size ``n / k`` stays below half
-        the clipping bound (the rule of :ref:`cluster-auto-iterations`); it
-        reads only the plan and the public ``n`` (replace-one neighbours keep
-        ``n`` fixed), never the data, so it costs no privacy.  With few rows
-        or a small ``epsilon`` it runs a single iteration.
+        split over them; Su et al. 2016 run DPLloyd for 5 iterations).
+        ``"auto"``: Su et al.'s ``T = 5`` as a floor, and more (at most 20,
+        Acs et al.'s T) while the noise on a centre of average size ``n / k``
+        stays below a tenth of the clipping bound
+        (:data:`~skdp.cluster._lloyd.KMEANS_AUTO_NOISE_RATIO`,
+        :ref:`cluster-auto-iterations`); it reads only the plan and the
+        public ``n`` (replace-one neighbours keep ``n`` fixed), never the
+        data, so it costs no privacy.
+    bounds : tuple (lower, upper) or None, default=None
+        A declared public box (scalars or arrays of shape ``(n_features,)``,
+        as diffprivlib's ``bounds``).  Rows are clipped into it and centred
+        at its centre ``(lower + upper) / 2`` (``centre_``), and the radius
+        is its half-diagonal ``||upper - lower|| / 2``: a free centre and
+        scale, no budget spent on bounds.  Noisy centres are projected onto
+        the box and the ball (post-processing), so under heavy noise they
+        stay in the data's region.  ``cluster_centers_`` are reported in the
+        original coordinates.
     init : "random" or array-like of shape (n_clusters, n_features), default="random"
         ``"random"``: the first iteration assigns the rows to clusters
         uniformly at random (a data-independent "random partition"), so the
@@ -216,6 +239,7 @@ class DPKMeans(_BaseDPLloyd):
     _parameter_constraints = {
         **_BaseDPLloyd._parameter_constraints,
         "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+        "bounds": ["array-like", None],
         "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
         "mechanism": [StrOptions({"gaussian", "laplace"})],
     }
@@ -226,8 +250,9 @@ class DPKMeans(_BaseDPLloyd):
         *,
         epsilon=1.0,
         delta=1e-5,
-        data_norm=None,
-        max_iter=5,
+        data_norm="auto",
+        bounds=None,
+        max_iter="auto",
         init="random",
         mechanism="gaussian",
         composition="pld",
@@ -241,6 +266,7 @@ class DPKMeans(_BaseDPLloyd):
         self.epsilon = epsilon
         self.delta = delta
         self.data_norm = data_norm
+        self.bounds = bounds
         self.max_iter = max_iter
         self.init = init
         self.mechanism = mechanism
@@ -251,10 +277,37 @@ class DPKMeans(_BaseDPLloyd):
         self.random_state = random_state
         self.secure_noise = secure_noise
 
+    # --- bounds: a declared box gives a centre and a radius for free ---
+    def _box(self, n_features):
+        """The declared box as a :class:`BoxShift` (None without ``bounds``); checks its shape."""
+        if self.bounds is None:
+            return None
+        try:
+            lower, upper = self.bounds
+            lower = np.broadcast_to(np.asarray(lower, dtype=float), (n_features,))
+            upper = np.broadcast_to(np.asarray(upper, dtype=float), (n_features,))
+        except (TypeError, ValueError):
+            raise ValueError(
+                "bounds must be a pair (lower, upper) of scalars or arrays of shape (n_features,) = "
+                f"({n_features},)."
+            ) from None
+        if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+            raise ValueError("bounds must be finite.")
+        if np.any(upper <= lower):
+            raise ValueError("bounds must satisfy lower < upper in every feature.")
+        return BoxShift(lower, upper)
+
+    def _box_radius(self, box):
+        """The half-diagonal ``||upper - lower|| / 2``: every clipped, centred row lies within it."""
+        return float(np.linalg.norm(box.upper - box.lower) / 2.0)
+
     # --- data_norm="auto": a private centre and bound (skdp.privacy.centring) ---
     def _auto_bounds(self, secure_noise=False):
-        """The :class:`~skdp.privacy.centring.AutoBounds` plan, or None for a declared (or None) bound."""
-        if not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
+        """The :class:`~skdp.privacy.centring.AutoBounds` plan, or None for a declared (or None) bound.
+
+        With ``bounds`` the box gives both for free: nothing is released.
+        """
+        if self.bounds is not None or not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
             return None
         return calibrate_auto_bounds(
             float(self.epsilon),
@@ -262,6 +315,21 @@ class DPKMeans(_BaseDPLloyd):
             float(self.bounds_budget),
             neighbouring=self._neighbouring,
             secure_noise=secure_noise,
+        )
+
+    def _n_iter(self, n_samples, dim, count_weight, *, secure_noise=False):
+        """``max_iter``, or DPKMeans' ``"auto"`` rule: at least 5, up to 20 (public quantities only)."""
+        if self.max_iter != "auto":
+            return int(self.max_iter)
+        return auto_max_iter(
+            lambda T: self._noise_multiplier(count_weight, T, secure_noise=secure_noise),
+            self.mechanism,
+            n_samples,
+            self.n_clusters,
+            dim,
+            ratio=KMEANS_AUTO_NOISE_RATIO,
+            max_iter=KMEANS_AUTO_MAX_ITER,
+            min_iter=KMEANS_AUTO_MIN_ITER,
         )
 
     def _noise_mechanisms(self):
@@ -283,10 +351,19 @@ class DPKMeans(_BaseDPLloyd):
     def _fit_feature_map(self, n_features, rng):
         # A centre from an earlier fit must not shift this one.
         self.__dict__.pop("centre_", None)
+        box = self._box(n_features)
+        if box is not None:
+            self.centre_ = box.centre  # declared, public
 
     def _feature_map(self):
+        if self.bounds is not None:
+            return self._box(self.n_features_in_)
         centre = self.__dict__.get("centre_")
         return None if centre is None else Shift(centre)
+
+    def _projection(self, bound):
+        box = self._box(self.n_features_in_)
+        return None if box is None else BoxBallProjection(box, bound)
 
     def _released_centres(self, centres):
         centre = self.__dict__.get("centre_")
@@ -297,6 +374,15 @@ class DPKMeans(_BaseDPLloyd):
         return self.cluster_centers_ if centre is None else self.cluster_centers_ - centre
 
     def _select_bound(self, rows, noise_multiplier, rng, ledger):
+        box = self._box(rows.n_features)
+        if box is not None:
+            # The rows are already clipped to the box and centred at its centre.
+            radius = self._box_radius(box)
+            return (
+                radius
+                if isinstance(self.data_norm, str) or self.data_norm is None
+                else min(float(self.data_norm), radius)
+            )
         bounds = self._auto_bounds(ledger is not None and ledger.secure_noise)
         if bounds is not None:
             if rows.chunked:

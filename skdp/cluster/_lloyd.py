@@ -72,6 +72,45 @@ class Shift:
         return X - self.centre
 
 
+class BoxShift:
+    """The map ``x -> clip(x, lower, upper) - centre`` of a declared box (picklable, public).
+
+    ``centre = (lower + upper) / 2``.  Clipping every coordinate into the
+    declared box and shifting by its centre reads no data: the rows then lie
+    in the ball of radius ``||upper - lower|| / 2`` (the half-diagonal), a
+    public norm bound, at no privacy cost.
+    """
+
+    def __init__(self, lower, upper):
+        self.lower = np.asarray(lower, dtype=float)
+        self.upper = np.asarray(upper, dtype=float)
+        self.centre = (self.lower + self.upper) / 2.0
+
+    def __call__(self, X):
+        return np.clip(X, self.lower, self.upper) - self.centre
+
+
+class BoxBallProjection:
+    """Post-processing of noisy centres onto the box ``[lower - c, upper - c]`` and the ball of radius ``bound``.
+
+    The exact mean of rows that lie in both convex sets lies in both, so
+    pulling a noisy centre into them reads nothing but released and public
+    quantities.  Clipping into the box (which contains the origin) and then
+    scaling towards the origin keeps the point in the box, so the result is
+    in the intersection.  In the noise-dominated regime this keeps the
+    centres in the region of the data (a noisy centre projected onto the
+    sphere alone lands at a corner-distance from every row).
+    """
+
+    def __init__(self, box, bound):
+        self.lower = box.lower - box.centre
+        self.upper = box.upper - box.centre
+        self.bound = float(bound)
+
+    def __call__(self, centres):
+        return project_to_ball(np.clip(centres, self.lower, self.upper), self.bound)
+
+
 def project_to_ball(centres, bound):
     """Project centres onto the L2 ball of radius ``bound``.
 
@@ -123,14 +162,16 @@ def cluster_statistics(Z, labels, n_clusters):
     return counts, sums
 
 
-def centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed, min_count=1.0):
+def centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed, min_count=1.0, project=None):
     """New centres ``S~_i / n~_i`` (Alg. 2 line 11), post-processing only.
 
     A cluster whose noisy size is below ``min_count`` (empty, or noise drove it
     to zero or below) has no usable mean: it is re-seeded with
     ``reseed(indices, centres, noisy_counts)``, which may use only released
     quantities and data-independent randomness.  The others are projected
-    onto the ball of radius ``bound`` (:func:`project_to_ball`).
+    onto the ball of radius ``bound`` (:func:`project_to_ball`), or by
+    ``project`` (a public convex set holding every clipped row, e.g.
+    :class:`BoxBallProjection`).
 
     Returns
     -------
@@ -140,7 +181,7 @@ def centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed, min_c
     noisy_counts = np.asarray(noisy_counts, dtype=float)
     reseeded = noisy_counts < min_count
     centres = noisy_sums / np.maximum(noisy_counts, min_count)[:, None]
-    centres = project_to_ball(centres, bound)
+    centres = project_to_ball(centres, bound) if project is None else project(centres)
     if reseeded.any():
         centres[reseeded] = reseed(np.flatnonzero(reseeded), centres, noisy_counts)
     return centres, reseeded
@@ -161,7 +202,9 @@ def split_largest(indices, centres, noisy_counts, bound, rng, jitter=1e-3):
     )
 
 
-def release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, accountant):
+def release_centres(
+    counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, accountant, project=None
+):
     """Release exact sizes and sums with noise, and turn them into centres.
 
     Two releases, each recorded on ``accountant`` by its mechanism: the
@@ -176,7 +219,9 @@ def release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed,
     """
     noisy_counts = count_mechanism.release(counts, rng, accountant)
     noisy_sums = sum_mechanism.release(sums, rng, accountant)
-    new_centres, reseeded = centres_from_noisy_statistics(noisy_counts, noisy_sums, bound, reseed)
+    new_centres, reseeded = centres_from_noisy_statistics(
+        noisy_counts, noisy_sums, bound, reseed, project=project
+    )
     return new_centres, noisy_counts, reseeded
 
 
@@ -304,6 +349,17 @@ AUTO_NOISE_RATIO = 0.5
 AUTO_MAX_ITER = 10
 
 
+#: DPKMeans' ``max_iter="auto"`` (its default): the plain T = 5 of Su et al. as a
+#: floor, more iterations while the noise on an average centre stays below a
+#: tenth of the clipping radius, at most Acs et al.'s T = 20.  Fixed a priori
+#: (round numbers; the floor makes the rule never run fewer iterations than
+#: the old default, the ratio keeps every added iteration's noise well below
+#: the scale of the data), not tuned per dataset.
+KMEANS_AUTO_NOISE_RATIO = 0.1
+KMEANS_AUTO_MIN_ITER = 5
+KMEANS_AUTO_MAX_ITER = 20
+
+
 def relative_centre_noise(noise_multiplier, mechanism, n_samples, n_clusters, dim):
     """Norm of the noise on an average-size centre, over the clipping bound ``C``.
 
@@ -332,6 +388,7 @@ def auto_max_iter(
     dim,
     ratio=AUTO_NOISE_RATIO,
     max_iter=AUTO_MAX_ITER,
+    min_iter=1,
 ):
     """Largest ``T <= max_iter`` whose per-iteration centre noise stays below ``ratio * C``.
 
@@ -343,10 +400,12 @@ def auto_max_iter(
     public quantities (:func:`relative_centre_noise`), so it costs no privacy.
     At least one iteration is always run.  ``ratio = 0.5`` is a round number
     fixed a priori (noise on a centre of at most half the clipping radius),
-    not tuned on any evaluation set.
+    not tuned on any evaluation set.  ``min_iter`` is a floor
+    (:data:`KMEANS_AUTO_MIN_ITER` for DPKMeans): the rule then only adds
+    iterations to it.
     """
-    best = 1
-    for T in range(1, max_iter + 1):
+    best = min_iter
+    for T in range(min_iter, max_iter + 1):
         noise = relative_centre_noise(noise_multiplier_of(T), mechanism, n_samples, n_clusters, dim)
         if noise > ratio:
             break
