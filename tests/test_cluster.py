@@ -860,10 +860,10 @@ def test_kmeans_bad_bounds_named(bounds, match):
     assert match.split()[0] in str(info.value) or match == "shape"
 
 
-def test_kmeans_default_iteration_rule_is_public_and_at_least_five():
-    """max_iter="auto" (the default): T >= 5, more only while the noise on a centre is below C / 10."""
-    assert DPKMeans().max_iter == "auto" and DPKMeans().data_norm == "auto"
-    small = DPKMeans(3, epsilon=0.1, data_norm=5.0, random_state=0).fit(blobs(150)[0])
+def test_kmeans_auto_iteration_rule_is_public_and_at_least_five():
+    """max_iter="auto": T >= 5, more only while the noise on a centre is below C / 10 (the default is 5)."""
+    assert DPKMeans().max_iter == 5 and DPKMeans().data_norm == "auto"
+    small = DPKMeans(3, epsilon=0.1, data_norm=5.0, max_iter="auto", random_state=0).fit(blobs(150)[0])
     assert small.n_iter_ == lloyd.KMEANS_AUTO_MIN_ITER
     # The rule with z(T) = sqrt(T) (n = 100, k = 10, d = 1: noise 0.2 sqrt(T)): never below the floor;
     # with noise 0.002 sqrt(T) (n = 10^4) the largest T with noise <= 0.1 (capped at 20).
