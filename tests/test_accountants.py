@@ -520,8 +520,11 @@ def test_calibration_meets_the_target_tightly(plan, target, delta):
 
 @pytest.mark.slow
 @settings(
-    max_examples=20,
+    # Eight fixed examples (derandomized): a PLD calibration of a subsampled
+    # plan takes seconds, and CI's 30 minutes are shared by every test.
+    max_examples=8,
     deadline=None,
+    derandomize=True,
     database=None,
     phases=_NO_SHRINK,
     suppress_health_check=[HealthCheck.too_slow],
