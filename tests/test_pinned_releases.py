@@ -85,4 +85,10 @@ def test_seeded_release_is_unchanged(case_id, case, params):
     got = _released_numbers(_fit(case, params))
     assert got.keys() == pins[case_id].keys()
     for name, expected in pins[case_id].items():
-        np.testing.assert_allclose(got[name], expected, rtol=1e-9, atol=1e-12, err_msg=f"{case_id}: {name}")
+        # Entries obtained by cancellation (an off-diagonal covariance next to
+        # diagonal ones of 1e6) carry rounding error relative to the array's
+        # scale, not their own: NumPy 1.25 and 2.x differ there in the last
+        # bits.  A changed release moves entries by far more than this.
+        scale = float(np.max(np.abs(expected))) if np.size(expected) else 0.0
+        atol = 1e-12 + 1e-9 * scale
+        np.testing.assert_allclose(got[name], expected, rtol=1e-9, atol=atol, err_msg=f"{case_id}: {name}")
