@@ -93,6 +93,15 @@ PRIVACY_METADATA = frozenset({"privacy_spent_", "privacy_ledger_"})
 #: gives each its own reproducible stream (:func:`generator_after_fit`).
 AFTER_FIT_COUNTER = "_n_draws_after_fit"
 
+#: The composite (a :class:`~skdp.pipeline.DPPipeline`, a private search)
+#: whose fit produced this fitted estimator, set by the composite after its
+#: fit.  A release the estimator makes after ``fit`` is charged to that owner
+#: (its ``privacy_spent_``, its ledger, its budget or its own owner), never to
+#: the step alone: :meth:`DPEstimatorMixin._spend_after_fit`.  A plain
+#: reference, so pickling, ``copy.deepcopy`` and process boundaries carry the
+#: link with the model; ``clone`` (an unfitted copy) drops it.
+PRIVACY_OWNER = "_privacy_owner"
+
 
 @dataclass(frozen=True)
 class PrivacyPlan:
@@ -231,23 +240,96 @@ def _warn_under_sklearn_search(estimator):
 
 
 def fitted_without_dp(step):
-    """Whether a pipeline step learns from the data without differential privacy.
+    """Whether a pipeline step, or an estimator nested in it, learns from the data without DP.
 
-    skdp estimators, ``None``/``"passthrough"`` and stateless steps
-    (scikit-learn's ``requires_fit=False`` tag, e.g. a ``FunctionTransformer``)
-    do not; any other step (``StandardScaler``, ``PCA``, a third-party step
-    without tags) is assumed to.
+    See :func:`steps_fitted_without_dp`, which names them.
+    """
+    return bool(steps_fitted_without_dp("", step))
+
+
+def _declared_categories(step):
+    # An encoder whose categories are declared (not "auto") and that keeps no
+    # frequency rule (min_frequency / max_categories count the rows) learns
+    # nothing from the data: its fitted categories are the declaration.
+    params = step.get_params(deep=False)
+    return (
+        not isinstance(params.get("categories", "auto"), str)
+        and params.get("min_frequency") is None
+        and params.get("max_categories") is None
+    )
+
+
+def _nested_steps(step):
+    """``(name, estimator)`` of a scikit-learn container's inner estimators, or None for any other step.
+
+    Containers (``Pipeline``, ``FeatureUnion``, ``ColumnTransformer``,
+    ``TransformedTargetRegressor``) release nothing of their own beyond
+    public metadata (column indices, output widths) and what their inner
+    estimators release, so their inner estimators are judged one by one.
+    """
+    from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
+    from sklearn.pipeline import FeatureUnion, Pipeline
+
+    if isinstance(step, Pipeline):
+        return list(step.steps)
+    if isinstance(step, FeatureUnion):
+        return list(step.transformer_list)
+    if isinstance(step, ColumnTransformer):
+        inner = [(name, est) for name, est, _ in step.transformers]
+        return [*inner, ("remainder", step.remainder)]
+    if isinstance(step, TransformedTargetRegressor):
+        from sklearn.linear_model import LinearRegression
+
+        inner = [("regressor", LinearRegression() if step.regressor is None else step.regressor)]
+        # transformer=None: the identity, or a stateless FunctionTransformer of func.
+        return inner if step.transformer is None else [*inner, ("transformer", step.transformer)]
+    return None
+
+
+def steps_fitted_without_dp(name, step):
+    """The names of the estimators in ``step`` that learn from the data without DP.
+
+    skdp estimators, ``None``/``"passthrough"``/``"drop"``, stateless steps
+    (scikit-learn's ``requires_fit=False`` tag, e.g. a
+    ``FunctionTransformer``) and encoders with declared ``categories`` (and
+    no ``min_frequency``/``max_categories``) do not.  A container
+    (``Pipeline``, ``FeatureUnion``, ``ColumnTransformer``,
+    ``TransformedTargetRegressor``) is judged by its inner estimators, named
+    as in ``get_params`` (``"pre__cat"`` for the step ``"cat"`` of a
+    ``ColumnTransformer`` step ``"pre"``).  Any other step
+    (``StandardScaler``, ``PCA``, a third-party step without tags) is assumed
+    to learn.
+
+    Parameters
+    ----------
+    name : str
+        The step's name ("" for none: inner names are then used alone).
+    step : estimator, str or None
+
+    Returns
+    -------
+    names : list of str
     """
     from sklearn.utils import get_tags
 
     if step is None or isinstance(step, str) or isinstance(step, DPEstimatorMixin):
-        return False
+        return []
     if getattr(step, "_warns_about_its_steps", False):  # a nested DPPipeline
-        return False
+        return []
+    inner = _nested_steps(step)
+    if inner is not None:
+        return [
+            leaky
+            for inner_name, est in inner
+            for leaky in steps_fitted_without_dp(f"{name}__{inner_name}" if name else inner_name, est)
+        ]
+    if "categories" in step.get_params(deep=False) and _declared_categories(step):
+        return []
     try:
-        return bool(get_tags(step).requires_fit)
+        learns = bool(get_tags(step).requires_fit)
     except Exception:  # a third-party step without tags: assume it learns
-        return True
+        learns = True
+    return [name or type(step).__name__] if learns else []
 
 
 def _warn_after_non_private_steps(estimator):
@@ -271,8 +353,7 @@ def _warn_after_non_private_steps(estimator):
     for name, step in pipeline.steps:
         if step is estimator:
             break
-        if fitted_without_dp(step):
-            leaky.append(name)
+        leaky += steps_fitted_without_dp(name, step)
     else:
         return  # not one of this pipeline's steps
     if leaky:
@@ -367,7 +448,12 @@ class DPEstimatorMixin:
     @classmethod
     def _release_surface(cls):
         """Every attribute name a fitted instance may hold besides its parameters."""
-        return SKLEARN_METADATA | PRIVACY_METADATA | {AFTER_FIT_COUNTER} | frozenset(cls._released_attributes)
+        return (
+            SKLEARN_METADATA
+            | PRIVACY_METADATA
+            | {AFTER_FIT_COUNTER, PRIVACY_OWNER}
+            | frozenset(cls._released_attributes)
+        )
 
     def __getstate__(self):
         # A Generator or RandomState handed in as ``random_state`` has been
@@ -568,12 +654,17 @@ class DPEstimatorMixin:
         """Account releases made after ``fit`` (e.g. further OPS samples).
 
         Called before the release is made.  Its exact cost is known, so it is
-        charged to the user's budget at once by ``spend`` (one atomic
-        check-and-record, a reservation settled on the spot): a refusal
+        charged at once, to the owner of the fit: the composite that fitted
+        this estimator (:data:`PRIVACY_OWNER`: a
+        :class:`~skdp.pipeline.DPPipeline`, a private search), whose
+        ``privacy_spent_``, ledger and budget grow
+        (:meth:`skdp.pipeline.PostFitOwnerMixin._charge_after_fit`), or else
+        this estimator's own budget, by ``spend`` (one atomic
+        check-and-record, a reservation settled on the spot).  A refusal
         raises :class:`~skdp.exceptions.BudgetExceededError` before anything
-        is drawn, and two concurrent calls cannot both pass a check only one
-        fits.  ``privacy_spent_`` grows to the composition of everything
-        released so far.
+        is drawn or recorded, and two concurrent calls cannot both pass a
+        check only one fits.  ``privacy_spent_`` grows to the composition of
+        everything released so far.
 
         The budget is charged the guarantee of the new releases *on their
         own*, with their events, so that the entry joins the budget's
@@ -591,7 +682,12 @@ class DPEstimatorMixin:
             trial.record(event)
             alone.record(event)
         total = trial.privacy_spent(self.delta)
-        if self.accountant is not None:
+        owner = self.__dict__.get(PRIVACY_OWNER)
+        if owner is not None:
+            # The composite charges its own ledger, budget and owner first;
+            # a refusal there leaves this model unchanged.
+            owner._charge_after_fit(alone.events, type(self).__name__)
+        elif self.accountant is not None:
             self.accountant.spend(
                 *alone.privacy_spent(self.delta), self._neighbouring, type(self).__name__, events=alone.events
             )

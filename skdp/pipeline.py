@@ -16,17 +16,18 @@ import warnings
 from numbers import Real
 
 import numpy as np
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline, _name_estimators
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 
 from ._random import check_generator, child_generator
 from .base import (
+    PRIVACY_OWNER,
     DPEstimatorMixin,
     _user_stacklevel,
     _warn_under_sklearn_search,
-    fitted_without_dp,
+    steps_fitted_without_dp,
 )
 from .exceptions import PrivacyLeakWarning
 from .privacy import (
@@ -38,6 +39,32 @@ from .privacy import (
     group_guarantee,
 )
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
+
+try:  # TEMPORARY until the budget's hold lands (branch h1)
+    from .privacy import hold
+except ImportError:
+
+    class _Hold:
+        def __init__(self, budget, epsilon, delta, neighbouring=None, label=None):
+            self.budget, self.neighbouring, self.done = budget, neighbouring, False
+            self.reservation = None if budget is None else budget.reserve(epsilon, delta, neighbouring, label)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def track(self, ledger):
+            return self
+
+        def settle(self, epsilon, delta, events=None):
+            if self.budget is not None and not self.done:
+                self.budget.settle(self.reservation, epsilon, delta, self.neighbouring, events=events)
+            self.done = True
+
+    def hold(budget, epsilon, delta, neighbouring=None, label=None):
+        return _Hold(budget, epsilon, delta, neighbouring, label)
 
 #: Relative tolerance of the check that the pipeline spent no more than it reserved.
 _RTOL = 1e-9
@@ -82,7 +109,127 @@ def split_budget(requests, epsilon=None, delta=None):
     return list(zip(eps, dlt, strict=True))
 
 
-class DPPipeline(Pipeline):
+class PostFitOwnerMixin:
+    """What a composite (a :class:`DPPipeline`, a private search) does for the models it fitted.
+
+    After its fit, the composite marks every DP estimator it fitted (nested at
+    any depth, and the chosen model of a search) with itself as owner
+    (:data:`skdp.base.PRIVACY_OWNER`).  A release such a model makes after
+    ``fit`` (further OPS posterior samples, any call through
+    :meth:`skdp.base.DPEstimatorMixin._spend_after_fit`) is charged here:
+    the new events join the composite's ledger, its ``privacy_spent_`` grows
+    to their composition with everything it released, and its budget (or,
+    for a pipeline chosen by a search, the search's ledger and budget) is
+    charged their cost.  A refusal of the budget raises
+    :class:`~skdp.exceptions.BudgetExceededError` before anything is drawn,
+    and nothing is recorded anywhere.
+    """
+
+    def _owned_event(self, event):
+        """``event`` under this composite's relation, as its ledger records it."""
+        return event.to_relation(self.privacy_ledger_.neighbouring)
+
+    def _charge_after_fit(self, events, label):
+        """Charge ``events`` (released after this composite's fit by a model it owns); see the class docstring."""
+        if "privacy_ledger_" not in self.__dict__:
+            raise RuntimeError(
+                f"The {type(self).__name__} that fitted this model holds no ledger (it was not fitted, or its "
+                "fit failed): a release after fit cannot be charged to it. Refit the composite."
+            )
+        events = [self._owned_event(e) for e in events]
+        ledger, before = self.privacy_ledger_, self.privacy_spent_
+        trial = PrivacyLedger(ledger.composition, ledger.neighbouring)
+        trial.events = [*ledger.events, *events]
+        alone = PrivacyLedger(ledger.composition, ledger.neighbouring)
+        alone.events = list(events)
+        alone_spent = alone.privacy_spent(before.delta)
+        total = _composed_or_basic(trial, [before, alone_spent], before.delta)
+        owner = self.__dict__.get(PRIVACY_OWNER)
+        if owner is not None:
+            owner._charge_after_fit(events, f"{type(self).__name__}: {label}")
+        elif self.accountant is not None:
+            self.accountant.spend(
+                *alone_spent, ledger.neighbouring, f"{type(self).__name__}: {label}", events=alone.events
+            )
+        self.privacy_ledger_ = trial
+        self.privacy_spent_ = total
+
+
+def _is_composite(obj):
+    return isinstance(obj, PostFitOwnerMixin)
+
+
+def dp_estimators_in(name, step):
+    """The DP estimators of ``step``, itself or nested: ``[(full_name, estimator), ...]``.
+
+    Nested estimators are found through ``get_params(deep=True)``
+    (``ColumnTransformer``, ``FeatureUnion``, nested ``Pipeline``,
+    ``TransformedTargetRegressor``, any meta-estimator) and named as there
+    (``"pre__num"``).  A DP estimator's own nested estimators are its
+    business.  A composite (a :class:`DPPipeline`, a private search) inside
+    ``step`` is refused: its steps belong in the outer pipeline.
+    """
+    if step is None or isinstance(step, str):
+        return []
+    if _is_composite(step):
+        raise TypeError(
+            f"Step {name!r} is a {type(step).__name__}: a composite holds its own budget; list its steps "
+            "in this pipeline instead."
+        )
+    if isinstance(step, DPEstimatorMixin):
+        return [(name, step)]
+    if not hasattr(step, "get_params"):
+        return []
+    found, owned, seen = [], [], set()
+    for key, value in step.get_params(deep=True).items():
+        if any(key.startswith(prefix + "__") for prefix in owned):
+            continue
+        if _is_composite(value):
+            raise TypeError(
+                f"Step {name}__{key!r} is a {type(value).__name__}: a composite holds its own budget; "
+                "list its steps in this pipeline instead."
+            )
+        if isinstance(value, DPEstimatorMixin):
+            owned.append(key)
+            if id(value) not in seen:
+                seen.add(id(value))
+                found.append((f"{name}__{key}", value))
+    return found
+
+
+def fitted_dp_estimators(root):
+    """The fitted DP estimators in ``root``'s object graph (a fitted composite's steps), in a stable order.
+
+    Walks the fitted state (``transformers_`` of a ``ColumnTransformer``,
+    ``regressor_`` of a ``TransformedTargetRegressor``, the steps of nested
+    pipelines, lists and dicts), not the parameters: containers fit clones of
+    their parameters.  A DP estimator counts when it holds a guarantee
+    (``privacy_spent_``); its own inner objects and owner links are not
+    walked.
+    """
+    found, seen, stack = [], set(), [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or obj is None or isinstance(obj, str | bytes | np.ndarray):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, DPEstimatorMixin):
+            if "privacy_spent_" in obj.__dict__:
+                found.append(obj)
+            continue
+        if isinstance(obj, list | tuple):
+            children = list(obj)
+        elif isinstance(obj, dict):
+            children = list(obj.values())
+        elif isinstance(obj, BaseEstimator):
+            children = [v for k, v in vars(obj).items() if k != PRIVACY_OWNER]
+        else:
+            continue
+        stack.extend(reversed(children))
+    return found
+
+
+class DPPipeline(PostFitOwnerMixin, Pipeline):
     """A ``Pipeline`` of DP steps that reports one guarantee and charges one budget.
 
     Fits like scikit-learn's :class:`~sklearn.pipeline.Pipeline`, and also:
@@ -252,82 +399,94 @@ class DPPipeline(Pipeline):
         return self._private_fit(super().fit_predict, X, y, **params)
 
     def _private_fit(self, fit, X, y, **params):
+        """Plan, hold, fit, compose and settle (class docstring); return ``fit``'s result."""
         _warn_under_sklearn_search(self)
         self._validate_params()
+        given = list(self.steps)
         steps, dp, relation, request = self._plan()
         self._warn_about_steps_without_dp(steps)
-        reservation = None
-        if self.accountant is not None:
-            # Last before the data is read; whatever fails afterwards keeps it charged.
-            reservation = self.accountant.reserve(*request, relation, type(self).__name__)
-        self.steps = steps
-        try:
-            result = fit(X, y, **params)
-        finally:
-            if self.random_state is not None:
-                # The generators handed to the steps were stepped past their
-                # noise draws: no fitted step keeps one (the clone fitted may
-                # be a further clone when memory caches the steps).
-                for index in dp:
-                    self.steps[index][1].set_params(random_state=None)
-        ledger = PrivacyLedger(self.composition, relation)
-        guarantees = []
-        for index in dp:
-            step = self.steps[index][1]
-            for event in step.privacy_ledger_.events:
-                ledger.record(event)
-            guarantees.append(_in_relation(step.privacy_spent_, step._neighbouring, relation))
-        spent = _composed_or_basic(ledger, guarantees, request.delta)
-        if spent.epsilon > request.epsilon * (1 + _RTOL) or spent.delta > request.delta * (1 + _RTOL):
-            raise RuntimeError(
-                f"Internal error: the pipeline spent {tuple(spent)} > requested {tuple(request)}."
-            )
+        for name in ("privacy_spent_", "privacy_ledger_"):
+            self.__dict__.pop(name, None)
+        # Last before the data is read: whatever fails afterwards keeps the
+        # hold charged (and settles at least what the steps released).
+        with hold(self.accountant, *request, relation, type(self).__name__) as budget_hold:
+            self.steps = steps
+            try:
+                result = fit(X, y, **params)
+                fitted = fitted_dp_estimators(self.steps)
+            finally:
+                if self.random_state is not None:
+                    # The generators handed to the steps were stepped past
+                    # their noise draws: no step keeps one, fitted or not
+                    # (containers fit clones of their parameters).
+                    for _, template in dp:
+                        template.set_params(random_state=None)
+                    for step in fitted_dp_estimators(self.steps):
+                        step.set_params(random_state=None)
+            ledger = PrivacyLedger(self.composition, relation)
+            guarantees = []
+            for step in fitted:
+                for event in step.privacy_ledger_.events:
+                    ledger.record(event.to_relation(relation))
+                guarantees.append(_in_relation(step.privacy_spent_, step._neighbouring, relation))
+            spent = _composed_or_basic(ledger, guarantees, request.delta)
+            if spent.epsilon > request.epsilon * (1 + _RTOL) or spent.delta > request.delta * (1 + _RTOL):
+                # The steps released more than was planned (a step's plan read
+                # the data, or a container fitted a DP step more than once):
+                # the budget is charged what was really spent, and the fitted
+                # steps, whose releases the pipeline cannot vouch for, are
+                # dropped before the error is raised.
+                self.steps = given
+                budget_hold.settle(*spent, events=list(ledger.events))
+                raise RuntimeError(
+                    f"The pipeline's DP steps spent {tuple(spent)} > the {tuple(request)} it reserved "
+                    f"({len(fitted)} fitted DP estimators for {len(dp)} planned); the budget was charged "
+                    "what they spent and the pipeline is left unfitted."
+                )
+            budget_hold.settle(*spent, events=list(ledger.events))
         self.privacy_ledger_ = ledger
         self.privacy_spent_ = spent
-        if reservation is not None:
-            self.accountant.settle(reservation, *spent, relation, events=list(ledger.events))
+        for step in fitted:
+            step.__dict__[PRIVACY_OWNER] = self
         return result
 
     def _plan(self):
         """Cloned steps with their budgets and streams, from the parameters alone (no data read).
 
-        Returns ``(steps, dp, relation, request)``: the cloned steps, the
-        indices of the DP ones, the pipeline's neighbouring relation and its
-        request (the basic sum of the DP steps' requests in that relation).
+        Returns ``(steps, dp, relation, request)``: the cloned steps, the DP
+        estimators among them and nested in them (``(name, estimator)``,
+        :func:`dp_estimators_in`), the pipeline's neighbouring relation and its
+        request (the basic sum of the DP estimators' requests in that
+        relation).
         """
         self._validate_steps()
         steps = [
             (name, step if step is None or isinstance(step, str) else clone(step))
             for name, step in self.steps
         ]
-        dp = []
-        for index, (name, step) in enumerate(steps):
-            if isinstance(step, DPPipeline):
-                raise TypeError(f"Step {name!r} is a DPPipeline: list its steps in this pipeline instead.")
-            if isinstance(step, DPEstimatorMixin):
-                if step.get_params().get("accountant") is not None:
-                    raise ValueError(
-                        f"Step {name!r} has its own accountant: a DPPipeline charges the budget once, "
-                        "for all its steps; pass accountant= to the pipeline and leave the steps' None."
-                    )
-                dp.append(index)
+        dp = [found for name, step in steps for found in dp_estimators_in(name, step)]
+        for name, step in dp:
+            if step.get_params().get("accountant") is not None:
+                raise ValueError(
+                    f"Step {name!r} has its own accountant: a DPPipeline charges the budget once, "
+                    "for all its steps; pass accountant= to the pipeline and leave the steps' None."
+                )
         if not dp:
             raise ValueError(
                 "A DPPipeline needs at least one skdp (DP) step; use sklearn's Pipeline otherwise."
             )
-        requests = [(steps[i][1].epsilon, steps[i][1].delta) for i in dp]
+        requests = [(step.epsilon, step.delta) for _, step in dp]
         shares = split_budget(requests, self.epsilon, self.delta)
         rng = None if self.random_state is None else check_generator(self.random_state)
-        for index, (eps, dlt) in zip(dp, shares, strict=True):
-            step = steps[index][1]
+        for (_, step), (eps, dlt) in zip(dp, shares, strict=True):
             step.set_params(epsilon=eps, delta=dlt)
             if rng is not None:
                 step.set_params(random_state=child_generator(rng))
-        relations = {steps[i][1]._neighbouring for i in dp}
+        relations = {step._neighbouring for _, step in dp}
         relation = ADD_REMOVE if relations == {ADD_REMOVE} else REPLACE_ONE
         converted = [
-            _in_relation(PrivacySpent(e, d), steps[i][1]._neighbouring, relation)
-            for i, (e, d) in zip(dp, shares, strict=True)
+            _in_relation(PrivacySpent(e, d), step._neighbouring, relation)
+            for (_, step), (e, d) in zip(dp, shares, strict=True)
         ]
         request = PrivacySpent(sum(g.epsilon for g in converted), min(1.0, sum(g.delta for g in converted)))
         if len(relations) == 1:
@@ -339,13 +498,14 @@ class DPPipeline(Pipeline):
         return steps, dp, relation, request
 
     def _warn_about_steps_without_dp(self, steps):
-        leaky = [name for name, step in steps if fitted_without_dp(step)]
+        leaky = [leak for name, step in steps for leak in steps_fitted_without_dp(name, step)]
         if leaky:
             warnings.warn(
                 f"DPPipeline step(s) {', '.join(map(repr, leaky))} are fitted on the private data "
                 "without differential privacy: their fitted state is released with the pipeline and "
                 "not covered by privacy_spent_. Use skdp estimators (skdp.preprocessing for scalers "
-                "and PCA) or a stateless FunctionTransformer with public constants.",
+                "and PCA), an encoder with declared categories, or a stateless FunctionTransformer "
+                "with public constants.",
                 PrivacyLeakWarning,
                 stacklevel=_user_stacklevel(),
             )
@@ -414,4 +574,11 @@ def make_pipeline(
     )
 
 
-__all__ = ["DPPipeline", "make_pipeline", "split_budget"]
+__all__ = [
+    "DPPipeline",
+    "PostFitOwnerMixin",
+    "dp_estimators_in",
+    "fitted_dp_estimators",
+    "make_pipeline",
+    "split_budget",
+]
