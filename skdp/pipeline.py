@@ -66,6 +66,7 @@ except ImportError:
     def hold(budget, epsilon, delta, neighbouring=None, label=None):
         return _Hold(budget, epsilon, delta, neighbouring, label)
 
+
 #: Relative tolerance of the check that the pipeline spent no more than it reserved.
 _RTOL = 1e-9
 
@@ -125,6 +126,12 @@ class PostFitOwnerMixin:
     and nothing is recorded anywhere.
     """
 
+    #: Whether ``privacy_spent_`` after a post-fit release may be the
+    #: composition of the whole ledger (else the basic sum of the guarantee
+    #: before and the release's own): False when ``privacy_spent_`` covers
+    #: more than the ledger's events (a search's worst case over its refits).
+    _post_fit_composes = True
+
     def _owned_event(self, event):
         """``event`` under this composite's relation, as its ledger records it."""
         return event.to_relation(self.privacy_ledger_.neighbouring)
@@ -143,7 +150,12 @@ class PostFitOwnerMixin:
         alone = PrivacyLedger(ledger.composition, ledger.neighbouring)
         alone.events = list(events)
         alone_spent = alone.privacy_spent(before.delta)
-        total = _composed_or_basic(trial, [before, alone_spent], before.delta)
+        if self._post_fit_composes:
+            total = _composed_or_basic(trial, [before, alone_spent], before.delta)
+        else:
+            total = PrivacySpent(
+                float(before.epsilon + alone_spent.epsilon), float(min(1.0, before.delta + alone_spent.delta))
+            )
         owner = self.__dict__.get(PRIVACY_OWNER)
         if owner is not None:
             owner._charge_after_fit(events, f"{type(self).__name__}: {label}")

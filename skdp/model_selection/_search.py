@@ -21,13 +21,14 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted, indexable
 
 from .._config import resolve_secure_noise
-from ..base import PRIVACY_METADATA, SKLEARN_METADATA
+from ..base import PRIVACY_METADATA, PRIVACY_OWNER, SKLEARN_METADATA
 from ..exceptions import PrivacyLeakWarning
+from ..pipeline import PostFitOwnerMixin, hold
 from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
 from ..privacy.accountant import DEFAULT_COMPOSITION
 from ..privacy.accountants.rdp import RDPAccountant
 from ..privacy.clipping import clip_rows
-from ..privacy.conversions import DEFAULT_ORDERS
+from ..privacy.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from ..privacy.events import REPLACE_ONE
 from ..privacy.repeat_select import (
     POISSON,
@@ -59,21 +60,37 @@ def _estimator_has(name):
     return check
 
 
-def _fit_trial(estimator, params, X, y, rng):
+#: Parameters of the searched estimator that the search sets on every fit:
+#: a grid may list ``epsilon`` and ``delta`` (the candidates' budgets, part of
+#: the plan), never ``accountant`` or ``random_state``.
+_BUDGET_PARAMS = ("epsilon", "delta")
+
+
+def _fit_trial(estimator, params, X, y, rng, verbose=0, label=""):
     """Fit one candidate on the training part (no budget: the search holds it)."""
     model = clone(estimator).set_params(**params)
     model.set_params(random_state=rng)
-    model.fit(X) if y is None else model.fit(X, y)
-    # The generator was stepped past this fit's noise draws and can be run
-    # backwards to them: the model must not keep it.
-    model.set_params(random_state=None)
+    try:
+        model.fit(X) if y is None else model.fit(X, y)
+    finally:
+        # The generator was stepped past this fit's noise draws and can be
+        # run backwards to them: the model must not keep it.
+        model.set_params(random_state=None)
+    if verbose:
+        # Public: the candidate (drawn independently of the data) and its budget.
+        print(f"[{label}] fitted {params}", flush=True)
     return model
 
 
-class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
+class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
     """Repeat-and-select search (docstring of :class:`DPGridSearchCV`)."""
 
     _neighbouring = REPLACE_ONE
+
+    #: privacy_spent_ is the worst case over the refits the selection could
+    #: have chosen, which the ledger (the chosen refit's events) does not
+    #: show: a release after fit adds its own cost to it (basic composition).
+    _post_fit_composes = False
 
     #: What a fitted search holds besides its parameters (the release-surface
     #: rule of :class:`~skdp.base.DPEstimatorMixin`): the chosen candidate,
@@ -85,7 +102,7 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
     @classmethod
     def _release_surface(cls):
         """Every attribute name a fitted search may hold besides its parameters."""
-        return SKLEARN_METADATA | PRIVACY_METADATA | cls._released_attributes
+        return SKLEARN_METADATA | PRIVACY_METADATA | {PRIVACY_OWNER} | cls._released_attributes
 
     def __getstate__(self):
         # A Generator or RandomState passed as random_state was stepped by
@@ -115,6 +132,7 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         accountant=None,
         random_state=None,
         n_jobs=None,
+        verbose=0,
     ):
         self.estimator = estimator
         self.epsilon = epsilon
@@ -130,6 +148,7 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         self.accountant = accountant
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     # --- checks of the parameters (public: nothing reserved yet) -------------
 
@@ -170,6 +189,8 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
                 "estimator must be an skdp DP estimator (with epsilon, delta, accountant and random_state "
                 "parameters)."
             )
+        if not (isinstance(self.verbose, numbers.Integral) and self.verbose >= 0):
+            raise ValueError(f"verbose must be an integer >= 0, got {self.verbose!r}.")
         if self.scoring not in (None, "accuracy", "score_samples") and not callable(self.scoring):
             raise ValueError(
                 f"scoring must be None, 'accuracy', 'score_samples' or a callable, got {self.scoring!r}."
@@ -209,12 +230,15 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         # (only the speed of the dry runs changes: the bisection below finds
         # the noise level either way).
         inner = clone(self.estimator).set_params(accountant=None)
-        if "composition" in inner.get_params():
+        if "composition" in inner.get_params() and not isinstance(inner, PostFitOwnerMixin):
+            # A composite (a DPPipeline) keeps its own: its ledger composes
+            # steps of several relations (a scaler's replace-one, a net's
+            # add/remove converted), which only "pld" accounts tightly.
             inner.set_params(composition="rdp")
         return inner
 
-    def _dry_events(self, params, epsilon, n_rows):
-        """Events a fit of ``params`` at ``epsilon`` records on ``n_rows`` rows: a dry run on stand-in data.
+    def _dry_events(self, params, epsilon, n_rows, delta=None):
+        """Events a fit of ``params`` at ``(epsilon, delta)`` records on ``n_rows`` rows: a dry run on stand-in data.
 
         skdp's fits plan their releases from public quantities only (the
         parameters and the shape of the input), so the events of a fit on a
@@ -222,13 +246,15 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         classifier) are those of the fit on the real data.  Each trial checks
         this afterwards (:meth:`_check_spent`).
         """
-        key = (tuple(sorted((k, repr(v)) for k, v in params.items())), float(epsilon), int(n_rows))
+        params = {k: v for k, v in params.items() if k not in _BUDGET_PARAMS}
+        delta = self._inner_delta() if delta is None else float(delta)
+        key = (tuple(sorted((k, repr(v)) for k, v in params.items())), float(epsilon), delta, int(n_rows))
         cached = self._dry_cache.get(key)
         if cached is not None:
             return cached
         # A clone: a meta-estimator's (a DPPipeline's) nested steps must not be shared.
         model = clone(self._inner)
-        model.set_params(**params, epsilon=float(epsilon), delta=self._inner_delta(), random_state=0)
+        model.set_params(**params, epsilon=float(epsilon), delta=delta, random_state=0)
         model.set_params(**self._public_size(model, n_rows))
         X0 = np.zeros((n_rows, self._n_features))
         with warnings.catch_warnings():
@@ -238,10 +264,11 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
             try:
                 model.fit(X0) if not self._supervised else model.fit(X0, self._stand_in_y(model, n_rows))
             except Exception as exc:
+                # The stand-in holds no private value, so its error is quoted.
                 raise ValueError(
-                    "Could not plan a trial's privacy without the data (a dry fit of the estimator on a "
-                    f"stand-in of zeros failed: {type(exc).__name__}); the estimator must plan its releases "
-                    "from public quantities and declared bounds."
+                    "Could not plan a trial's privacy without the data: a dry fit of the estimator on a "
+                    f"stand-in of zeros failed ({type(exc).__name__}: {exc}); the estimator must plan its "
+                    "releases from public quantities and declared bounds."
                 ) from None
         ledger = getattr(model, "privacy_ledger_", None)
         if ledger is None:
@@ -290,12 +317,54 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
             self.score_share * trial_epsilon, sensitivity, self._neighbouring
         )
 
+    def _check_budget_grid(self, candidates):
+        """Refuse a grid whose ``epsilon``/``delta`` values are not budgets; set the grid's epsilon scale."""
+        for params in candidates:
+            for name in ("accountant", "random_state"):
+                if name in params:
+                    raise ValueError(
+                        f"{name} cannot be a grid dimension: the search sets it on every fit (the search's "
+                        f"own {name} is used)."
+                    )
+            eps = params.get("epsilon", 1.0)
+            if not (isinstance(eps, numbers.Real) and math.isfinite(eps) and eps > 0):
+                raise ValueError(f"The grid's epsilon values must be finite numbers > 0, got {eps!r}.")
+            dlt = params.get("delta", 0.0)
+            if not (isinstance(dlt, numbers.Real) and 0 <= dlt < 1):
+                raise ValueError(f"The grid's delta values must be in [0, 1), got {dlt!r}.")
+        grid = [float(p["epsilon"]) for p in candidates if "epsilon" in p]
+        self._epsilon_scale = max(grid) if grid else None
+
+    def _trial_budget(self, params, fit_epsilon):
+        """``(epsilon, delta)`` of a trial of ``params``: a candidate's grid epsilon scales the trial's.
+
+        A candidate whose ``epsilon`` is in the grid is fitted in its trials at
+        ``fit_epsilon * epsilon / max(grid's epsilons)`` (the candidates'
+        budgets keep their ratios; the largest gets the trial's budget) and
+        refitted at its own ``epsilon``; its ``delta`` (the search's if not in
+        the grid) is used as is.
+        """
+        eps = fit_epsilon
+        if "epsilon" in params:
+            eps = fit_epsilon * float(params["epsilon"]) / self._epsilon_scale
+        return float(eps), float(params.get("delta", self._inner_delta()))
+
+    def _refit_budget(self, params, t):
+        """``(epsilon, delta)`` of the refit of ``params``: its grid epsilon, else ``t``."""
+        return float(params.get("epsilon", t)), float(params.get("delta", self._inner_delta()))
+
+    def _refit_events(self, params, t, n):
+        eps, dlt = self._refit_budget(params, t)
+        return self._dry_events(params, eps, n, dlt)
+
+    def _trial_events(self, params, fit_epsilon):
+        eps, dlt = self._trial_budget(params, fit_epsilon)
+        return self._dry_events(params, eps, self._n_train, dlt)
+
     def _trial_plans(self, trial_epsilon):
         fit_epsilon = (1.0 - self.score_share) * trial_epsilon
         score = self._score_mechanism(trial_epsilon).event(secure_noise=self._secure)
-        plans = (
-            self._dry_events(params, fit_epsilon, self._n_train) + (score,) for params in self._candidates
-        )
+        plans = (self._trial_events(params, fit_epsilon) + (score,) for params in self._candidates)
         # Candidates with the same plan share one curve: list each plan once.
         return tuple(dict.fromkeys(plans))
 
@@ -303,6 +372,22 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         return RepeatAndSelectEvent(
             1, self._neighbouring, self._trial_plans(trial_epsilon), float(self.n_trials_mean), self._shape()
         )
+
+    def _refit_curve(self, t, n, candidates=None):
+        """Pointwise maximum over the candidates of their refit's RDP curve (refit budget ``t``).
+
+        The refit's candidate is the selection's output, so the refit is
+        chosen adaptively; its RDP curve, for composition with the selection,
+        is one that holds whichever candidate is chosen: the maximum over
+        them (the curve of the worst outcome, not each outcome at its own
+        best order).
+        """
+        candidates = self._candidates if candidates is None else candidates
+        curves = [_curve(self._refit_events(p, t, n)) for p in candidates]
+        return np.max(curves, axis=0) if curves else np.zeros(len(DEFAULT_ORDERS))
+
+    def _curve_cost(self, curve):
+        return float(rdp_to_epsilon(curve, np.asarray(DEFAULT_ORDERS), self.delta))
 
     def _cost(self, events):
         return compose(list(events), self.delta, DEFAULT_COMPOSITION).epsilon
@@ -354,6 +439,13 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Select a candidate privately (Papernot & Steinke 2022) and fit it.
 
+        Checks, plan (from the parameters and the shape of ``X``), hold of the
+        whole ``(epsilon, delta)`` on ``accountant``, the trials, the
+        selection, the refit, then settlement of ``privacy_spent_``: in this
+        order, as every skdp fit (:mod:`skdp.base`).  A fit whose trials or
+        refit released more than their dry runs planned settles what they
+        really spent, keeps no fitted attribute and raises ``RuntimeError``.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -368,7 +460,60 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         candidates = self._candidate_list()
         if not candidates:
             raise ValueError("The search has no candidate (empty param_grid / param_distributions).")
+        self._check_budget_grid(candidates)
+        for name in (*self._released_attributes, "privacy_spent_", "privacy_ledger_", "n_features_in_"):
+            self.__dict__.pop(name, None)
         self._candidates = candidates
+        try:
+            return self._fit_held(X, y)
+        finally:
+            for name in (
+                "_candidates",
+                "_inner",
+                "_dry_cache",
+                "_secure",
+                "_supervised",
+                "_n_train",
+                "_n_features",
+                "_n_validation",
+                "_epsilon_scale",
+            ):
+                self.__dict__.pop(name, None)
+
+    def _plan(self, n):
+        """The search's plan from public quantities: per-trial budget, events, refit budget and total."""
+        candidates = self._candidates
+        literal = [p for p in candidates if "epsilon" in p]
+        free = [p for p in candidates if "epsilon" not in p]
+        fixed = self._refit_curve(None, n, literal) if (self.refit and literal) else 0.0
+        if not self.refit:
+            target = self.epsilon
+        elif literal and not free:
+            target = self.epsilon
+        else:
+            target = self.epsilon * (1.0 - self.refit_share)
+        if self.refit and literal and self._curve_cost(fixed + np.zeros(len(DEFAULT_ORDERS))) >= target:
+            raise ValueError(
+                f"The grid's epsilon values (largest {self._epsilon_scale}) are refitted at their own "
+                f"budget, which leaves nothing of epsilon={self.epsilon} for the selection: raise the "
+                "search's epsilon (the total) or lower the grid's."
+            )
+        trial_epsilon = self._largest_budget(
+            lambda t: self._curve_cost(_curve([self._search_event(t)]) + fixed), target, target
+        )
+        search_event = self._search_event(trial_epsilon)
+        search_curve = _curve([search_event])
+        t_refit = None
+        if self.refit:
+            worst = lambda t: self._curve_cost(search_curve + self._refit_curve(t, n))  # noqa: E731
+            t_refit = self._largest_budget(worst, self.epsilon, self.epsilon) if free else 0.0
+            total = worst(t_refit)
+        else:
+            total = self._curve_cost(search_curve)
+        return trial_epsilon, search_event, t_refit, total
+
+    def _fit_held(self, X, y):
+        candidates = self._candidates
         X, y = indexable(X, y)
         n = _num_samples(X)
         self._n_features = _num_features(X)
@@ -383,129 +528,132 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         rng = np.random.default_rng(seeds.spawn(1)[0])
 
         # The plan (public: the parameters, the shape of X, the stand-in runs).
-        target = self.epsilon * (1.0 - self.refit_share) if self.refit else self.epsilon
-        trial_epsilon = self._largest_budget(lambda t: self._cost([self._search_event(t)]), target, target)
-        search_event = self._search_event(trial_epsilon)
+        trial_epsilon, search_event, t_refit, total = self._plan(n)
         fit_epsilon = (1.0 - self.score_share) * trial_epsilon
         score_event = self._score_mechanism(trial_epsilon).event(secure_noise=self._secure)
-        planned = [
-            _curve(self._dry_events(p, fit_epsilon, self._n_train) + (score_event,)) for p in candidates
-        ]
+        planned = [_curve(self._trial_events(p, fit_epsilon) + (score_event,)) for p in candidates]
+        label = type(self).__name__
 
-        reservation = None
-        if self.accountant is not None:
-            # The whole budget, before any row is read; trials charge nothing.
-            reservation = self.accountant.reserve(
-                self.epsilon, self.delta, self._neighbouring, type(self).__name__
+        # The whole budget, before any row is read; trials charge nothing.
+        # Whatever fails from here on keeps the hold charged.
+        with hold(self.accountant, self.epsilon, self.delta, self._neighbouring, label) as budget_hold:
+            order = rng.permutation(n)
+            validation, train = order[: self._n_validation], order[self._n_validation :]
+            X_train, X_val = _safe_indexing(X, train), _safe_indexing(X, validation)
+            y_train = None if y is None else _safe_indexing(y, train)
+            y_val = None if y is None else _safe_indexing(y, validation)
+
+            n_trials = self._draw_n_trials(rng)
+            picks = rng.integers(len(candidates), size=n_trials)
+            trial_rngs = [np.random.default_rng(s) for s in seeds.spawn(n_trials)]
+            inner = clone(self._inner)
+            inner.set_params(**self._public_size(inner, self._n_train))
+            jobs = []
+            for c in picks:
+                params = {k: v for k, v in candidates[c].items() if k not in _BUDGET_PARAMS}
+                eps, dlt = self._trial_budget(candidates[c], fit_epsilon)
+                jobs.append({**params, "epsilon": eps, "delta": dlt})
+            models = Parallel(n_jobs=self.n_jobs)(
+                delayed(_fit_trial)(inner, job, X_train, y_train, r, self.verbose, f"{label} trial {k + 1}")
+                for k, (job, r) in enumerate(zip(jobs, trial_rngs, strict=True))
             )
+            mechanism = self._score_mechanism(trial_epsilon)
+            best, excess = None, []
+            for k, (c, model) in enumerate(zip(picks, models, strict=True)):
+                ledger = PrivacyLedger("rdp", self._neighbouring, secure_noise=self._secure)
+                score = float(mechanism.release(self._mean_score(model, X_val, y_val), rng, ledger)[()])
+                events = self._spent_events(model, ledger)
+                if np.any(_curve(events) > planned[c] * (1 + _CURVE_RTOL) + 1e-12):
+                    excess.append(events)
+                # Ties (probability 0 under continuous noise) go to the earlier trial.
+                if best is None or score > best[0]:
+                    best = (score, int(c), k)
+            if excess:
+                # Every trial ran and released its score: the selection's
+                # event covers the plans the trials really had.
+                real = RepeatAndSelectEvent(
+                    1,
+                    self._neighbouring,
+                    (*search_event.inner_events, *excess),
+                    search_event.mean,
+                    search_event.shape,
+                )
+                self._refuse_excess(budget_hold, [real], "a trial")
+            ledger = PrivacyLedger(DEFAULT_COMPOSITION, self._neighbouring)
+            ledger.record(search_event)
+            if best is None:
+                # K = 0 (Poisson only): the procedure outputs nothing; a candidate
+                # drawn uniformly (public randomness) stands in for the choice.
+                warnings.warn(
+                    "The search drew 0 trials (Poisson): best_params_ was drawn at random.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                best_index, best_score, trial_model = int(rng.integers(len(candidates))), math.nan, None
+            else:
+                best_score, best_index, trial_model = best[0], best[1], models[best[2]]
+            models = None  # the other trials' models are never released
+            best_estimator = trial_model
+            if self.refit:
+                best_estimator = self._refit(X, y, candidates[best_index], t_refit, n, seeds, ledger)
+                refit_spent = self._spent_events(best_estimator, None)
+                planned_refit = _curve(self._refit_events(candidates[best_index], t_refit, n))
+                if np.any(_curve(refit_spent) > planned_refit * (1 + _CURVE_RTOL) + 1e-12):
+                    self._refuse_excess(budget_hold, [search_event, *refit_spent], "the refit")
+                for e in refit_spent:
+                    ledger.record(e)
+            composed = ledger.privacy_spent(self.delta)
+            spent = PrivacySpent(float(max(total, composed.epsilon)), float(self.delta))
+            if spent.epsilon > self.epsilon * (1 + 1e-9):
+                self._refuse_excess(budget_hold, list(ledger.events), "the search", spent)
+            # The budget composes an entry's events only when its amount is
+            # exactly their guarantee (the chosen refit is the worst case).
+            exact = spent.epsilon == composed.epsilon
+            budget_hold.settle(*spent, events=list(ledger.events) if exact else None)
 
-        # From here on the data is read: whatever fails keeps the reservation charged.
-        order = rng.permutation(n)
-        validation, train = order[: self._n_validation], order[self._n_validation :]
-        X_train, X_val = _safe_indexing(X, train), _safe_indexing(X, validation)
-        y_train = None if y is None else _safe_indexing(y, train)
-        y_val = None if y is None else _safe_indexing(y, validation)
-
-        n_trials = self._draw_n_trials(rng)
-        picks = rng.integers(len(candidates), size=n_trials)
-        trial_rngs = [np.random.default_rng(s) for s in seeds.spawn(n_trials)]
-        inner = clone(self._inner).set_params(epsilon=fit_epsilon, delta=self._inner_delta())
-        inner.set_params(**self._public_size(inner, self._n_train))
-        models = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_trial)(inner, candidates[c], X_train, y_train, r)
-            for c, r in zip(picks, trial_rngs, strict=True)
-        )
-        mechanism = self._score_mechanism(trial_epsilon)
-        best = None
-        for k, (c, model) in enumerate(zip(picks, models, strict=True)):
-            ledger = PrivacyLedger("rdp", self._neighbouring, secure_noise=self._secure)
-            score = float(mechanism.release(self._mean_score(model, X_val, y_val), rng, ledger)[()])
-            self._check_spent(model, ledger, planned[c])
-            # Ties (probability 0 under continuous noise) go to the earlier trial.
-            if best is None or score > best[0]:
-                best = (score, int(c), k)
-
-        self.privacy_ledger_ = PrivacyLedger(DEFAULT_COMPOSITION, self._neighbouring)
-        self.privacy_ledger_.record(search_event)
-        if best is None:
-            # K = 0 (Poisson only): the procedure outputs nothing; a candidate
-            # drawn uniformly (public randomness) stands in for the choice.
-            warnings.warn(
-                "The search drew 0 trials (Poisson): best_params_ was drawn at random.",
-                UserWarning,
-                stacklevel=2,
-            )
-            self.best_index_, self.best_score_, trial_model = (
-                int(rng.integers(len(candidates))),
-                math.nan,
-                None,
-            )
-        else:
-            self.best_score_, self.best_index_, trial_model = best[0], best[1], models[best[2]]
-        models = None  # the other trials' models are never released
-        self.best_params_ = dict(candidates[self.best_index_])
-
-        if self.refit:
-            self.best_estimator_ = self._refit(X, y, search_event, n, seeds)
-        elif trial_model is not None:
-            self.best_estimator_ = trial_model
+        self.privacy_ledger_ = ledger
+        self.privacy_spent_ = spent
+        self.best_index_, self.best_score_ = best_index, best_score
+        self.best_params_ = dict(candidates[best_index])
+        if best_estimator is not None:
+            self.best_estimator_ = best_estimator
+            best_estimator.__dict__[PRIVACY_OWNER] = self
         self.cv_results_ = self._results()
         self.n_features_in_ = self._n_features
-        spent = self.privacy_ledger_.privacy_spent(self.delta)
-        if spent.epsilon > self.epsilon * (1 + 1e-9):
-            raise RuntimeError(
-                f"Internal error: the search spent {tuple(spent)} > ({self.epsilon}, {self.delta})."
-            )
-        self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
-        if reservation is not None:
-            self.accountant.settle(
-                reservation,
-                *self.privacy_spent_,
-                self._neighbouring,
-                events=list(self.privacy_ledger_.events),
-            )
-        for name in (
-            "_candidates",
-            "_inner",
-            "_dry_cache",
-            "_secure",
-            "_supervised",
-            "_n_train",
-            "_n_features",
-            "_n_validation",
-        ):
-            self.__dict__.pop(name, None)
         return self
 
-    def _refit(self, X, y, search_event, n, seeds):
-        """Fit the chosen candidate on all rows with what the search left of the budget."""
-        params = self._candidates[self.best_index_]
-        refit_events = lambda t: self._dry_events(params, t, n)  # noqa: E731
-        t = self._largest_budget(
-            lambda t: self._cost([search_event, *refit_events(t)]), self.epsilon, self.epsilon
+    def _refuse_excess(self, budget_hold, events, what, spent=None):
+        """Settle what was really released, keep nothing fitted, and raise."""
+        if spent is None:
+            spent = compose(list(events), self.delta, DEFAULT_COMPOSITION)
+        budget_hold.settle(*spent)
+        raise RuntimeError(
+            f"Internal error: {what} of {type(self).__name__} recorded more privacy loss than its dry run on "
+            "stand-in data planned (its plan depends on the data and cannot be searched); the budget was "
+            f"charged what was released, {tuple(spent)}, and the search is left unfitted."
         )
-        planned = _curve(refit_events(t))
-        model = clone(self._inner).set_params(**params, epsilon=t, delta=self._inner_delta())
+
+    def _refit(self, X, y, params, t, n, seeds, ledger):
+        """Fit the chosen candidate on all rows at its planned refit budget."""
+        eps, dlt = self._refit_budget(params, t)
+        rest = {k: v for k, v in params.items() if k not in _BUDGET_PARAMS}
+        model = clone(self._inner).set_params(**rest, epsilon=eps, delta=dlt)
         model.set_params(**self._public_size(model, n))
         model.set_params(random_state=np.random.default_rng(seeds.spawn(1)[0]))
-        model.fit(X) if y is None else model.fit(X, y)
-        model.set_params(random_state=None)
-        self._check_spent(model, None, planned)
-        for e in model.privacy_ledger_.events:
-            self.privacy_ledger_.record(self._searched(e))
+        try:
+            model.fit(X) if y is None else model.fit(X, y)
+        finally:
+            model.set_params(random_state=None)
+        if self.verbose:
+            print(f"[{type(self).__name__}] refitted {params} at epsilon={eps:.4g}", flush=True)
         return model
 
-    def _check_spent(self, model, score_ledger, planned):
-        """Refuse a fit whose events exceed its dry run's (a plan that read the data)."""
+    def _spent_events(self, model, score_ledger):
+        """The events a fitted trial (and its score) released, as the search accounts them."""
         events = [self._searched(e) for e in model.privacy_ledger_.events]
         if score_ledger is not None:
             events += score_ledger.events
-        spent = _curve(events)
-        if np.any(spent > planned * (1 + _CURVE_RTOL) + 1e-12):
-            raise RuntimeError(
-                f"Internal error: a fit of {type(model).__name__} recorded more privacy loss than its "
-                "dry run on stand-in data planned; its plan depends on the data and cannot be searched."
-            )
+        return events
 
     def _mean_score(self, model, X, y):
         """Mean of the per-row scores on the held-out rows, each clipped to the declared range."""
@@ -748,6 +896,7 @@ class DPGridSearchCV(_BaseDPSearch):
         accountant=None,
         random_state=None,
         n_jobs=None,
+        verbose=0,
     ):
         super().__init__(
             estimator,
@@ -764,6 +913,7 @@ class DPGridSearchCV(_BaseDPSearch):
             accountant=accountant,
             random_state=random_state,
             n_jobs=n_jobs,
+            verbose=verbose,
         )
         self.param_grid = param_grid
 
@@ -802,6 +952,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         accountant=None,
         random_state=None,
         n_jobs=None,
+        verbose=0,
     ):
         super().__init__(
             estimator,
@@ -818,6 +969,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             accountant=accountant,
             random_state=random_state,
             n_jobs=n_jobs,
+            verbose=verbose,
         )
         self.param_distributions = param_distributions
         self.n_iter = n_iter
