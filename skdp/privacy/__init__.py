@@ -8,6 +8,7 @@ never imports torch).
 
 from .accountant import COMPOSITIONS, DEFAULT_COMPOSITION, PrivacyLedger, PrivacySpent, compose
 from .budget import BudgetAccountant, BudgetReservation
+from .budget_hold import BudgetHold, hold
 from .calibration import (
     calibrate_noise_multiplier,
     gaussian_noise_multiplier,
@@ -55,6 +56,7 @@ __all__ = [
     "DEFAULT_ORDERS",
     "REPLACE_ONE",
     "BudgetAccountant",
+    "BudgetHold",
     "BudgetReservation",
     "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent",
@@ -84,6 +86,7 @@ __all__ = [
     "gaussian_epsilon",
     "gaussian_noise_multiplier",
     "group_guarantee",
+    "hold",
     "histogram_sensitivity",
     "laplace_noise_multiplier",
     "noisy_histogram",

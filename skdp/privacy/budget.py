@@ -335,6 +335,10 @@ class BudgetAccountant:
         self._history[key] = (epsilon, delta, label)
         self._open.discard(key)
 
+    def _resize_entry(self, key, epsilon, delta):
+        label = self._history[key][2]
+        self._history[key] = (epsilon, delta, label)
+
     def _ledger_id(self):
         return self._uid
 
@@ -507,6 +511,59 @@ class BudgetAccountant:
             key = self._append(float(eps), float(dlt), label, reserved=True)
         return BudgetReservation(int(key), float(eps), float(dlt), neighbouring, label, self._ledger_id())
 
+    def hold(self, epsilon, delta, neighbouring=None, label=None):
+        """Hold ``(epsilon, delta)`` for one fit: a :class:`~skdp.privacy.BudgetHold`.
+
+        The reservation every fit path makes (:meth:`reserve`, wrapped): an
+        atomic check-and-record that raises
+        :class:`~skdp.exceptions.BudgetExceededError` and charges nothing if
+        the request does not fit.  The hold is a context manager that can
+        grow (:meth:`BudgetHold.extend`), tracks the fit's ledger
+        (:meth:`BudgetHold.track`) and is closed on every exit path
+        (:meth:`BudgetHold.settle`, or conservatively when the block raises).
+
+        Examples
+        --------
+        >>> from skdp.privacy import BudgetAccountant
+        >>> budget = BudgetAccountant(epsilon=1.0)
+        >>> with budget.hold(0.5, 0.0, label="fit") as held:
+        ...     _ = held.extend(0.25, 0.0)
+        ...     held.settle(0.6, 0.0)
+        >>> budget.spent
+        PrivacySpent(epsilon=0.6, delta=0.0)
+        """
+        from .budget_hold import BudgetHold
+
+        neighbouring = neighbouring or self.neighbouring
+        reservation = self.reserve(epsilon, delta, neighbouring, label)
+        return BudgetHold(self, reservation, epsilon, delta, neighbouring, label)
+
+    def _extend_reservation(self, reservation, epsilon, delta):
+        """Grow the open ``reservation`` by ``(epsilon, delta)`` (budget relation), atomically.
+
+        Checked like a new reservation (the increase on top of the total,
+        which already counts the reservation); BudgetExceededError and
+        nothing more charged if it does not fit.
+        """
+        self._check_reservation(reservation)
+        _check_amount("epsilon", epsilon)
+        _check_amount("delta", delta)
+        with self._transaction():
+            held = self._open_entry(reservation.key)
+            if held is None:
+                raise ValueError(
+                    f"Reservation {reservation.key} is not open on this budget (already settled?)."
+                )
+            eps, dlt = self._check_against(self._total(self._records()), epsilon, delta, self.neighbouring)
+            if eps > 0 or dlt > 0:
+                self._resize_entry(reservation.key, float(held[0] + eps), float(held[1] + dlt))
+
+    def _check_reservation(self, reservation):
+        if not isinstance(reservation, BudgetReservation):
+            raise TypeError(f"reservation must be a BudgetReservation, got {type(reservation).__name__}.")
+        if reservation.ledger != self._ledger_id():
+            raise ValueError("This reservation was made on another budget.")
+
     def settle(self, reservation, epsilon, delta, neighbouring=None, events=None):
         """Replace an open reservation by what the release actually spent.
 
@@ -536,10 +593,7 @@ class BudgetAccountant:
             release happened, and the ledger never under-reports it) before
             the error is raised, and may take the total past the budget.
         """
-        if not isinstance(reservation, BudgetReservation):
-            raise TypeError(f"reservation must be a BudgetReservation, got {type(reservation).__name__}.")
-        if reservation.ledger != self._ledger_id():
-            raise ValueError("This reservation was made on another budget.")
+        self._check_reservation(reservation)
         events = self._in_budget_relation(_check_events(events))
         eps, dlt = self._converted(epsilon, delta, neighbouring or reservation.neighbouring)
         eps, dlt = float(eps), float(dlt)

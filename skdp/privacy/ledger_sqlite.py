@@ -314,6 +314,12 @@ class SQLiteBudgetAccountant(BudgetAccountant):
             (epsilon, delta, text, rank, key, self.dataset),
         )
 
+    def _resize_entry(self, key, epsilon, delta):
+        self._write(
+            "UPDATE spends SET epsilon = ?, delta = ? WHERE id = ? AND dataset = ? AND status = 'reserved'",
+            (epsilon, delta, key, self.dataset),
+        )
+
     def _ledger_id(self):
         # Row ids are unique within the file; any accountant opened on the
         # same file and dataset (in any process) may settle the reservation.
