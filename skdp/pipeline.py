@@ -11,6 +11,7 @@ step fitted without DP.  The design and its justification are in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from numbers import Real
@@ -37,35 +38,9 @@ from .privacy import (
     PrivacyLedger,
     PrivacySpent,
     group_guarantee,
+    hold,
 )
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
-
-try:  # TEMPORARY until the budget's hold lands (branch h1)
-    from .privacy import hold
-except ImportError:
-
-    class _Hold:
-        def __init__(self, budget, epsilon, delta, neighbouring=None, label=None):
-            self.budget, self.neighbouring, self.done = budget, neighbouring, False
-            self.reservation = None if budget is None else budget.reserve(epsilon, delta, neighbouring, label)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def track(self, ledger):
-            return self
-
-        def settle(self, epsilon, delta, events=None):
-            if self.budget is not None and not self.done:
-                self.budget.settle(self.reservation, epsilon, delta, self.neighbouring, events=events)
-            self.done = True
-
-    def hold(budget, epsilon, delta, neighbouring=None, label=None):
-        return _Hold(budget, epsilon, delta, neighbouring, label)
-
 
 #: Relative tolerance of the check that the pipeline spent no more than it reserved.
 _RTOL = 1e-9
@@ -449,7 +424,8 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
                 # steps, whose releases the pipeline cannot vouch for, are
                 # dropped before the error is raised.
                 self.steps = given
-                budget_hold.settle(*spent, events=list(ledger.events))
+                with contextlib.suppress(ValueError):  # settle records the excess, then complains
+                    budget_hold.settle(*spent, events=list(ledger.events))
                 raise RuntimeError(
                     f"The pipeline's DP steps spent {tuple(spent)} > the {tuple(request)} it reserved "
                     f"({len(fitted)} fitted DP estimators for {len(dp)} planned); the budget was charged "

@@ -8,6 +8,7 @@ privacy" (ICLR), Theorems 2 and 6; the privacy computation is
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import warnings
@@ -23,8 +24,8 @@ from sklearn.utils.validation import _num_features, _num_samples, check_is_fitte
 from .._config import resolve_secure_noise
 from ..base import PRIVACY_METADATA, PRIVACY_OWNER, SKLEARN_METADATA
 from ..exceptions import PrivacyLeakWarning
-from ..pipeline import PostFitOwnerMixin, hold
-from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
+from ..pipeline import PostFitOwnerMixin
+from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose, hold
 from ..privacy.accountant import DEFAULT_COMPOSITION
 from ..privacy.accountants.rdp import RDPAccountant
 from ..privacy.clipping import clip_rows
@@ -278,16 +279,22 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
         return events
 
     def _public_size(self, model, n_rows):
-        """``n_samples=n_rows`` for an estimator that would otherwise release a noisy count.
+        """``n_samples=n_rows`` for every estimator (nested ones too) that would otherwise release a noisy count.
 
         Under replace-one neighbours the number of rows is public (the search's
         split sizes are), so an estimator's ``n_samples="auto"`` (a noisy count,
         and a plan read off it) is declared instead: its plan is then public
-        and the dry run's.  A declared ``n_samples`` is kept.
+        and the dry run's.  A step of a pipeline sees the pipeline's rows
+        (transformers keep the rows).  A declared ``n_samples`` is kept.
         """
-        if model.get_params().get("n_samples", None) == "auto":
-            return {"n_samples": int(n_rows)}
-        return {}
+        params = model.get_params(deep=True)
+        return {
+            key: int(n_rows)
+            for key, value in params.items()
+            if (key == "n_samples" or key.endswith("__n_samples"))
+            and isinstance(value, str)
+            and value == "auto"
+        }
 
     def _searched(self, event):
         """``event`` under the search's relation, as the search accounts it.
@@ -626,7 +633,8 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
         """Settle what was really released, keep nothing fitted, and raise."""
         if spent is None:
             spent = compose(list(events), self.delta, DEFAULT_COMPOSITION)
-        budget_hold.settle(*spent)
+        with contextlib.suppress(ValueError):  # settle records the excess, then complains
+            budget_hold.settle(*spent)
         raise RuntimeError(
             f"Internal error: {what} of {type(self).__name__} recorded more privacy loss than its dry run on "
             "stand-in data planned (its plan depends on the data and cannot be searched); the budget was "
