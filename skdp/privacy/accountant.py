@@ -77,9 +77,14 @@ def accountant_for(events, composition):
         missing = accountant.unsupported(events)
     if missing:
         kinds = sorted({f"{type(e).__name__} ({e.neighbouring})" for e in missing})
-        raise ValueError(
-            f"composition={composition!r} cannot account {', '.join(kinds)}; use 'pld' or 'rdp'."
-        )
+        # Name the compositions that can (never the one that just refused).
+        able = [
+            name
+            for name in sorted(ACCOUNTANTS, key=lambda name: name != DEFAULT_COMPOSITION)
+            if name != composition and not get_accountant(name).unsupported(events)
+        ]
+        hint = f"use {' or '.join(map(repr, able))}" if able else "no composition has a rule for it"
+        raise ValueError(f"composition={composition!r} cannot account {', '.join(kinds)}; {hint}.")
     return accountant
 
 
