@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.datasets import load_iris
 from sklearn.model_selection import GridSearchCV
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
@@ -193,3 +193,159 @@ def test_sklearn_grid_search_fits_pipelines_and_warns_once_about_its_selection()
     assert len(leaks) == 1 and "selects the best candidate" in str(leaks[0].message)
     assert leaks[0].filename == __file__
     assert search.best_estimator_.privacy_spent_.epsilon <= 2.0
+
+
+# --- composites own every release (faults 1 to 3 of the composites issue) ---------------
+
+
+def _mixed_columns(n=200, seed=0):
+    """Two numeric columns and one categorical column (codes 0, 1, 2)."""
+    rng = np.random.default_rng(seed)
+    return np.column_stack([rng.normal(size=n), rng.normal(size=n), rng.integers(0, 3, n)])
+
+
+def _column_pipeline(categories=((0, 1, 2),), **kwargs):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import OneHotEncoder
+
+    from skdp import DPKMeans
+
+    encoder = OneHotEncoder(categories="auto" if categories == "auto" else [list(c) for c in categories])
+    pre = ColumnTransformer(
+        [("num", DPStandardScaler(epsilon=1.0, bounds=(-4.0, 4.0)), [0, 1]), ("cat", encoder, [2])]
+    )
+    return DPPipeline([("pre", pre), ("km", DPKMeans(3, epsilon=1.0, data_norm=5.0))], **kwargs)
+
+
+def test_dp_steps_nested_in_a_column_transformer_are_composed():
+    # Fault 3: the scaler inside the ColumnTransformer spent its own budget,
+    # which the pipeline neither split nor reported; and 'pre' was called
+    # "fitted without differential privacy".
+    dp_accounting = pytest.importorskip("dp_accounting")
+    pytest.importorskip("dp_accounting.pld")
+    budget = BudgetAccountant(10.0, 1e-4)
+    pipe = _column_pipeline(epsilon=2.0, delta=1e-5, accountant=budget, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)  # declared categories: public
+        pipe.fit(_mixed_columns())
+    scaler = pipe.steps[0][1].named_transformers_["num"]
+    kmeans = pipe.steps[1][1]
+    assert scaler.epsilon == pytest.approx(1.0) and kmeans.epsilon == pytest.approx(1.0)  # the split
+    events = [*scaler.privacy_ledger_.events, *kmeans.privacy_ledger_.events]
+    assert list(pipe.privacy_ledger_.events) == events
+    assert pipe.privacy_spent_.epsilon <= 2.0 * (1 + 1e-9)
+    assert tuple(budget.spent) == pytest.approx(tuple(pipe.privacy_spent_))
+    # Independently, dp-accounting's PLD of every DP step's Gaussian releases.
+    # skdp's noise multiplier is the std over the relation's L2 sensitivity, so
+    # each release is dp-accounting's unit-sensitivity Gaussian.
+    assert all(type(e) is GaussianEvent for e in events)
+    accountant = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    for e in events:
+        accountant.compose(dp_accounting.GaussianDpEvent(e.noise_multiplier), e.count)
+    reference = accountant.get_epsilon(1e-5)
+    assert pipe.privacy_spent_.epsilon == pytest.approx(reference, rel=1e-2)
+    # Only the sum of the two steps' own epsilons (2.0) was ever the cap: the
+    # composed guarantee is below it, and above either step alone.
+    assert max(scaler.privacy_spent_.epsilon, kmeans.privacy_spent_.epsilon) < pipe.privacy_spent_.epsilon
+
+
+def test_inner_steps_without_dp_are_named_and_declared_categories_are_public():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _column_pipeline(categories="auto", random_state=0).fit(_mixed_columns())
+    leaks = [str(w.message) for w in caught if issubclass(w.category, PrivacyLeakWarning)]
+    assert len(leaks) == 1 and "'pre__cat'" in leaks[0] and "'pre'" not in leaks[0]
+
+
+def test_feature_union_nested_pipeline_and_target_transformer_are_walked():
+    from sklearn.compose import TransformedTargetRegressor
+    from sklearn.pipeline import FeatureUnion, Pipeline
+
+    union = FeatureUnion([("a", DPStandardScaler(bounds=(0.0, 8.0))), ("b", StandardScaler())])
+    inner = Pipeline([("scale", DPStandardScaler(bounds=(-8.0, 8.0))), ("pca", DPPCA(2, data_norm=8.0))])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pipe = DPPipeline([("union", union), ("inner", inner)], epsilon=3.0, random_state=0).fit(X)
+    leaks = [str(w.message) for w in caught if issubclass(w.category, PrivacyLeakWarning)]
+    assert len(leaks) == 1 and "'union__b'" in leaks[0]
+    fitted = [pipe.steps[0][1].transformer_list[0][1], *(s for _, s in pipe.steps[1][1].steps)]
+    assert [s.epsilon for s in fitted] == pytest.approx([1.0, 1.0, 1.0])
+    assert list(pipe.privacy_ledger_.events) == [e for s in fitted for e in s.privacy_ledger_.events]
+    assert pipe.privacy_spent_.epsilon <= 3.0 * (1 + 1e-9)
+    assert all(s.get_params()["random_state"] is None for s in fitted)
+    assert _no_generator_in(pipe)
+    # A DP transformer of the target: found through TransformedTargetRegressor.
+    from skdp.pipeline import dp_estimators_in
+
+    ttr = TransformedTargetRegressor(transformer=DPStandardScaler(bounds=(0.0, 8.0)))
+    assert [name for name, _ in dp_estimators_in("ttr", ttr)] == ["ttr__transformer"]
+
+
+class _FitsClones(TransformerMixin, BaseEstimator):
+    """A container that fits several clones of its estimator (as one-vs-rest or bagging do)."""
+
+    def __init__(self, estimator=None, n_fits=6):
+        self.estimator = estimator
+        self.n_fits = n_fits
+
+    def fit(self, X, y=None):
+        self.estimators_ = [clone(self.estimator).fit(X) for _ in range(self.n_fits)]
+        return self
+
+    def transform(self, X):
+        return self.estimators_[0].transform(X)
+
+
+def test_a_pipeline_whose_steps_spent_more_settles_it_and_is_left_unfitted():
+    # Fault 2: the steps released more than the pipeline reserved (here a
+    # container fitted its DP step six times): the budget is charged what was
+    # released, no fitted step stays on the pipeline, and the fit raises.
+    budget = BudgetAccountant(10.0, 1e-3)
+    user = [("clones", _FitsClones(DPStandardScaler(bounds=(0.0, 8.0)))), ("pca", DPPCA(2, data_norm=8.0))]
+    pipe = DPPipeline(user, epsilon=2.0, accountant=budget, random_state=0)
+    with pytest.raises(RuntimeError, match="charged what they spent"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # the container is not a known one
+        pipe.fit(X)
+    assert budget.reservations == []
+    assert budget.spent.epsilon > 2.0 * 1.05  # not the reservation: what was released
+    assert pipe.steps == user and not hasattr(pipe.steps[0][1], "estimators_")
+    assert not hasattr(pipe, "privacy_spent_")
+    with pytest.raises(BudgetExceededError):
+        # The next fit sees the real total.
+        DPPipeline([("pca", DPPCA(2, data_norm=8.0))], epsilon=10.0 - 2.0, accountant=budget).fit(X)
+
+
+def _ops_pipeline(**kwargs):
+    from skdp.bayes import DPBetaBernoulli
+
+    return DPPipeline([("bb", DPBetaBernoulli(mechanism="ops"))], **kwargs)
+
+
+def _binary(n=100, ones=50):
+    Xb = np.zeros((n, 1), dtype=int)
+    Xb[:ones] = 1
+    return Xb
+
+
+def test_post_fit_draws_of_a_step_are_charged_to_the_pipeline():
+    # Fault 1: 40,000 draws from pipe[-1] were charged to nobody.
+    budget = BudgetAccountant(5.0)
+    pipe = _ops_pipeline(epsilon=0.5, accountant=budget).fit(_binary())
+    assert pipe.privacy_spent_.epsilon == pytest.approx(0.5)
+    pipe[-1].sample_posterior(3)
+    assert pipe.privacy_spent_.epsilon == pytest.approx(2.0)
+    assert budget.spent.epsilon == pytest.approx(2.0)
+    assert len(pipe.privacy_ledger_.events) == 2
+    # A draw the budget refuses changes nothing anywhere.
+    with pytest.raises(BudgetExceededError):
+        pipe[-1].sample_posterior(100)
+    assert pipe.privacy_spent_.epsilon == pytest.approx(2.0) and budget.spent.epsilon == pytest.approx(2.0)
+    # The owner link travels with a pickle (to the copy's own pipeline);
+    # clone drops it with the fit.
+    copy = pickle.loads(pickle.dumps(pipe))
+    assert copy[-1]._privacy_owner is copy
+    assert "_privacy_owner" not in vars(clone(pipe)[-1])
+    # Without a budget the pipeline's guarantee still grows.
+    free = _ops_pipeline(epsilon=0.5).fit(_binary())
+    free[-1].sample_posterior(2)
+    assert free.privacy_spent_.epsilon == pytest.approx(1.5)
