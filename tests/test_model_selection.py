@@ -433,3 +433,147 @@ def test_dp_sgd_nets_can_be_searched():
     assert refit and all(isinstance(e, WeakTrianglePoissonEvent) for e in refit)
     assert search.best_estimator_.get_params()["n_samples"] == 120
     assert search.predict(X[:4]).shape == (4,)
+
+
+# --- composites own every release (faults 1, 2 and 4 of the composites issue) -----------
+
+
+def test_post_fit_draws_of_the_chosen_model_are_charged_to_the_search():
+    # Fault 1: draws from best_estimator_ left privacy_spent_ and the budget unchanged.
+    from skdp.bayes import DPBetaBernoulli
+
+    budget = BudgetAccountant(20.0, 1e-3)
+    Xb = (np.random.default_rng(0).random((200, 3)) < 0.4).astype(int)
+    search = DPGridSearchCV(
+        DPBetaBernoulli(mechanism="ops"),
+        {"prior": [(1.0, 1.0), (2.0, 2.0)]},
+        epsilon=2.0,
+        score_bounds=(-5.0, 0.0),
+        n_trials_mean=2.0,
+        accountant=budget,
+        random_state=0,
+    ).fit(Xb)
+    before, on_budget = search.privacy_spent_.epsilon, budget.spent.epsilon
+    best = search.best_estimator_
+    n_events = len(best.privacy_ledger_.events)
+    best.sample_posterior(4)
+    draws = best.privacy_ledger_.events[n_events:]  # the model's own ledger records them too
+    # Charged to the search: the draws' own guarantee at the search's delta
+    # (four pure-DP releases, composed), added to what the search spent.
+    charged = search.privacy_ledger_.events[-len(draws) :]
+    assert charged == [search._searched(e) for e in draws]
+    cost = compose(charged, search.delta).epsilon
+    assert 3.5 * best.epsilon < cost <= 4 * best.epsilon * (1 + 1e-9)
+    assert search.privacy_spent_.epsilon == pytest.approx(before + cost)
+    assert budget.spent.epsilon == pytest.approx(on_budget + cost)
+    with pytest.raises(BudgetExceededError):
+        best.sample_posterior(1000)
+    assert budget.spent.epsilon == pytest.approx(on_budget + cost)
+    copy = pickle.loads(pickle.dumps(search))
+    assert copy.best_estimator_._privacy_owner is copy
+
+
+def test_epsilon_is_a_grid_dimension():
+    # Fault 4: TypeError "set_params() got multiple values for keyword argument 'epsilon'".
+    budget = BudgetAccountant(10.0, 1e-3)
+    grid = {"epsilon": [0.5, 1.0], "shrink": [1.0]}
+    search = DPGridSearchCV(
+        _ToyMean(),
+        grid,
+        epsilon=3.0,
+        score_bounds=(-4, 0),
+        n_trials_mean=3.0,
+        accountant=budget,
+        random_state=0,
+    ).fit(_data())
+    best = search.best_estimator_
+    assert best.epsilon == search.best_params_["epsilon"]  # refitted at the candidate's own budget
+    spent = search.privacy_spent_
+    assert spent.epsilon <= 3.0 * (1 + 1e-9)
+    # The reported guarantee covers whichever candidate the selection chose:
+    # the selection composed with the worst refit, at least the chosen one's.
+    selection = search.privacy_ledger_.events[0]
+    worst = max(
+        compose([selection, GaussianEvent(1, "replace_one", z)], 1e-5).epsilon
+        for z in (_noise_multiplier(0.5), _noise_multiplier(1.0))
+    )
+    assert spent.epsilon == pytest.approx(worst, rel=1e-6)
+    assert spent.epsilon >= compose(search.privacy_ledger_.events, 1e-5).epsilon
+    assert budget.spent.epsilon == pytest.approx(spent.epsilon)
+    # The trials keep the candidates' ratio: the cheaper one runs at half the budget.
+    plans = selection.inner_events
+    assert len(plans) == 2
+    zs = sorted(p[0].noise_multiplier for p in plans)
+    assert zs[1] / zs[0] > 1.5
+    # A grid whose refits alone exceed the total is refused before anything is charged.
+    with pytest.raises(ValueError, match="grid's epsilon"):
+        DPGridSearchCV(
+            _ToyMean(), {"epsilon": [5.0]}, epsilon=3.0, score_bounds=(-4, 0), accountant=budget
+        ).fit(_data())
+    with pytest.raises(ValueError, match="random_state cannot be a grid dimension"):
+        DPGridSearchCV(_ToyMean(), {"random_state": [0, 1]}, score_bounds=(-4, 0)).fit(_data())
+    assert budget.spent.epsilon == pytest.approx(spent.epsilon)
+
+
+def _noise_multiplier(epsilon, delta=1e-5, n=400, d=2, bound=1.0):
+    """The noise multiplier of _ToyMean's one Gaussian release at (epsilon, delta), from skdp's calibration."""
+    return (
+        GaussianMechanism.from_budget(epsilon, delta, 2 * bound * math.sqrt(d) / n).event().noise_multiplier
+    )
+
+
+def test_a_search_whose_trials_spent_more_settles_it_and_is_left_unfitted():
+    # Fault 2: the search raised on a trial that released more than planned,
+    # with the budget left at the reservation and nothing said about the excess.
+    budget = BudgetAccountant(10.0, 1e-3)
+    search = DPGridSearchCV(
+        _DataDependentPlan(),
+        {"shrink": [1.0]},
+        epsilon=2.0,
+        score_bounds=(-4, 0),
+        accountant=budget,
+        random_state=0,
+    )
+    with pytest.raises(RuntimeError, match="charged what was released"):
+        search.fit(_data())
+    # Settled (no open reservation): what the trials released, and never less than the hold.
+    assert budget.reservations == [] and len(budget.entries) == 1
+    assert budget.spent.epsilon == pytest.approx(2.0)
+    assert not any(hasattr(search, name) for name in ("best_estimator_", "privacy_spent_", "cv_results_"))
+
+
+def test_verbose_prints_a_line_per_fit_and_is_silent_by_default(capsys):
+    _search(n_trials_mean=2.0).fit(_data())
+    assert capsys.readouterr().out == ""
+    _search(n_trials_mean=2.0, verbose=1).fit(_data())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(line.startswith("[DPGridSearchCV") for line in lines)
+    assert sum("refitted" in line for line in lines) == 1
+    with pytest.raises(ValueError, match="verbose"):
+        _search(verbose=-1).fit(_data())
+
+
+def test_a_pipeline_with_a_net_is_searched_like_the_net():
+    # Fault 4: the dry run failed with "composition='rdp' cannot account
+    # SubsampledGaussianEvent (replace_one); use 'pld' or 'rdp'": the search
+    # forced the pipeline's own composition to "rdp", and the net's
+    # n_samples="auto" inside the pipeline planned from a noisy count.
+    torch = pytest.importorskip("torch")
+    from skdp.nn import DPNeuralNetClassifier
+    from skdp.pipeline import make_pipeline
+    from skdp.preprocessing import DPStandardScaler
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Softmax(dim=-1))
+    net = DPNeuralNetClassifier(module, classes=[0, 1], batch_size=40, max_epochs=1, verbose=0)
+    pipe = make_pipeline(DPStandardScaler(bounds=(-4.0, 4.0)), net)
+    search = DPGridSearchCV(
+        pipe, {"dpneuralnetclassifier__lr": [0.1, 0.3]}, epsilon=4.0, n_trials_mean=2.0, random_state=0
+    ).fit(X, y)
+    assert search.privacy_spent_.epsilon <= 4.0 * (1 + 1e-9)
+    assert search.best_estimator_.steps[-1][1].get_params()["n_samples"] == 120
+    assert search.best_estimator_._privacy_owner is search
+    assert search.predict(X[:4]).shape == (4,)

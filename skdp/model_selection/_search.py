@@ -630,15 +630,17 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
         return self
 
     def _refuse_excess(self, budget_hold, events, what, spent=None):
-        """Settle what was really released, keep nothing fitted, and raise."""
+        """Settle what was released (never less than the hold), keep nothing fitted, and raise."""
         if spent is None:
             spent = compose(list(events), self.delta, DEFAULT_COMPOSITION)
-        with contextlib.suppress(ValueError):  # settle records the excess, then complains
+        held = budget_hold.held
+        spent = PrivacySpent(max(float(spent.epsilon), held.epsilon), max(float(spent.delta), held.delta))
+        with contextlib.suppress(ValueError):  # settle records an excess, then complains
             budget_hold.settle(*spent)
         raise RuntimeError(
             f"Internal error: {what} of {type(self).__name__} recorded more privacy loss than its dry run on "
             "stand-in data planned (its plan depends on the data and cannot be searched); the budget was "
-            f"charged what was released, {tuple(spent)}, and the search is left unfitted."
+            f"charged what was released, and at least the hold: {tuple(spent)}; the search is left unfitted."
         )
 
     def _refit(self, X, y, params, t, n, seeds, ledger):
