@@ -24,7 +24,9 @@ from sklearn.utils.metaestimators import available_if
 
 from ._random import check_generator, child_generator
 from .base import (
+    PRIVACY_METADATA,
     PRIVACY_OWNER,
+    SKLEARN_METADATA,
     DPEstimatorMixin,
     _user_stacklevel,
     _warn_under_sklearn_search,
@@ -323,6 +325,11 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
         "composition": [StrOptions(set(COMPOSITIONS))],
         "random_state": ["random_state", np.random.Generator],
     }
+
+    @classmethod
+    def _release_surface(cls):
+        """Every attribute a fitted pipeline holds besides its parameters (its steps are parameters)."""
+        return SKLEARN_METADATA | PRIVACY_METADATA | {PRIVACY_OWNER}
 
     #: Tells skdp's estimators not to warn about this pipeline's other steps:
     #: the pipeline warns about all of them itself (skdp.base.fitted_without_dp).

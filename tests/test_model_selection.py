@@ -553,6 +553,7 @@ def test_verbose_prints_a_line_per_fit_and_is_silent_by_default(capsys):
         _search(verbose=-1).fit(_data())
 
 
+@pytest.mark.slow
 def test_a_pipeline_with_a_net_is_searched_like_the_net():
     # Fault 4: the dry run failed with "composition='rdp' cannot account
     # SubsampledGaussianEvent (replace_one); use 'pld' or 'rdp'": the search

@@ -214,3 +214,114 @@ def test_docs_list_what_each_fitted_model_holds():
         assert declared <= documented, f"{cls.__name__}: undocumented {sorted(declared - documented)}"
         stale = documented - declared - {"privacy_spent_", "y_ndim_"}
         assert not stale, f"{cls.__name__}: docs list attributes it does not hold: {sorted(stale)}"
+
+
+# --- composites: pipelines and searches, after post-fit draws ------------------------------
+
+
+def _composite_cases():
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import FeatureUnion, Pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    from skdp import DPPCA, DPGaussianMixture, DPStandardScaler
+    from skdp.bayes import DPBetaBernoulli
+    from skdp.model_selection import DPGridSearchCV, DPRandomizedSearchCV
+    from skdp.pipeline import DPPipeline
+
+    def mixed(rng):
+        return np.column_stack([rng.normal(size=(N_ROWS, 2)), rng.integers(0, 3, N_ROWS)])
+
+    def binary(rng):
+        return (rng.random((N_ROWS, 3)) < 0.4).astype(int)
+
+    def gmm():
+        return DPGaussianMixture(2, data_norm=6.0, max_iter=3)
+
+    columns = DPPipeline(
+        [
+            (
+                "pre",
+                ColumnTransformer(
+                    [
+                        ("num", DPStandardScaler(bounds=(-4.0, 4.0)), [0, 1]),
+                        ("cat", OneHotEncoder(categories=[[0, 1, 2]], sparse_output=False), [2]),
+                    ]
+                ),
+            ),
+            (
+                "union",
+                FeatureUnion([("a", DPStandardScaler(bounds=(-4.0, 4.0))), ("b", DPPCA(2, data_norm=6.0))]),
+            ),
+            ("gm", gmm()),
+        ],
+        epsilon=3.0,
+    )
+    nested = DPPipeline(
+        [
+            (
+                "inner",
+                Pipeline([("scale", DPStandardScaler(bounds=(-4.0, 4.0))), ("pca", DPPCA(2, data_norm=6.0))]),
+            ),
+            ("gm", gmm()),
+        ],
+        epsilon=2.0,
+    )
+    ops = DPPipeline([("bb", DPBetaBernoulli(mechanism="ops"))], epsilon=1.0)
+    grid = DPGridSearchCV(
+        gmm(), {"epsilon": [0.5, 1.0]}, epsilon=4.0, score_bounds=(-30.0, 0.0), n_trials_mean=2.0
+    )
+    randomized = DPRandomizedSearchCV(
+        DPPipeline([("bb", DPBetaBernoulli(mechanism="ops"))]),
+        {"bb__prior": [(1.0, 1.0), (2.0, 2.0)]},
+        n_iter=2,
+        epsilon=3.0,
+        score_bounds=(-5.0, 0.0),
+        n_trials_mean=2.0,
+    )
+    return {
+        "DPPipeline[ColumnTransformer,FeatureUnion]": (columns, mixed, lambda m: m[-1].sample(3)),
+        "DPPipeline[nested Pipeline]": (nested, mixed, lambda m: m[-1].sample(3)),
+        "DPPipeline[OPS]": (ops, binary, lambda m: m[-1].sample_posterior(2)),
+        "DPGridSearchCV[epsilon grid]": (grid, mixed, lambda m: m.best_estimator_.sample(3)),
+        "DPRandomizedSearchCV[DPPipeline, OPS]": (
+            randomized,
+            binary,
+            lambda m: m.best_estimator_[-1].sample_posterior(1),
+        ),
+    }
+
+
+COMPOSITES = _composite_cases()
+
+
+def _nested_violations(root):
+    """Undeclared fitted attributes of every DP estimator a composite fitted (its walk)."""
+    from skdp.pipeline import fitted_dp_estimators
+
+    problems = []
+    for model in fitted_dp_estimators(root):
+        allowed = type(model)._release_surface() | set(model.get_params(deep=False)) | {"_sklearn_version"}
+        problems += [
+            f"{type(model).__name__}.{name} undeclared" for name in sorted(set(vars(model)) - allowed)
+        ]
+    return problems
+
+
+@pytest.mark.parametrize("state_kind", list(RANDOM_STATES))
+@pytest.mark.parametrize("name", list(COMPOSITES))
+def test_pickled_composite_holds_only_releases(name, state_kind):
+    composite, make_X, draw = COMPOSITES[name]
+    random_state = RANDOM_STATES[state_kind]()
+    model = clone(composite).set_params(random_state=random_state)
+    rows = make_X(np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(rows)
+        draw(model)
+    spent = model.privacy_spent_
+    user_seed = random_state if isinstance(random_state, numbers.Integral) else None
+    restored = pickle.loads(pickle.dumps(model))
+    problems = release_violations(restored, user_seed) + _nested_violations(restored)
+    assert not problems, f"{name} with random_state={state_kind} pickles:\n" + "\n".join(problems)
+    assert restored.privacy_spent_ == spent
