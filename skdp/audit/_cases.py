@@ -24,6 +24,11 @@ release with one cell), and any estimator whose fit takes more than ~50 ms on
 tiny data.  Audits of Gaussian mechanisms at (epsilon, 1e-5) have little
 power with a few thousand runs: a threshold test cannot see the 1e-5 tail,
 so their epsilon lower bounds sit well below the claim even when tight.
+The composite case fits a :class:`~skdp.pipeline.DPPipeline` with an OPS
+step and lets the attacker draw further posterior samples from the fitted
+step before the claim is read: the pipeline owns those releases and its
+``privacy_spent_`` must grow with them; the broken variant charges them to
+nobody (as pipelines once did) and is refuted.
 When every release of a fit is a plain Gaussian mechanism the audit also
 tests the Gaussian DP (``mu``) its ledger implies, which it can measure in
 the bulk of the distributions: the BROKEN Gaussian variants are refuted that
@@ -877,3 +882,55 @@ if _torch_available():
             ),
         ]
     )
+
+
+# -- composites: a pipeline's post-fit releases are charged to the pipeline ----
+
+#: Further OPS samples the composite case's statistic draws after the fit.
+_FURTHER_DRAWS = 300
+
+
+def _ops_pipeline():
+    from ..pipeline import DPPipeline
+
+    return DPPipeline([("bb", DPBetaBernoulli(mechanism="ops", truncation=0.2))], epsilon=1.0)
+
+
+def _mean_of_further_draws(model):
+    """The attacker draws further posterior samples from the released pipeline's step and averages them.
+
+    The audit reads the pipeline's ``privacy_spent_`` after this statistic,
+    so the claim covers the draws when the pipeline charges them.
+    """
+    draws = model[-1].sample_posterior(_FURTHER_DRAWS)[:, 0]
+    return float(np.mean(np.r_[draws, model[-1].posterior_sample_[0]]))
+
+
+def _draws_charged_to_nobody():
+    # BROKEN: the composite ignores the releases of the steps it owns, as
+    # DPPipeline once did: its privacy_spent_ stays at the fit's.
+    from ..pipeline import PostFitOwnerMixin
+
+    return _patched(PostFitOwnerMixin, "_charge_after_fit", lambda self, events, label: None)
+
+
+CASES += [
+    AuditCase(
+        f"DPPipeline(OPS step, eps=1, a0=0.2) + {_FURTHER_DRAWS} further draws",
+        _ops_pipeline,
+        lambda: _binary_neighbours(n=10, k=0),
+        _mean_of_further_draws,
+        max_runs=1000,
+        test_runs=150,
+    ),
+    AuditCase(
+        f"BROKEN DPPipeline: {_FURTHER_DRAWS} further draws of its OPS step charged to nobody",
+        _ops_pipeline,
+        lambda: _binary_neighbours(n=10, k=0),
+        _mean_of_further_draws,
+        broken=True,
+        patch=_draws_charged_to_nobody,
+        max_runs=1000,
+        test_runs=150,
+    ),
+]
