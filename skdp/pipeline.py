@@ -226,26 +226,38 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
     1. *Plan* (no data read).  Every step is cloned; the fitted pipeline holds
        the fitted clones (as scikit-learn's ``Pipeline`` does when ``memory``
        is set), and the step objects passed in are never fitted or modified.
-       The DP steps (skdp estimators) get their share of the pipeline's
+       The DP steps are the skdp estimators among the steps and nested in
+       them (:func:`dp_estimators_in`: a ``ColumnTransformer``, a
+       ``FeatureUnion``, a nested ``Pipeline``, any estimator exposing them
+       through ``get_params(deep=True)``); they get their share of the pipeline's
        ``(epsilon, delta)`` (:func:`split_budget`: in proportion to their own
        ``epsilon`` and ``delta``; ``epsilon=None`` keeps each step's own) and,
        with ``random_state`` set, an independent child of one generator each.
        Every step fitted without DP (``StandardScaler``, ``PCA``,
-       ``LogisticRegression``; stateless steps such as ``FunctionTransformer``
-       excepted) raises one :class:`~skdp.PrivacyLeakWarning` naming it: its
-       fitted state is released with the pipeline and covered by no
-       guarantee.
-    2. *Reserve* on ``accountant`` the basic-composition sum of the DP steps'
-       requests (an upper bound of what they can spend), before any step
-       reads a row; a refusal raises
+       ``LogisticRegression``, an inner step of a container such as
+       ``'pre__cat'``; stateless steps such as ``FunctionTransformer`` and
+       encoders with declared ``categories`` excepted) raises one
+       :class:`~skdp.PrivacyLeakWarning` naming it: its fitted state is
+       released with the pipeline and covered by no guarantee.
+    2. *Hold* on ``accountant`` (:func:`skdp.privacy.hold`) the
+       basic-composition sum of the DP steps' requests (an upper bound of
+       what they can spend), before any step reads a row; a refusal raises
        :class:`~skdp.exceptions.BudgetExceededError` and nothing is fitted.
-       The steps themselves charge nothing (their ``accountant`` must be None).
+       The steps themselves charge nothing (their ``accountant`` must be
+       None).  The hold is closed on every exit path.
     3. *Fit* the steps in order (scikit-learn's ``Pipeline.fit``).
-    4. *Settle*: ``privacy_ledger_`` holds every DP step's events (in one
-       neighbouring relation), ``privacy_spent_`` is their composition under
-       ``composition`` (or the basic sum of the steps' ``privacy_spent_``
-       when that is smaller), and the reservation is settled to it with the
-       events, so the budget composes them with its other fits.
+    4. *Settle*: ``privacy_ledger_`` holds the events of every fitted DP
+       estimator (:func:`fitted_dp_estimators`, in one neighbouring
+       relation), ``privacy_spent_`` is their composition under
+       ``composition`` (or the basic sum of their ``privacy_spent_`` when
+       that is smaller), and the hold is settled to it with the events, so
+       the budget composes them with its other fits.  If they spent more
+       than the hold (a container fitted a DP step several times), the
+       budget is charged what they spent, the fitted steps are dropped and
+       ``RuntimeError`` is raised.
+    5. *Own*: every fitted DP estimator is marked with the pipeline as its
+       owner; a release it makes after ``fit`` (further OPS samples) is
+       charged to the pipeline (:class:`PostFitOwnerMixin`).
 
     Composing the steps' events by RDP or PLD is valid because each step's
     noise plan (mechanisms, noise multipliers, counts) is fixed by its

@@ -825,7 +825,11 @@ class DPGridSearchCV(_BaseDPSearch):
         Cloned for every fit; never modified.  Its ``epsilon``, ``delta``,
         ``accountant`` and ``random_state`` are set by the search.
     param_grid : dict or list of dicts
-        As in scikit-learn's ``GridSearchCV`` (public).
+        As in scikit-learn's ``GridSearchCV`` (public).  May list the
+        estimator's ``epsilon`` and ``delta``: each candidate is refitted at
+        its own, its trials run at the trial budget times its ``epsilon`` over
+        the grid's largest, and the search's ``epsilon`` is the total (the
+        refit is planned as the worst case over the candidates).
     epsilon : float, default=1.0
         Budget of the whole procedure (trials, scores, selection, refit).
     delta : float, default=1e-5
@@ -863,11 +867,16 @@ class DPGridSearchCV(_BaseDPSearch):
         replays the noise: for experiments, never for releases).
     n_jobs : int, default=None
         Trials fitted in parallel (joblib).
+    verbose : int, default=0
+        0: silent.  1 or more: one line per fit (each trial's candidate and
+        budget, then the refit), printed as it ends; public quantities only.
 
     Attributes
     ----------
     best_estimator_ : estimator
         The chosen candidate refitted on all rows (or its trial's model).
+        Its releases after ``fit`` (further OPS samples) are charged to the
+        search: its ``privacy_spent_``, ledger and budget.
     best_params_ : dict
     best_index_ : int
         Index of the chosen candidate in ``cv_results_["params"]``.
@@ -882,10 +891,38 @@ class DPGridSearchCV(_BaseDPSearch):
     privacy_ledger_ : PrivacyLedger
         The search's event and the refit's events.
 
+    See Also
+    --------
+    DPRandomizedSearchCV : The same selection over candidates drawn from distributions.
+    skdp.pipeline.DPPipeline : A pipeline of DP steps, searched like one estimator.
+
     References
     ----------
     N. Papernot, T. Steinke. Hyperparameter tuning with Renyi differential
     privacy. ICLR 2022.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from skdp import BudgetAccountant, DPGaussianMixture
+    >>> from skdp.model_selection import DPGridSearchCV
+    >>> X, _ = load_iris(return_X_y=True)
+    >>> budget = BudgetAccountant(epsilon=5.0, delta=1e-4)
+    >>> search = DPGridSearchCV(
+    ...     DPGaussianMixture(data_norm=10.0, max_iter=3),
+    ...     {"n_components": [2, 3], "epsilon": [0.5, 1.0]},
+    ...     epsilon=4.0,
+    ...     n_trials_mean=3.0,
+    ...     score_bounds=(-30.0, 0.0),
+    ...     accountant=budget,
+    ...     random_state=0,
+    ... ).fit(X)
+    >>> search.best_estimator_.epsilon == search.best_params_["epsilon"]
+    True
+    >>> search.privacy_spent_.epsilon <= 4.0
+    True
+    >>> budget.spent.epsilon == search.privacy_spent_.epsilon
+    True
     """
 
     def __init__(
@@ -936,11 +973,68 @@ class DPRandomizedSearchCV(_BaseDPSearch):
 
     ``n_iter`` candidates are drawn from ``param_distributions`` before any
     row is read (scikit-learn's ``ParameterSampler``, seeded by
-    ``random_state``); the search then runs exactly as
-    :class:`DPGridSearchCV` on that list (each trial draws one of them
-    uniformly).  Parameters and attributes are those of
-    :class:`DPGridSearchCV`, with ``param_distributions`` and ``n_iter`` in
-    place of ``param_grid``.
+    ``random_state``: the candidates are public, independent of the data);
+    the search then runs exactly as :class:`DPGridSearchCV` on that list:
+    split once, hold the whole ``(epsilon, delta)``, run a random number
+    ``K`` of trials (each draws one candidate uniformly, fits it on the
+    training part and releases its clipped mean validation score with
+    Laplace noise), keep only the best, refit it with what is left, and
+    settle ``privacy_spent_``, the repeat-and-select bound (Theorem 2 or 6)
+    composed with the worst-case refit.
+
+    Parameters
+    ----------
+    estimator : skdp estimator or DPPipeline
+        Cloned for every fit; never modified.
+    param_distributions : dict or list of dicts
+        As in scikit-learn's ``RandomizedSearchCV``: lists (sampled
+        uniformly) or frozen ``scipy.stats`` distributions (``rvs``).  May
+        include ``epsilon`` and ``delta`` (see ``param_grid`` of
+        :class:`DPGridSearchCV`).
+    n_iter : int, default=10
+        Number of candidates drawn (duplicates are kept: a candidate drawn
+        twice is twice as likely in each trial).
+    epsilon, delta, n_trials_mean, n_trials_distribution, validation_fraction, \
+scoring, score_bounds, score_share, refit, refit_share, accountant, \
+random_state, n_jobs, verbose :
+        As in :class:`DPGridSearchCV`.
+
+    Attributes
+    ----------
+    best_estimator_, best_params_, best_index_, best_score_, cv_results_, \
+privacy_spent_, privacy_ledger_ :
+        As in :class:`DPGridSearchCV`; ``cv_results_["params"]`` lists the
+        ``n_iter`` drawn candidates.
+
+    See Also
+    --------
+    DPGridSearchCV : The same selection over an explicit grid.
+
+    References
+    ----------
+    N. Papernot, T. Steinke. Hyperparameter tuning with Renyi differential
+    privacy. ICLR 2022.
+
+    Examples
+    --------
+    >>> from scipy.stats import uniform
+    >>> from sklearn.datasets import load_iris
+    >>> from skdp import DPGaussianMixture
+    >>> from skdp.model_selection import DPRandomizedSearchCV
+    >>> X, _ = load_iris(return_X_y=True)
+    >>> search = DPRandomizedSearchCV(
+    ...     DPGaussianMixture(3, data_norm=10.0, max_iter=3),
+    ...     {"reg_covar": uniform(1e-3, 1e-1), "n_components": [2, 3]},
+    ...     n_iter=4,
+    ...     epsilon=3.0,
+    ...     n_trials_mean=3.0,
+    ...     score_bounds=(-30.0, 0.0),
+    ...     random_state=0,
+    ... ).fit(X)
+    >>> len(search.cv_results_["params"])
+    4
+    >>> search.privacy_spent_.epsilon <= 3.0
+    True
     """
 
     def __init__(
