@@ -11,10 +11,12 @@
    about the input: its shape, never a value);
 2. build the privacy plan from public quantities only
    (:meth:`~DPEstimatorMixin._privacy_plan`, a :class:`PrivacyPlan`);
-3. *reserve* the plan's budget on the user's
-   :class:`~skdp.privacy.BudgetAccountant` (an atomic check-and-record that
+3. *hold* the plan's budget on the user's
+   :class:`~skdp.privacy.BudgetAccountant` (a
+   :class:`~skdp.privacy.BudgetHold`: an atomic check-and-record that
    raises :class:`~skdp.exceptions.BudgetExceededError` and charges nothing
-   if the request does not fit), open the fit's
+   if the request does not fit; it can grow, :meth:`~skdp.privacy.BudgetHold.extend`,
+   and is closed on every exit path), open the fit's
    :class:`~skdp.privacy.PrivacyLedger` and derive the noise generator;
 4. validate the input (:meth:`~DPEstimatorMixin._validate_input`; one helper,
    :func:`skdp._input.validate_fit_input`, for arrays, memmaps, Dask and
@@ -24,16 +26,18 @@
 6. fit and release (:meth:`~DPEstimatorMixin._fit_private`): every noisy
    release goes through a mechanism that records its event on the ledger;
 7. *settle*: ``privacy_spent_`` is read off the ledger, checked against the
-   request, and the reservation is settled to it.
+   request, and the hold is settled to it.
 
 An estimator writes its plan and its releases, nothing else.  A non-private
 reference mode (``PrivacyPlan(private=False)``) is one switch: it skips 3
 and 7 and reports ``privacy_spent_ = (inf, 0)``.
 
-A fit that raises between 3 and 7 leaves its reservation charged in full: it
-may have read the data (even an input error depends on the data) or drawn a
-noisy statistic that is still in memory, so skdp never assumes it released
-nothing.  Errors raised before 3 (parameters, plan) reserve nothing.
+A fit that raises between 3 and 7 closes its hold charged in full (or at
+what its ledger released, if more): it may have read the data (even an
+input error depends on the data) or drawn a noisy statistic that is still
+in memory, so skdp never assumes it released nothing; and it forgets what
+it fitted (:meth:`DPEstimatorMixin._discard_fit`), so a failed model never
+predicts.  Errors raised before 3 (parameters, plan) reserve nothing.
 
 Hyperparameters are never written in ``fit``; anything derived from the data
 ends in ``_``; what a fitted model may hold is declared in one place
@@ -63,7 +67,7 @@ from ._config import resolve_secure_noise
 from ._input import validate_fit_input
 from ._random import check_generator, generator_after_fit
 from .exceptions import PrivacyLeakWarning, without_data_values
-from .privacy import BudgetAccountant, PrivacyLedger, PrivacySpent
+from .privacy import BudgetAccountant, PrivacyLedger, PrivacySpent, hold
 from .privacy.accountant import DEFAULT_COMPOSITION
 from .privacy.events import REPLACE_ONE
 
@@ -404,9 +408,10 @@ class DPEstimatorMixin:
        shape, never a value); nothing is reserved yet;
     2. ``_privacy_plan()``: the :class:`PrivacyPlan`, from the parameters
        alone;
-    3. reserve the plan's budget on the user's
-       :class:`~skdp.privacy.BudgetAccountant` (charging nothing if it does
-       not fit) and open the fit's :class:`~skdp.privacy.PrivacyLedger`;
+    3. hold the plan's budget on the user's
+       :class:`~skdp.privacy.BudgetAccountant` (a
+       :class:`~skdp.privacy.BudgetHold`, charging nothing if it does not
+       fit) and open the fit's :class:`~skdp.privacy.PrivacyLedger`;
     4. ``_validate_input(X, ...)``: read the training data (after the
        reservation: an error there depends on the data too);
     5. ``_calibrate(data, plan)``: the noise scales, from the plan and the
@@ -415,12 +420,13 @@ class DPEstimatorMixin:
        attributes, every release through a mechanism that records its event
        on ``ledger``;
     7. settle: ``privacy_spent_`` is read off the ledger, checked against the
-       request, and the reservation is settled to it.
+       request, and the hold is settled to it.
 
     A plan with ``private=False`` (a non-private reference mode) skips 3 and
     7: ``privacy_spent_`` is ``(inf, 0)`` and the model holds no
-    ``privacy_ledger_``.  A fit that raises between 3 and 7 leaves its
-    reservation charged in full.  What a fitted model may hold is declared in
+    ``privacy_ledger_``.  A fit that raises between 3 and 7 closes its hold
+    charged in full (at least what its ledger released) and forgets what it
+    fitted.  What a fitted model may hold is declared in
     ``_released_attributes``; anything else is a release outside the
     guarantee, which skdp's release-surface test refuses.
     """
@@ -547,10 +553,21 @@ class DPEstimatorMixin:
             self.privacy_spent_ = PrivacySpent(math.inf, 0.0)
             return self
         ledger, rng = self._begin_private_fit(plan)
-        data = self._validate_input(X, y, **fit_params)
-        plan = self._calibrate(data, plan)
-        self._fit_private(data, plan, rng, ledger)
-        self._end_private_fit(ledger)
+        try:
+            # The hold is closed on every exit path: settled by
+            # _end_private_fit, or, if anything below raises, charged at
+            # least the hold and at least what the ledger released.
+            with self._budget_hold:
+                data = self._validate_input(X, y, **fit_params)
+                plan = self._calibrate(data, plan)
+                self._fit_private(data, plan, rng, ledger)
+                self._end_private_fit(ledger)
+        except BaseException:
+            # Whatever the failed fit set may hold unaccounted releases.
+            self._discard_fit()
+            raise
+        finally:
+            self.__dict__.pop("_budget_hold", None)
         return self
 
     def _check_params(self):
@@ -593,45 +610,60 @@ class DPEstimatorMixin:
             composition=plan.composition, neighbouring=self._neighbouring, secure_noise=plan.secure_noise
         )
         rng = self._fit_generator()
-        # Last: whatever fails after the reservation keeps it charged, so
-        # nothing that can fail without the data comes after it.
-        self._reserve_budget(plan.epsilon, plan.delta)
+        # Last: whatever fails after the hold is charged at least the hold,
+        # so nothing that can fail without the data comes after it.
+        self._reserve_budget(plan.epsilon, plan.delta).track(ledger)
         return ledger, rng
 
     def _reserve_budget(self, epsilon, delta):
-        """Reserve ``(epsilon, delta)`` on the user's budget (if any) for this fit.
+        """Hold ``(epsilon, delta)`` on the user's budget for this fit; return the hold.
 
-        Raises :class:`~skdp.exceptions.BudgetExceededError` with nothing
-        reserved if the request does not fit.  A reservation left over by an
-        earlier fit of this estimator that failed stays charged on the budget;
-        it is only forgotten here.
+        A :class:`~skdp.privacy.BudgetHold` (a no-op one without a budget,
+        so that the steps after it never branch), kept as ``_budget_hold``
+        for the fit's duration only.  Raises
+        :class:`~skdp.exceptions.BudgetExceededError` with nothing charged
+        if the request does not fit.  A hold left open by an earlier fit of
+        this estimator that failed outside the template stays charged on the
+        budget; it is only forgotten here.
         """
-        self._budget_reservation = None
-        if self.accountant is not None:
-            self._budget_reservation = self.accountant.reserve(
-                epsilon, delta, self._neighbouring, type(self).__name__
-            )
+        self._budget_hold = hold(self.accountant, epsilon, delta, self._neighbouring, type(self).__name__)
+        return self._budget_hold
 
     def _settle_budget(self, spent, events=None):
-        """Replace this fit's reservation by ``spent`` (its ``privacy_spent_``) and its events.
+        """Replace this fit's hold by ``spent`` (its ``privacy_spent_``) and its events.
 
         The budget composes the fits' events (:class:`~skdp.privacy.BudgetAccountant`),
         which needs ``spent`` to be a guarantee of exactly those events:
         ``events`` when given, else the fit's ``privacy_ledger_.events`` when
-        ``spent`` is its ``privacy_spent_``.  Any other amount (part of a fit
-        settled in pieces) is settled without events, by basic composition.
+        ``spent`` is its ``privacy_spent_``.  Any other amount is settled
+        without events, by basic composition.  An amount above the hold is
+        recorded, then ValueError (:meth:`~skdp.privacy.BudgetHold.settle`).
         """
-        reservation = self.__dict__.pop("_budget_reservation", None)
-        if self.accountant is None:
-            return
-        if reservation is None:
-            # Every path that charges an accountant reserves first; charging
-            # without a reservation would reopen the check-then-spend race.
-            raise RuntimeError("Internal error: a fit finished without a budget reservation.")
+        held = self.__dict__.pop("_budget_hold", None)
+        if held is None:
+            # Every path that settles holds first; charging without a hold
+            # would reopen the check-then-spend race.
+            raise RuntimeError("Internal error: a fit finished without a budget hold.")
         ledger = self.__dict__.get("privacy_ledger_")
         if events is None and ledger is not None and tuple(spent) == tuple(self.privacy_spent_):
             events = ledger.events
-        self.accountant.settle(reservation, *spent, self._neighbouring, events=events)
+        held.settle(*spent, events=events)
+
+    def _discard_fit(self):
+        """Forget everything a fit set (names ending in ``_``, the working state, the draw counter).
+
+        Called when a fit fails after its hold: what it set may hold
+        releases its ``privacy_spent_`` does not cover, and a model that
+        failed must not stay usable (predicting with half a fit).  The
+        parameters stay.
+        """
+        params = set(self.get_params(deep=False)) if hasattr(self, "get_params") else set()
+        surface = self._release_surface() | self._working_state
+        for name in list(vars(self)):
+            if name in params:
+                continue
+            if name in surface or (name.endswith("_") and not name.startswith("__")):
+                del self.__dict__[name]
 
     def _end_private_fit(self, ledger):
         """Set ``privacy_spent_`` from the fit's ledger and settle the user's budget."""
@@ -639,9 +671,11 @@ class DPEstimatorMixin:
         if spent.epsilon > self.epsilon * (1 + 1e-9) or spent.delta > self.delta * (1 + 1e-9):
             # A calibration bug, never a user error: refuse to release.  The
             # noise was drawn already, so the budget is charged what was
-            # really spent (settle records an excess before it complains).
+            # really spent (settle records an excess before it complains),
+            # and the model forgets the fit: it must not predict from it.
             with contextlib.suppress(ValueError):
                 self._settle_budget(spent, ledger.events)
+            self._discard_fit()
             raise RuntimeError(
                 f"Internal error: the fit spent {tuple(spent)} > requested ({self.epsilon}, {self.delta})."
             )

@@ -213,13 +213,14 @@ def test_fit_failing_after_its_reservation_stays_charged():
     budget = BudgetAccountant(epsilon=3.0)
     bad = _binary().astype(float)
     bad[0, 0] = np.nan
-    # The budget is reserved before the data is read; the NaN is found after,
-    # and the error itself depends on the data, so the request stays charged.
+    # The budget is held before the data is read; the NaN is found after,
+    # and the error itself depends on the data, so the hold is closed
+    # charged in full.
     with pytest.raises(ValueError, match="NaN"):
         DPBetaBernoulli(epsilon=1.0, accountant=budget).fit(bad)
-    assert budget.reservations == [(1.0, 0.0, "DPBetaBernoulli")]
+    assert budget.history == [(1.0, 0.0, "DPBetaBernoulli")] and budget.reservations == []
     assert budget.spent.epsilon == pytest.approx(1.0)
-    # The estimator forgets the failed fit's reservation; the budget does not.
+    # The estimator forgets the failed fit's hold; the budget does not.
     est = DPBetaBernoulli(epsilon=1.5, accountant=budget, random_state=0)
     with pytest.raises(ValueError, match="NaN"):
         est.fit(bad)
@@ -229,7 +230,7 @@ def test_fit_failing_after_its_reservation_stays_charged():
         (1.5, 0.0, "DPBetaBernoulli"),
         (pytest.approx(0.5), 0.0, "DPBetaBernoulli"),
     ]
-    assert len(budget.reservations) == 2 and budget.spent.epsilon == pytest.approx(3.0)
+    assert budget.reservations == [] and budget.spent.epsilon == pytest.approx(3.0)
 
 
 def test_refused_fit_charges_nothing():

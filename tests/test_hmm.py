@@ -549,9 +549,9 @@ def test_unknown_category_at_fit_is_refused_without_quoting_it(chunked):
     message = str(info.value)
     assert SECRET not in message and "7391" not in message
     assert "feature 1" not in message and "categories[1]" not in message
-    # Refused after the reservation (the data was read), which stays charged,
-    # as docs/privacy.md says.
-    assert acc.spent.epsilon == pytest.approx(1.0) and len(acc.reservations) == 1
+    # Refused after the hold (the data was read), which is closed charged in
+    # full, as docs/privacy.md says.
+    assert acc.spent.epsilon == pytest.approx(1.0) and len(acc.history) == 1 and not acc.reservations
 
     numeric = _hmm_data(n_seq=2, n_steps=4)[0]
     numeric[3, 2] = 987654

@@ -831,13 +831,13 @@ def test_budget_is_reserved_before_the_data_with_a_given_noise(data, n_samples, 
     budget = BudgetAccountant(epsilon=100.0, neighbouring=ADD_REMOVE)
     with pytest.raises(ValueError, match="NaN"):
         _net(noise_multiplier=1.0, n_samples=n_samples, accountant=budget).fit(Xn, y)
-    # The data was read after one reservation, which stays charged.
-    assert order == [("data", 1)] and len(budget.reservations) == 1
+    # The data was read after one hold, which is closed charged in full.
+    assert order == [("data", 1)] and len(budget.history) == 1 and not budget.reservations
     if n_samples == "auto":
         expect = compose([dataset_size_event(count_noise_multiplier(None, DELTA, 1.0))], DELTA)
     else:
         expect = compose([dpsgd_step_event(1.0, 0.25, count=8)], DELTA)
-    assert budget.reservations[0][0] == pytest.approx(expect.epsilon)
+    assert budget.history[0][0] == pytest.approx(expect.epsilon)
 
 
 def test_auto_plan_with_a_given_noise_charges_what_it_spent(data):
@@ -910,10 +910,9 @@ def test_train_split_warning_points_at_the_callers_line(data):
 
 
 @pytest.mark.parametrize(
-    ("params", "n_reservations"),
-    [({"noise_multiplier": None, "epsilon": 2.0}, 1), ({"noise_multiplier": 1.0, "n_samples": "auto"}, 2)],
+    "params", [{"noise_multiplier": None, "epsilon": 2.0}, {"noise_multiplier": 1.0, "n_samples": "auto"}]
 )
-def test_failed_training_drops_the_fit_state_and_stays_charged(data, params, n_reservations):
+def test_failed_training_drops_the_fit_state_and_stays_charged(data, params):
     from skorch.callbacks import Callback
 
     class Stop(Callback):
@@ -925,12 +924,13 @@ def test_failed_training_drops_the_fit_state_and_stays_charged(data, params, n_r
     net = _net(accountant=budget, callbacks=[("stop", Stop())], **params)
     with pytest.raises(RuntimeError, match="stopped by the test"):
         net.fit(X, y)
-    # The state (noise generators, engine) is gone; the reservations stay
-    # charged in full: with a given noise and n_samples='auto', the count's and
-    # the steps' (reserved from the noisy count before the first step).
-    assert "_dp_fit" not in vars(net)
-    assert len(budget.reservations) == n_reservations and budget.history == budget.reservations
-    if n_reservations == 1:
+    # The state (noise generators, engine) and the fitted module are gone;
+    # the hold is closed charged in full: with a given noise and
+    # n_samples='auto', the count's, extended by the steps' (from the noisy
+    # count, before the first step).
+    assert "_dp_fit" not in vars(net) and not hasattr(net, "module_")
+    assert len(budget.history) == 1 and not budget.reservations
+    if params["noise_multiplier"] is None:
         assert budget.spent.epsilon == pytest.approx(2.0)
     else:
         full = _net(**params).fit(X, y)

@@ -495,8 +495,6 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         self._dp_fit = state = SimpleNamespace(
             ledger=ledger,
             rng=rng,
-            reserved=PrivacySpent(plan.epsilon, plan.delta),
-            extra_reservation=None,
             engine=None,
             default_sizes=data.default_sizes,
             **plan.settings,
@@ -513,22 +511,13 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             super()._end_private_fit(ledger)
             return
         # epsilon is reported, not enforced, when the noise was given; the
-        # budget was reserved for the planned steps before they were taken,
-        # and a run never takes more steps than planned.
-        state = self._dp_fit
+        # hold covers the planned steps before they were taken (extended
+        # from the noisy count with n_samples='auto'), and a run never takes
+        # more steps than planned.
         spent = ledger.privacy_spent(self.delta)
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self.privacy_ledger_ = ledger
-        if state.extra_reservation is None:
-            self._settle_budget(self.privacy_spent_)
-            return
-        # Two reservations (count, then steps): the first is what the count
-        # cost, the second the rest; their sum is privacy_spent_.
-        first = state.reserved
-        self.accountant.settle(self.__dict__.pop("_budget_reservation"), *first, self._neighbouring)
-        self._budget_reservation = state.extra_reservation
-        rest = (max(0.0, spent.epsilon - first.epsilon), max(0.0, spent.delta - first.delta))
-        self._settle_budget(PrivacySpent(*rest))
+        self._settle_budget(self.privacy_spent_)
 
     def partial_fit(self, X, y=None, classes=None, **fit_params):
         """Not available: each fit is one privacy plan (epsilon, steps, noise).
@@ -596,16 +585,13 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                     extra_events=[dataset_size_event(state.count_noise_std)],
                     composition=self.composition,
                 )
-            elif self.accountant is not None:
+            else:
                 # The steps' cost is a function of the noisy count (public):
-                # reserve it before the first step.
+                # the hold grows to the whole plan's before the first step.
                 events = self._planned_events(state.noise_multiplier, plan, state.count_noise_std)
-                total, first = compose(events, self.delta, self.composition), state.reserved
-                state.extra_reservation = self.accountant.reserve(
-                    max(0.0, total.epsilon - first.epsilon),
-                    max(0.0, total.delta - first.delta),
-                    self._neighbouring,
-                    type(self).__name__,
+                total, first = compose(events, self.delta, self.composition), self._budget_hold.held
+                self._budget_hold.extend(
+                    max(0.0, total.epsilon - first.epsilon), max(0.0, total.delta - first.delta)
                 )
             self.noisy_n_samples_ = noisy_n
         else:
