@@ -420,6 +420,10 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
             try:
                 result = fit(X, y, **params)
                 fitted = fitted_dp_estimators(self.steps)
+            except BaseException:
+                # A failed fit keeps no fitted step (the hold stays charged).
+                self.steps = given
+                raise
             finally:
                 if self.random_state is not None:
                     # The generators handed to the steps were stepped past
@@ -427,7 +431,7 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
                     # (containers fit clones of their parameters).
                     for _, template in dp:
                         template.set_params(random_state=None)
-                    for step in fitted_dp_estimators(self.steps):
+                    for step in fitted_dp_estimators(steps):
                         step.set_params(random_state=None)
             ledger = PrivacyLedger(self.composition, relation)
             guarantees = []

@@ -325,17 +325,19 @@ class _FailsOnRealData(_ToyMean):
         return 1
 
 
-def test_a_failing_trial_propagates_and_the_reservation_stays_charged():
+def test_a_failing_trial_propagates_and_the_hold_stays_charged():
     # No error_score: a trial's failure is never swallowed into a score (a
     # silently dropped trial would be a data-dependent release), and the budget
-    # reserved before the data was read stays charged.
+    # held before the data was read stays charged.
     budget = BudgetAccountant(10.0, 1e-3)
     search = DPGridSearchCV(
         _FailsOnRealData(), {"shrink": [1.0]}, epsilon=2.0, score_bounds=(-4, 0), accountant=budget
     )
     with pytest.raises(ValueError, match="a trial failed"):
         search.fit(_data())
-    assert budget.spent.epsilon == pytest.approx(2.0) and len(budget.reservations) == 1
+    # The hold is closed on the way out, at the amount held (never less).
+    assert budget.spent.epsilon == pytest.approx(2.0) and budget.reservations == []
+    assert len(budget.entries) == 1
     assert not hasattr(search, "best_estimator_")
 
 
