@@ -325,3 +325,33 @@ def test_pickled_composite_holds_only_releases(name, state_kind):
     problems = release_violations(restored, user_seed) + _nested_violations(restored)
     assert not problems, f"{name} with random_state={state_kind} pickles:\n" + "\n".join(problems)
     assert restored.privacy_spent_ == spent
+
+
+@pytest.mark.slow
+def test_pickled_search_over_a_pipeline_with_a_net_holds_only_releases():
+    if torch is None:
+        pytest.skip("torch is not installed")
+    from skdp.model_selection import DPGridSearchCV
+    from skdp.nn import DPNeuralNetClassifier
+    from skdp.pipeline import make_pipeline
+    from skdp.preprocessing import DPStandardScaler
+
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(N_ROWS, N_FEATURES)).astype(np.float32)
+    y = (rows[:, 0] > 0).astype(np.int64)
+    module = torch.nn.Sequential(torch.nn.Linear(N_FEATURES, 2), torch.nn.Softmax(dim=-1))
+    net = DPNeuralNetClassifier(module, classes=[0, 1], batch_size=32, max_epochs=1, verbose=0)
+    search = DPGridSearchCV(
+        make_pipeline(DPStandardScaler(bounds=(-4.0, 4.0)), net),
+        {"dpneuralnetclassifier__lr": [0.1, 0.3]},
+        epsilon=4.0,
+        n_trials_mean=1.5,
+        random_state=7,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search.fit(rows, y)
+        search.predict(rows[:3])
+    restored = pickle.loads(pickle.dumps(search))
+    problems = release_violations(restored, 7) + _nested_violations(restored)
+    assert not problems, "\n".join(problems)
