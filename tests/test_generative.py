@@ -231,9 +231,17 @@ def test_cluster_then_train_accounting_is_the_composition_of_its_parts():
         selection_probabilities=tuple(gm.weights_),
     )
     total = compose([*km_events, sgd], 1e-5).epsilon
-    assert gm.privacy_spent_.epsilon == pytest.approx(total, rel=1e-9)
-    assert gm.privacy_spent_.epsilon == pytest.approx(2.0, rel=2e-3)
-    assert gm.privacy_spent_.epsilon <= 2.0
+    # The schedule was planned from the released sizes: the claim is the
+    # staged filter's (skdp.privacy.staged), valid for every outcome of the
+    # sizes; the steps' RDP at the filter's order fills what the clustering
+    # left, and this outcome's own composition is below the claim.
+    from skdp.privacy.staged import staged_filter
+
+    staged = staged_filter(km_events, 2.0, 1e-5, ADD_REMOVE)
+    assert staged.rdp([sgd]) == pytest.approx(staged.remaining, rel=1e-3)
+    assert staged.rdp([sgd]) <= staged.remaining * (1 + 1e-9)
+    assert gm.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-9)
+    assert total <= 2.0
     # The test bites: half the noise, or the clustering left out, changes the total.
     half = ClusterSampledGaussianEvent(
         count=sgd.count,
