@@ -504,8 +504,8 @@ class DPEstimatorMixin:
             shape = (len(X),)
         if shape is not None and len(shape) == 1 and not self._accepts_one_dimensional_input():
             raise ValueError(
-                f"{type(self).__name__} expects a 2-D X of shape (n_samples, n_features), got a 1-D "
-                "array; reshape it with X.reshape(-1, 1) if it has a single feature."
+                f"Expected 2D array, got 1D array instead: {type(self).__name__} expects X of shape "
+                "(n_samples, n_features); reshape it with X.reshape(-1, 1) if it has a single feature."
             )
 
     def _check_public_input(self, X, y=None, **fit_params):

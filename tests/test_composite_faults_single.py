@@ -252,7 +252,7 @@ def test_fault8_one_dimensional_input_is_refused_without_its_values(est):
     x = np.array([0.123456, 0.654321, 0.0, 1.0, 0.777777] * 4)
     if type(est).__name__ == "DPBetaBernoulli":
         x = np.array([1.0, 0.0, 1.0, 1.0] * 5)
-    with pytest.raises(ValueError, match="1-D") as info:
+    with pytest.raises(ValueError, match="got 1D array") as info:
         est.set_params(accountant=budget).fit(x)
     message = str(info.value)
     assert "array=" not in message and "0.123" not in message and "0.777" not in message
