@@ -25,6 +25,10 @@
    (:meth:`~DPEstimatorMixin._calibrate`);
 6. fit and release (:meth:`~DPEstimatorMixin._fit_private`): every noisy
    release goes through a mechanism that records its event on the ledger;
+   a plan that depends on an earlier release of the fit (a noisy count,
+   noisy cluster sizes) is calibrated by the staged-plan step
+   (:meth:`~DPEstimatorMixin._calibrate_staged`, an RDP filter valid
+   whatever that release's outcome);
 7. *settle*: ``privacy_spent_`` is read off the ledger, checked against the
    request, and the hold is settled to it.
 
