@@ -25,6 +25,10 @@
    (:meth:`~DPEstimatorMixin._calibrate`);
 6. fit and release (:meth:`~DPEstimatorMixin._fit_private`): every noisy
    release goes through a mechanism that records its event on the ledger;
+   a plan that depends on an earlier release of the fit (a noisy count,
+   noisy cluster sizes) is calibrated by the staged-plan step
+   (:meth:`~DPEstimatorMixin._calibrate_staged`, an RDP filter valid
+   whatever that release's outcome);
 7. *settle*: ``privacy_spent_`` is read off the ledger, checked against the
    request, and the hold is settled to it.
 
@@ -543,6 +547,7 @@ class DPEstimatorMixin:
         if secure:
             self._refuse_secure_noise_without_exact_sampler()
         self._check_params()
+        self._refuse_one_dimensional_input(X)
         self._check_public_input(X, y, **fit_params)
         plan = replace(self._privacy_plan(), secure_noise=secure)
         if not plan.private:
@@ -568,10 +573,30 @@ class DPEstimatorMixin:
             raise
         finally:
             self.__dict__.pop("_budget_hold", None)
+            self.__dict__.pop("_staged_filter", None)
         return self
 
     def _check_params(self):
         """Checks of the parameters beyond ``_parameter_constraints`` (public: nothing reserved yet)."""
+
+    def _accepts_one_dimensional_input(self):
+        """Whether a 1-D ``X`` is valid input (a net whose module reads one index per row); else refused."""
+        return False
+
+    def _refuse_one_dimensional_input(self, X):
+        """Refuse a 1-D ``X`` by its shape alone (public), before the hold, every estimator alike.
+
+        scikit-learn's own refusal prints the array (``array=[...]``): a
+        release.  This one names the shape only.
+        """
+        shape = getattr(X, "shape", None)
+        if shape is None and isinstance(X, list | tuple) and X and np.ndim(X[0]) == 0:
+            shape = (len(X),)
+        if shape is not None and len(shape) == 1 and not self._accepts_one_dimensional_input():
+            raise ValueError(
+                f"Expected 2D array, got 1D array instead: {type(self).__name__} expects X of shape "
+                "(n_samples, n_features); reshape it with X.reshape(-1, 1) if it has a single feature."
+            )
 
     def _check_public_input(self, X, y=None, **fit_params):
         """Checks that read only what is public about the input, before the reservation.
@@ -665,9 +690,43 @@ class DPEstimatorMixin:
             if name in surface or (name.endswith("_") and not name.startswith("__")):
                 del self.__dict__[name]
 
+    def _calibrate_staged(self, ledger, make_events, epsilon=None, delta=None):
+        """The staged-plan step: calibrate a plan that depends on a release already on ``ledger``.
+
+        For fits that release a noisy statistic first (a noisy count, noisy
+        cluster sizes) and plan the rest from it.  The events on ``ledger``
+        so far are the first stage (their plan is public; their outcome is
+        not read here); ``make_events(z)`` gives the second stage's events
+        at noise multiplier ``z`` for the plan the outcome chose.  The
+        calibration is an RDP filter at one order fixed from the first
+        stage's events alone (:mod:`skdp.privacy.staged`): every possible
+        outcome's second stage fits in the same remaining RDP, so the
+        adaptive composition meets ``(epsilon, delta)`` (default: the
+        estimator's).  The fit then reports that claim (the filter's
+        guarantee, or the ledger's composition if larger) and settles the
+        budget by basic composition, not by the events of one outcome.
+
+        Returns
+        -------
+        noise_multiplier : float
+        """
+        from .privacy.staged import staged_filter
+
+        epsilon = self.epsilon if epsilon is None else epsilon
+        delta = self.delta if delta is None else delta
+        staged = staged_filter(ledger.events, epsilon, delta, ledger.neighbouring)
+        self._staged_filter = staged
+        return staged.calibrate(make_events)
+
     def _end_private_fit(self, ledger):
         """Set ``privacy_spent_`` from the fit's ledger and settle the user's budget."""
         spent = ledger.privacy_spent(self.delta)
+        staged = self.__dict__.pop("_staged_filter", None)
+        if staged is not None:
+            # A staged plan: the filter's claim holds whatever the first
+            # release's outcome; the ledger's own composition of this
+            # outcome's events does not (it assumes a fixed plan).
+            spent = PrivacySpent(max(spent.epsilon, staged.epsilon), max(spent.delta, staged.delta))
         if spent.epsilon > self.epsilon * (1 + 1e-9) or spent.delta > self.delta * (1 + 1e-9):
             # A calibration bug, never a user error: refuse to release.  The
             # noise was drawn already, so the budget is charged what was
@@ -681,8 +740,9 @@ class DPEstimatorMixin:
             )
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self.privacy_ledger_ = ledger
-        # Cannot raise BudgetExceededError: the amount is within the reservation.
-        self._settle_budget(self.privacy_spent_, ledger.events)
+        # Cannot raise: the amount is within the hold.  A staged fit adds to
+        # the budget by basic composition (its events are one outcome's).
+        self._settle_budget(self.privacy_spent_, () if staged is not None else ledger.events)
 
     def _spend_after_fit(self, ledger_events):
         """Account releases made after ``fit`` (e.g. further OPS samples).

@@ -25,14 +25,21 @@ _QUOTES_A_VALUE = re.compile(
 )
 
 
+#: scikit-learn's shape errors, which print the array after the message
+#: ("Expected 2D array, got 1D array instead:\narray=[ 0.12 0.10 ...]").
+_QUOTES_AN_ARRAY = re.compile(r"^(?P<what>Expected 2D array, got [^:\n]*? instead)\s*:\s*array=", re.DOTALL)
+
+
 def without_data_values(exc):
     """Return ``exc``, or a copy of it whose message no longer quotes a data value.
 
     An error raised while reading the training data is a release like any
     other (:doc:`/guarantee`): a message that quotes a value from the data
     would publish it outside the guarantee.  NumPy's and Python's conversion
-    errors do (``could not convert string to float: 'Alice'``); they are
-    replaced by the same error type with the value cut off.  Other messages
+    errors do (``could not convert string to float: 'Alice'``), and so do
+    scikit-learn's shape errors (``Expected 2D array, got 1D array instead:
+    array=[...]``); they are replaced by the same error type with the values
+    cut off.  Other messages
     are returned unchanged: skdp's own name the parameter, never a value.
 
     Parameters
@@ -47,6 +54,14 @@ def without_data_values(exc):
     """
     if not isinstance(exc, ValueError | TypeError):
         return exc
+    array = _QUOTES_AN_ARRAY.match(str(exc))
+    if array is not None:
+        clean = type(exc)(
+            f"{array['what']} (the values are not shown: they come from the data). Reshape your "
+            "data with X.reshape(-1, 1) if it has a single feature."
+        )
+        clean.__suppress_context__ = True
+        return clean
     match = _QUOTES_A_VALUE.match(str(exc))
     if match is None:
         return exc

@@ -99,7 +99,7 @@ class BinarisingBetaBernoulli(DPBetaBernoulli):
     """
 
     def _validate_X(self, X, reset):
-        X = validate_data(self, X, reset=reset, ensure_2d=False, dtype=np.float64)
+        X = validate_data(self, X, reset=reset, dtype=np.float64)
         return super()._validate_X((X > 0).astype(np.float64), reset)
 
     def _chunked_counts(self, data):
@@ -154,14 +154,6 @@ _BETA_BERNOULLI_CONTINUOUS = dict.fromkeys(
     ExpectedFailure(_BINARY_ONLY.reason + " (the check reports it as an AssertionError)", AssertionError),
 )
 
-# The spec (issue 2) makes a 1-D X one binary feature, where scikit-learn
-# expects 1-D input to be refused (the check's pytest.raises fails).
-_ONE_D_IS_ONE_FEATURE = {
-    "check_fit1d": ExpectedFailure(
-        "a 1-D X is one feature by design (as the issue specifies)", AssertionError
-    )
-}
-
 # scikit-learn 1.6's check subtracts the mean in place from the int X it made
 # for an estimator with the categorical tag (a casting error, raised before
 # the estimator is called); 1.7 makes X float first.
@@ -201,7 +193,7 @@ CASES = {
         checked=[
             Checked("DPBetaBernoulli", DPBetaBernoulli(random_state=0), _BETA_BERNOULLI_CONTINUOUS),
             Checked(
-                "DPBetaBernoulli[binarised]", BinarisingBetaBernoulli(random_state=0), _ONE_D_IS_ONE_FEATURE
+                "DPBetaBernoulli[binarised]", BinarisingBetaBernoulli(random_state=0), {}
             ),
         ],
     ),
@@ -213,7 +205,7 @@ CASES = {
             Checked(
                 "DPBetaBernoulli[binarised,ops]",
                 BinarisingBetaBernoulli(mechanism="ops", random_state=0),
-                _ONE_D_IS_ONE_FEATURE,
+                {},
             )
         ],
     ),

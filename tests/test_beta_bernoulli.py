@@ -391,20 +391,28 @@ def test_score_sample_and_posterior_mean():
     assert np.allclose(synthetic.mean(0), 0.3, atol=0.05)
 
 
-def test_one_d_input_is_one_feature():
-    model = DPBetaBernoulli(random_state=0).fit(np.array([0, 1, 1, 0, 1]))
+def test_one_d_input_is_refused_like_every_estimator():
+    # A 1-D X is refused by its shape, before the hold, as by every skdp
+    # estimator (issue 29); one feature is a column.
+    budget = BudgetAccountant(epsilon=5.0)
+    with pytest.raises(ValueError, match="got 1D array"):
+        DPBetaBernoulli(random_state=0, accountant=budget).fit(np.array([0, 1, 1, 0, 1]))
+    assert budget.history == []
+    model = DPBetaBernoulli(random_state=0).fit(np.array([[0], [1], [1], [0], [1]]))
     assert model.n_features_in_ == 1
     assert model.score_samples(np.array([[1], [0]])).shape == (2,)
 
 
 def test_fit_input_helper_reads_a_one_d_x_as_the_estimator_does():
-    # validate_fit_input(ensure_2d=False) in memory: the convention DPBetaBernoulli's own
-    # validation follows (one column, n_features_in_ = 1), for estimators without one.
+    # validate_fit_input(ensure_2d=False) in memory: one column, n_features_in_ = 1, the
+    # reading of a column; DPBetaBernoulli's own validation now refuses a 1-D X.
     x = np.array([0, 1, 1, 0, 1])
     data = validate_fit_input(helper := DPBetaBernoulli(), x, ensure_2d=False)
     assert data.X.shape == (5, 1) and (data.n_samples, data.n_features) == (5, 1)
     assert helper.n_features_in_ == 1 and not data.chunked
-    np.testing.assert_array_equal(data.X, DPBetaBernoulli()._validate_X(x, reset=True))
+    np.testing.assert_array_equal(data.X, DPBetaBernoulli()._validate_X(x.reshape(-1, 1), reset=True))
+    with pytest.raises(ValueError, match="2D"):
+        DPBetaBernoulli()._validate_X(x, reset=True)
     with pytest.raises(ValueError, match="2D"):
         validate_fit_input(DPBetaBernoulli(), x)
 

@@ -93,7 +93,7 @@ def test_extend_in_add_remove_converts_the_total(make_budget):
     held = budget.hold(0.5, 1e-6, neighbouring=ADD_REMOVE)
     held.extend(0.5, 1e-6)
     # Group privacy of the total (2 eps, 2 e^eps delta), not the sum of conversions.
-    (eps, dlt, _), = budget.reservations
+    ((eps, dlt, _),) = budget.reservations
     assert eps == pytest.approx(2.0) and dlt == pytest.approx(2 * np.e * 2e-6)
     held.settle(1.0, 2e-6)  # exactly the hold: no excess
     assert budget.reservations == []
@@ -118,7 +118,9 @@ def test_double_settle_and_extend_after_settle_raise(make_budget):
     assert budget.spent.epsilon == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize(("epsilon", "error"), [(-0.1, ValueError), (float("nan"), ValueError), ("1", TypeError)])
+@pytest.mark.parametrize(
+    ("epsilon", "error"), [(-0.1, ValueError), (float("nan"), ValueError), ("1", TypeError)]
+)
 def test_bad_amounts_are_refused(make_budget, epsilon, error):
     budget = make_budget(10.0)
     held = budget.hold(1.0, 0.0)

@@ -270,11 +270,8 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         return prior
 
     def _validate_X(self, X, reset):
-        X = validate_data(self, X, reset=reset, ensure_2d=False, dtype=np.float64)
-        if X.ndim == 1:
-            X = X.reshape(-1, 1)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 1-D or 2-D, got {X.ndim} dimensions.")
+        # 2-D only, like every estimator (a 1-D X is refused, without its values).
+        X = validate_data(self, X, reset=reset, dtype=np.float64)
         if reset:
             self.n_features_in_ = X.shape[1]
         elif X.shape[1] != self.n_features_in_:
@@ -345,7 +342,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     def _validate_input(self, X, y=None):
         # One pass over chunked input (a one-shot iterator is accepted), made
         # by _chunked_counts; a 1-D X is one feature, in memory and chunked.
-        return validate_fit_input(self, X, ensure_2d=False, single_pass=True, validate=self._validate_X)
+        return validate_fit_input(self, X, single_pass=True, validate=self._validate_X)
 
     def _fit_private(self, data, plan, rng, ledger):
         """Release the counts (Laplace, Eq. 16-17; see ``count_release``) or one tempered posterior sample (OPS, Eq. 14)."""

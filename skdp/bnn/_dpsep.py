@@ -711,9 +711,20 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             raise ValueError(f"DPSEPRegressor needs at least 2 samples, got n_samples = {X.shape[0]}.")
         return _TrainingPairs(X, y, *X.shape)
 
-    def _calibrate(self, data, plan):
-        """Batch size, steps and (``"dp"``) noise multiplier, from the public ``N``."""
-        n_samples = data.n_samples
+    def _check_public_input(self, X, y=None, **fit_params):
+        # Under replace-one neighbours the number of rows N is public: the
+        # parameters' checks against it run before the hold, so a fit they
+        # refuse is charged nothing.
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) >= 1:
+            self._check_size(int(shape[0]))
+        elif isinstance(X, list | tuple):
+            self._check_size(len(X))
+
+    def _check_size(self, n_samples):
+        """Refuse a batch size or a damping that the public ``N`` cannot carry; return the batch size."""
+        if n_samples < 2:
+            raise ValueError(f"DPSEPRegressor needs at least 2 samples, got n_samples = {n_samples}.")
         batch_size = resolve_batch_size(self.batch_size, n_samples, self.mechanism)
         if batch_size > n_samples:
             raise ValueError(f"batch_size={batch_size} exceeds n_samples = {n_samples}.")
@@ -722,6 +733,12 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 f"damping (gamma) times the batch size must not exceed n_samples = {n_samples}: "
                 f"the update rate is gamma B / N, got damping={self.damping}, batch size {batch_size}."
             )
+        return batch_size
+
+    def _calibrate(self, data, plan):
+        """Batch size, steps and (``"dp"``) noise multiplier, from the public ``N``."""
+        n_samples = data.n_samples
+        batch_size = self._check_size(n_samples)  # already checked when X had a shape
         sigma = bound_epsilon = None
         n_bound_releases = self._n_bound_releases(data.n_features)
         if n_bound_releases:

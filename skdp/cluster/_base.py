@@ -258,11 +258,15 @@ class _BaseDPLloyd(
         if self.mechanism == "gaussian" and self.delta <= 0:
             raise ValueError("delta must be positive with the Gaussian mechanism; got delta=0.")
 
+    def _check_n_samples(self, n_samples):
+        # Under replace-one neighbours n is public: scikit-learn's refusal.
+        if n_samples < self.n_clusters:
+            raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
+
     def _validate_input(self, X, y=None, rows_out=None):
         """The training rows as a source of exact statistics (in memory or chunked: one scan)."""
         rows = training_rows(validate_fit_input(self, X))
-        if rows.n_samples < self.n_clusters:
-            raise ValueError(f"n_samples={rows.n_samples} should be >= n_clusters={self.n_clusters}.")
+        self._check_n_samples(rows.n_samples)
         if rows_out is not None:
             rows_out.append(rows)
         return rows

@@ -20,6 +20,7 @@ from .._input import FitInput
 from .._random import check_generator, child_generator
 from .._renamed_params import DEPRECATED, deprecated_value
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
+from ..cluster import DPKernelKMeans
 from ..privacy import (
     ADD_REMOVE,
     COMPOSITIONS,
@@ -110,6 +111,20 @@ def clustering_events_as_add_remove(events):
                 f"Cannot convert a clustering event of type {type(event).__name__} to add/remove neighbours."
             )
     return converted
+
+
+class _NestedKernelKMeans(DPKernelKMeans):
+    """The clustering of :class:`DPGenerativeMixture` (Alg. 1 line 1): DPKernelKMeans without its row check.
+
+    DPKernelKMeans refuses fewer rows than clusters, which is public under
+    its replace-one neighbours; inside the mixture the relation is
+    add/remove and ``n`` is private, so an error decided by ``n`` after the
+    hold would release it.  The fit runs whatever ``n`` (empty clusters get
+    noisy sizes like the others); the same releases, the same accounting.
+    """
+
+    def _check_n_samples(self, n_samples):
+        pass
 
 
 def sgd_plan_event(noise_multiplier, clip_noise_ratio, sampling_rates, selection_probabilities, count):
@@ -690,8 +705,6 @@ class DPGenerativeMixture(
         The labels of ``X`` are returned for the fit's partition only; the
         caller must not store them (they are exact functions of every row).
         """
-        from ..cluster import DPKernelKMeans
-
         n = X.shape[0]
         if self.n_clusters == 1:
             # One model on the whole data.  Under add/remove neighbours N is
@@ -704,7 +717,7 @@ class DPGenerativeMixture(
             noisy_n = release_dataset_size(n, count_std, rng, ledger)
             return [dataset_size_event(count_std)], labels, np.array([noisy_n]), None
         gamma = 1.0 / X.shape[1] if self.gamma is None else self.gamma
-        km = DPKernelKMeans(
+        km = _NestedKernelKMeans(
             n_clusters=self.n_clusters,
             epsilon=plan.settings["cluster_epsilon"],
             delta=self.delta,
@@ -905,8 +918,11 @@ class DPGenerativeMixture(
     def _validate_input(self, X, y=None):
         X = self._validate_X(X, reset=True)
         n, m = X.shape
-        if n < max(2, self.n_clusters):
-            raise ValueError(f"n_samples={n} should be >= max(2, n_clusters={self.n_clusters}).")
+        # No check of n against n_clusters: under add/remove neighbours n is
+        # private, and an error decided by it after the hold would release
+        # it.  Any n >= 1 fits: empty clusters get noisy sizes like the
+        # others (clamped to 1 by cluster_schedule), and Poisson sampling
+        # runs over whatever rows a cluster holds.
         for b, cols in enumerate(self._blocks(m)):
             # The declared domain: a refusal on a finite domain, naming the
             # parameter and never a value.
@@ -1012,14 +1028,25 @@ class DPGenerativeMixture(
         clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
         # Post-processing of the released sizes: the schedule, hence the
         # steps' events, are public once the clustering is on the ledger.
-        z = calibrate_noise_multiplier(
-            lambda z: self._planned_events(z, cluster_events, rates, probs, n_steps),
-            plan.epsilon,
-            plan.delta,
-            plan.composition,
-            ADD_REMOVE,
-            rtol=_CALIBRATION_RTOL,
-        )
+        # When the sizes were released (not declared) the schedule is an
+        # adaptive choice: the template's staged-plan step calibrates it so
+        # the claim holds whatever the sizes came out as.
+        if cluster_events:
+            z = self._calibrate_staged(
+                ledger,
+                lambda z: self._planned_events(z, [], rates, probs, n_steps),
+                plan.epsilon,
+                plan.delta,
+            )
+        else:
+            z = calibrate_noise_multiplier(
+                lambda z: self._planned_events(z, cluster_events, rates, probs, n_steps),
+                plan.epsilon,
+                plan.delta,
+                plan.composition,
+                ADD_REMOVE,
+                rtol=_CALIBRATION_RTOL,
+            )
         clip_z = None if ratio is None else ratio * z
 
         members = [np.flatnonzero(labels == s) for s in range(k)]

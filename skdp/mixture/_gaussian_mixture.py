@@ -612,6 +612,33 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
                 "delta=0 asks for pure DP, which the Gaussian mechanism cannot give: "
                 "set delta > 0 or mean_mechanism='laplace' (or 'auto')."
             )
+        # Whether a histogram start is drawn may depend on the public number
+        # of columns (_check_public_input); with init_params="histogram" it
+        # does not, and the shares are refused here already.
+        self._check_budget_shares(None)
+
+    def _check_public_input(self, X, y=None, **fit_params):
+        # The number of columns is public: the budget shares are checked
+        # against it before the hold (a failed fit must not be charged).
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2:
+            self._check_budget_shares(int(shape[1]))
+
+    def _check_budget_shares(self, n_features):
+        """Refuse ``init_budget + bounds_budget >= 1`` when the fit would spend both (public: no data)."""
+        auto = isinstance(self.data_norm, str) and self.data_norm == "auto"
+        if not auto or self.init_budget + self.bounds_budget < 1:
+            return
+        histogram = (
+            self.means_init is None and self.init_params == "histogram"
+            if n_features is None
+            else self._histogram_init(n_features)
+        )
+        if histogram:
+            raise ValueError(
+                "init_budget + bounds_budget must be below 1 (the EM iterations need the rest), "
+                f"got {self.init_budget!r} + {self.bounds_budget!r}."
+            )
 
     # ------------------------------------------------------------------
     # Validation and initialisation
@@ -761,15 +788,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             scale = scale if scale > 0 else 1.0
         else:
             scale = float(self.data_norm)
-        if (
-            bounds is not None
-            and self._histogram_init(n_features)
-            and self.init_budget + self.bounds_budget >= 1
-        ):
-            raise ValueError(
-                "init_budget + bounds_budget must be below 1 (the EM iterations need the rest), "
-                f"got {self.init_budget!r} + {self.bounds_budget!r}."
-            )
+        self._check_budget_shares(n_features)
         z_init = self._calibrate_init(n_features, plan.secure_noise)
         init_events = self._init_events(z_init, n_features)
         z = calibrate_after_bounds(

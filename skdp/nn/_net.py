@@ -426,6 +426,11 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             # (numpy and torch) and the engine: none of it outlives the fit.
             self.__dict__.pop("_dp_fit", None)
 
+    def _accepts_one_dimensional_input(self):
+        # A user's module may read one value per row (token ids); the
+        # default module refuses 1-D X in _validate_input, naming the shape.
+        return self.module is not None
+
     def _noise_mechanisms(self):
         # DP-SGD's torch noise has no exact sampler: the template refuses
         # secure_noise=True before the budget and the data.
@@ -576,14 +581,11 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             )
             state.dpsgd_plan = plan = dpsgd_plan(noisy_n, state.batch_size, self.max_epochs)
             if state.noise_multiplier is None:
-                state.noise_multiplier = calibrate_dpsgd_noise(
-                    self.epsilon,
-                    self.delta,
-                    plan.sampling_rate,
-                    plan.n_steps,
-                    state.clip_noise_ratio,
-                    extra_events=[dataset_size_event(state.count_noise_std)],
-                    composition=self.composition,
+                # A staged plan: the steps are planned from the noisy count,
+                # so the template's filter calibrates them (valid whatever
+                # the count's outcome).
+                state.noise_multiplier = self._calibrate_staged(
+                    state.ledger, lambda z: self._planned_events(z, plan)
                 )
             else:
                 # The steps' cost is a function of the noisy count (public):

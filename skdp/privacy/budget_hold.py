@@ -73,9 +73,7 @@ class BudgetHold:
         # and in the budget's (what the budget's entry holds).
         self._held = (float(epsilon), float(delta))
         self._charged = (
-            (float(reservation.epsilon), float(reservation.delta))
-            if reservation is not None
-            else self._held
+            (float(reservation.epsilon), float(reservation.delta)) if reservation is not None else self._held
         )
         self._lock = threading.RLock()
 
