@@ -257,7 +257,8 @@ class BudgetAccountant:
         self._uid = uuid.uuid4().hex
         self._lock = threading.RLock()
         self._owner_pid = os.getpid()
-        self._chain_cache = None
+        self._chain_cache = None  # state of the composed group's prefix (_chain)
+        self._group_cache = {}  # entry -> its merged events (_group_events)
 
     # Shared, never copied, by scikit-learn's clone.
     def __sklearn_clone__(self):
@@ -267,6 +268,7 @@ class BudgetAccountant:
         state = self.__dict__.copy()
         del state["_lock"]
         state["_chain_cache"] = None
+        state.pop("_group_cache", None)
         return state
 
     def __setstate__(self, state):
@@ -280,6 +282,7 @@ class BudgetAccountant:
         self.__dict__.setdefault("_order", {})
         self.__dict__.setdefault("composition", "basic")
         self._chain_cache = None
+        self._group_cache = {}
         self._lock = threading.RLock()
 
     # Storage hooks: the in-memory ledger below; a persistent backend
@@ -381,42 +384,71 @@ class BudgetAccountant:
         basic_eps = basic_delta = 0.0
         group = []
         for r in records:
-            events = self._composable(r)
-            if events is None:
+            merged = self._group_events(r)
+            if merged is None:
                 basic_eps += r.epsilon
                 basic_delta += r.delta
             else:
-                group.append((r.order, r.epsilon, r.delta, events))
+                group.append((r.order, r.key, r.epsilon, r.delta, merged))
         group.sort(key=lambda g: g[0])
-        items = [(eps, dlt, events) for _, eps, dlt, events in group]
-        group_eps = self._chain(items)
-        group_delta = sum(dlt for _, dlt, _ in items)
+        group_eps = self._chain(group)
+        group_delta = sum(g[3] for g in group)
         return PrivacySpent(float(basic_eps + group_eps), min(1.0, float(basic_delta + group_delta)))
 
+    def _group_events(self, record):
+        """The record's events merged by mechanism if it joins the composed group, else None.
+
+        Cached by entry: a settled entry's events never change, and a fit's
+        ledger (one event per DP-SGD step) is converted, checked and merged
+        once instead of on every reservation.  The cache holds the events
+        object it was computed from and is used only for that same object.
+        """
+        cache = self.__dict__.setdefault("_group_cache", {})
+        entry = cache.get((record.key, record.order))
+        if entry is not None and not record.reserved and (entry[0] is record.events or entry[0] == record.events):
+            return entry[1]
+        events = self._composable(record)
+        merged = None if events is None else tuple(_merged(events))
+        if not record.reserved:
+            cache[(record.key, record.order)] = (record.events, merged)
+        return merged
+
     def _chain(self, items):
-        """``S_n`` of the class docstring for the group ``items`` = [(eps, delta, events)] in join order."""
-        # Each settlement appends one item, so the values of the longest
-        # prefix already seen are reused: one composition per new fit.
-        cached_items, cached_values = self._chain_cache or ((), ())
-        k = 0
-        while k < min(len(items), len(cached_items)) and items[k] == cached_items[k]:
-            k += 1
-        values = list(cached_values[:k])
-        events = [e for _, _, evs in items[:k] for e in evs]
-        delta = sum(it[1] for it in items[:k])
-        for eps_k, delta_k, events_k in items[k:]:
-            events.extend(events_k)
+        """``S_n`` of the class docstring for the group ``items`` in join order.
+
+        ``items`` are ``(order, key, epsilon, delta, merged events)``.  The
+        state of the longest prefix already composed is kept (its ``S_k``
+        values, the counts of each distinct mechanism and the summed delta),
+        so each settled fit is added once: a reservation composes the
+        group's distinct mechanisms once, whatever the number of fits
+        (identical events of different fits are one mechanism with the sum
+        of their counts, which is all a composition depends on).
+        """
+        signatures = [it[:4] for it in items]
+        state = self._chain_cache
+        if state is None or signatures[: len(state["signatures"])] != state["signatures"]:
+            state = {"signatures": [], "values": [], "counts": {}, "delta": 0.0}
+        k = len(state["signatures"])
+        counts = dict(state["counts"])
+        delta = state["delta"]
+        values = list(state["values"])
+        for _, _, eps_k, delta_k, merged in items[k:]:
+            for e in merged:
+                key = replace(e, count=0)
+                counts[key] = counts.get(key, 0) + e.count
             delta += delta_k
             previous = values[-1] if values else 0.0
-            values.append(min(self._composed_epsilon(events, delta), previous + eps_k))
-        self._chain_cache = (tuple(items), tuple(values))
+            values.append(min(self._composed_epsilon(counts, delta), previous + eps_k))
+        self._chain_cache = {"signatures": signatures, "values": values, "counts": counts, "delta": delta}
         return values[-1] if values else 0.0
 
-    def _composed_epsilon(self, events, delta):
+    def _composed_epsilon(self, counts, delta):
+        """Epsilon at ``delta`` of the mechanisms ``counts`` (event with count 0 -> uses)."""
         if delta >= 1:
             return 0.0  # every mechanism is (0, 1)-DP
         try:
-            return float(compose(_merged(events), delta, self.composition).epsilon)
+            events = [replace(key, count=n) for key, n in counts.items()]
+            return float(compose(events, delta, self.composition).epsilon)
         except ValueError:
             # Not expected (every event passed the accountant's support
             # check); the other arm of the chain is valid on its own.
