@@ -100,6 +100,10 @@ def _merged(events):
     return [replace(key, count=n) for key, n in counts.items()]
 
 
+def _join_rank(item):
+    return item[0]
+
+
 class BudgetAccountant:
     """A privacy budget that several fits draw from, composing their events.
 
@@ -259,6 +263,7 @@ class BudgetAccountant:
         self._owner_pid = os.getpid()
         self._chain_cache = None  # state of the composed group's prefix (_chain)
         self._group_cache = {}  # entry -> its merged events (_group_events)
+        self._total_cache = None  # the entries of the last total and their parts (_total)
 
     # Shared, never copied, by scikit-learn's clone.
     def __sklearn_clone__(self):
@@ -269,6 +274,7 @@ class BudgetAccountant:
         del state["_lock"]
         state["_chain_cache"] = None
         state.pop("_group_cache", None)
+        state.pop("_total_cache", None)
         return state
 
     def __setstate__(self, state):
@@ -283,6 +289,7 @@ class BudgetAccountant:
         self.__dict__.setdefault("composition", "basic")
         self._chain_cache = None
         self._group_cache = {}
+        self._total_cache = None
         self._lock = threading.RLock()
 
     # Storage hooks: the in-memory ledger below; a persistent backend
@@ -381,18 +388,34 @@ class BudgetAccountant:
         return events
 
     def _total(self, records):
-        basic_eps = basic_delta = 0.0
-        group = []
-        for r in records:
+        # Entries are read oldest first and only change by being settled or
+        # appended, so the per-entry parts of the longest unchanged prefix
+        # of the last call are reused: a reservation processes the entries
+        # that are new or changed since, not every fit of the budget.
+        state = self.__dict__.get("_total_cache")
+        m = 0
+        if state is not None:
+            old = state[0]
+            n = min(len(old), len(records))
+            m = next((i for i in range(n) if records[i] != old[i]), n)
+        basic = [] if state is None else state[1][:m]
+        group = [] if state is None else state[2][:m]
+        for r in records[m:]:
             merged = self._group_events(r)
             if merged is None:
-                basic_eps += r.epsilon
-                basic_delta += r.delta
+                basic.append((r.epsilon, r.delta))
+                group.append(None)
             else:
+                basic.append((0.0, 0.0))
                 group.append((r.order, r.key, r.epsilon, r.delta, merged))
-        group.sort(key=lambda g: g[0])
-        group_eps = self._chain(group)
-        group_delta = sum(g[3] for g in group)
+        self._total_cache = (list(records), basic, group)
+        basic_eps = basic_delta = 0.0
+        for eps, dlt in basic:
+            basic_eps += eps
+            basic_delta += dlt
+        items = sorted((g for g in group if g is not None), key=_join_rank)
+        group_eps = self._chain(items)
+        group_delta = self._chain_cache["delta"]  # the group's deltas summed in join order
         return PrivacySpent(float(basic_eps + group_eps), min(1.0, float(basic_delta + group_delta)))
 
     def _group_events(self, record):
@@ -424,11 +447,10 @@ class BudgetAccountant:
         (identical events of different fits are one mechanism with the sum
         of their counts, which is all a composition depends on).
         """
-        signatures = [it[:4] for it in items]
         state = self._chain_cache
-        if state is None or signatures[: len(state["signatures"])] != state["signatures"]:
-            state = {"signatures": [], "values": [], "counts": {}, "delta": 0.0}
-        k = len(state["signatures"])
+        if state is None or items[: len(state["items"])] != state["items"]:
+            state = {"items": [], "values": [], "counts": {}, "delta": 0.0}
+        k = len(state["items"])
         counts = dict(state["counts"])
         delta = state["delta"]
         values = list(state["values"])
@@ -439,7 +461,7 @@ class BudgetAccountant:
             delta += delta_k
             previous = values[-1] if values else 0.0
             values.append(min(self._composed_epsilon(counts, delta), previous + eps_k))
-        self._chain_cache = {"signatures": signatures, "values": values, "counts": counts, "delta": delta}
+        self._chain_cache = {"items": list(items), "values": values, "counts": counts, "delta": delta}
         return values[-1] if values else 0.0
 
     def _composed_epsilon(self, counts, delta):
