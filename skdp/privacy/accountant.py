@@ -95,11 +95,13 @@ def _merged(events):
     counts = {}
     try:
         for e in events:
-            key = replace(e, count=1)
+            # An event of count 1 is its own key (frozen dataclasses compare
+            # by fields): no copy for the usual one-release event.
+            key = e if e.count == 1 else replace(e, count=1)
             counts[key] = counts.get(key, 0) + e.count
     except TypeError:
         return list(events)
-    return [replace(key, count=count) for key, count in counts.items()]
+    return [key if count == 1 else replace(key, count=count) for key, count in counts.items()]
 
 
 def compose(events, delta, composition=DEFAULT_COMPOSITION):

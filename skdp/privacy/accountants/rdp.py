@@ -37,7 +37,9 @@ class RDPAccountant(Accountant):
     name = "rdp"
 
     def __init__(self, orders=DEFAULT_ORDERS):
-        self.orders = tuple(float(a) for a in orders)
+        # The default grid is already a tuple of floats (accountants are
+        # created per composition: no copy of it each time).
+        self.orders = DEFAULT_ORDERS if orders is DEFAULT_ORDERS else tuple(float(a) for a in orders)
 
     @classmethod
     def curve(cls, event, orders=DEFAULT_ORDERS):
