@@ -90,18 +90,30 @@ def _merged(events):
     composition only depends on how often each mechanism was used, and PLD
     composes ``k`` uses of one mechanism by one self-convolution instead of
     ``k`` convolutions.  Order is kept (first use); unhashable events are left
-    as they are.
+    as they are.  An event whose mechanism occurs once is returned as it is
+    (no copy), so merging a history of distinct mechanisms costs one dict
+    lookup per event.
     """
-    counts = {}
+    groups = {}
     try:
         for e in events:
-            # An event of count 1 is its own key (frozen dataclasses compare
-            # by fields): no copy for the usual one-release event.
-            key = e if e.count == 1 else replace(e, count=1)
-            counts[key] = counts.get(key, 0) + e.count
+            key = _mechanism(e)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [e, e.count]
+            else:
+                group[1] += e.count
     except TypeError:
         return list(events)
-    return [key if count == 1 else replace(key, count=count) for key, count in counts.items()]
+    return [e if e.count == total else replace(e, count=total) for e, total in groups.values()]
+
+
+def _mechanism(event):
+    """A hashable key of ``event`` without its count: its type and its other fields."""
+    fields = getattr(event, "__dict__", None)
+    if fields is None:
+        return replace(event, count=1)
+    return (type(event), *(value for name, value in fields.items() if name != "count"))
 
 
 def compose(events, delta, composition=DEFAULT_COMPOSITION):

@@ -449,27 +449,27 @@ class BudgetAccountant:
         """
         state = self._chain_cache
         if state is None or items[: len(state["items"])] != state["items"]:
-            state = {"items": [], "values": [], "counts": {}, "delta": 0.0}
+            state = {"items": [], "values": [], "events": {}, "delta": 0.0}
         k = len(state["items"])
-        counts = dict(state["counts"])
+        events = dict(state["events"])  # mechanism (count 0) -> event with its total count
         delta = state["delta"]
         values = list(state["values"])
         for _, _, eps_k, delta_k, merged in items[k:]:
             for e in merged:
                 key = replace(e, count=0)
-                counts[key] = counts.get(key, 0) + e.count
+                held = events.get(key)
+                events[key] = e if held is None else replace(held, count=held.count + e.count)
             delta += delta_k
             previous = values[-1] if values else 0.0
-            values.append(min(self._composed_epsilon(counts, delta), previous + eps_k))
-        self._chain_cache = {"items": list(items), "values": values, "counts": counts, "delta": delta}
+            values.append(min(self._composed_epsilon(list(events.values()), delta), previous + eps_k))
+        self._chain_cache = {"items": list(items), "values": values, "events": events, "delta": delta}
         return values[-1] if values else 0.0
 
-    def _composed_epsilon(self, counts, delta):
-        """Epsilon at ``delta`` of the mechanisms ``counts`` (event with count 0 -> uses)."""
+    def _composed_epsilon(self, events, delta):
+        """Epsilon at ``delta`` of the distinct mechanisms ``events`` (each with its total count)."""
         if delta >= 1:
             return 0.0  # every mechanism is (0, 1)-DP
         try:
-            events = [replace(key, count=n) for key, n in counts.items()]
             return float(compose(events, delta, self.composition).epsilon)
         except ValueError:
             # Not expected (every event passed the accountant's support
