@@ -8,7 +8,10 @@ theorems are plug-ins of :mod:`skdp.privacy.accountants`, selected by name:
     Privacy loss distributions through Google's dp-accounting, pessimistically
     discretised (an upper bound): the tightest, about 9% below RDP on long
     DP-SGD runs, and the only one that accounts a Poisson-subsampled Gaussian
-    under replace-one neighbours directly.  Never looser than ``"rdp"``
+    under replace-one neighbours directly.  A history of plain Gaussian
+    releases is reported by its exact composition instead, without building
+    a PLD (the true epsilon of the pair the PLD discretises; see
+    :mod:`skdp.privacy.accountants.pld`).  Never looser than ``"rdp"``
     (it reports the smaller of the two); a history holding an event it has
     no rule for (secure noise's discrete Gaussian, fixed-size batches drawn
     without replacement, Acs et al.'s cluster-sampled steps) is composed by
