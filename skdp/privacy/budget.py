@@ -414,8 +414,7 @@ class BudgetAccountant:
             basic_eps += eps
             basic_delta += dlt
         items = sorted((g for g in group if g is not None), key=_join_rank)
-        group_eps = self._chain(items)
-        group_delta = self._chain_cache["delta"]  # the group's deltas summed in join order
+        group_eps, group_delta = self._chain(items)  # delta: the group's deltas summed in join order
         return PrivacySpent(float(basic_eps + group_eps), min(1.0, float(basic_delta + group_delta)))
 
     def _group_events(self, record):
@@ -437,7 +436,7 @@ class BudgetAccountant:
         return merged
 
     def _chain(self, items):
-        """``S_n`` of the class docstring for the group ``items`` in join order.
+        """``(S_n, delta_1 + ... + delta_n)`` of the class docstring for the group ``items`` in join order.
 
         ``items`` are ``(order, key, epsilon, delta, merged events)``.  The
         state of the longest prefix already composed is kept (its ``S_k``
@@ -462,8 +461,10 @@ class BudgetAccountant:
             delta += delta_k
             previous = values[-1] if values else 0.0
             values.append(min(self._composed_epsilon(list(events.values()), delta), previous + eps_k))
+        # A new state object, never one mutated in place: a concurrent reader
+        # (``spent`` outside the lock) sees either the old state or this one.
         self._chain_cache = {"items": list(items), "values": values, "events": events, "delta": delta}
-        return values[-1] if values else 0.0
+        return (values[-1] if values else 0.0), delta
 
     def _composed_epsilon(self, events, delta):
         """Epsilon at ``delta`` of the distinct mechanisms ``events`` (each with its total count)."""
