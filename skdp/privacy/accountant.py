@@ -8,7 +8,10 @@ theorems are plug-ins of :mod:`skdp.privacy.accountants`, selected by name:
     Privacy loss distributions through Google's dp-accounting, pessimistically
     discretised (an upper bound): the tightest, about 9% below RDP on long
     DP-SGD runs, and the only one that accounts a Poisson-subsampled Gaussian
-    under replace-one neighbours directly.  Never looser than ``"rdp"``
+    under replace-one neighbours directly.  A history of plain Gaussian
+    releases is reported by its exact composition instead, without building
+    a PLD (the true epsilon of the pair the PLD discretises; see
+    :mod:`skdp.privacy.accountants.pld`).  Never looser than ``"rdp"``
     (it reports the smaller of the two); a history holding an event it has
     no rule for (secure noise's discrete Gaussian, fixed-size batches drawn
     without replacement, Acs et al.'s cluster-sampled steps) is composed by
@@ -95,16 +98,30 @@ def _merged(events):
     composition only depends on how often each mechanism was used, and PLD
     composes ``k`` uses of one mechanism by one self-convolution instead of
     ``k`` convolutions.  Order is kept (first use); unhashable events are left
-    as they are.
+    as they are.  An event whose mechanism occurs once is returned as it is
+    (no copy), so merging a history of distinct mechanisms costs one dict
+    lookup per event.
     """
-    counts = {}
+    groups = {}
     try:
         for e in events:
-            key = replace(e, count=1)
-            counts[key] = counts.get(key, 0) + e.count
+            key = _mechanism(e)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [e, e.count]
+            else:
+                group[1] += e.count
     except TypeError:
         return list(events)
-    return [replace(key, count=count) for key, count in counts.items()]
+    return [e if e.count == total else replace(e, count=total) for e, total in groups.values()]
+
+
+def _mechanism(event):
+    """A hashable key of ``event`` without its count: its type and its other fields."""
+    fields = getattr(event, "__dict__", None)
+    if fields is None:
+        return replace(event, count=1)
+    return (type(event), *(value for name, value in fields.items() if name != "count"))
 
 
 def compose(events, delta, composition=DEFAULT_COMPOSITION):

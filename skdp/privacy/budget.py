@@ -100,6 +100,10 @@ def _merged(events):
     return [replace(key, count=n) for key, n in counts.items()]
 
 
+def _join_rank(item):
+    return item[0]
+
+
 class BudgetAccountant:
     """A privacy budget that several fits draw from, composing their events.
 
@@ -257,7 +261,9 @@ class BudgetAccountant:
         self._uid = uuid.uuid4().hex
         self._lock = threading.RLock()
         self._owner_pid = os.getpid()
-        self._chain_cache = None
+        self._chain_cache = None  # state of the composed group's prefix (_chain)
+        self._group_cache = {}  # entry -> its merged events (_group_events)
+        self._total_cache = None  # the entries of the last total and their parts (_total)
 
     # Shared, never copied, by scikit-learn's clone.
     def __sklearn_clone__(self):
@@ -267,6 +273,8 @@ class BudgetAccountant:
         state = self.__dict__.copy()
         del state["_lock"]
         state["_chain_cache"] = None
+        state.pop("_group_cache", None)
+        state.pop("_total_cache", None)
         return state
 
     def __setstate__(self, state):
@@ -280,6 +288,8 @@ class BudgetAccountant:
         self.__dict__.setdefault("_order", {})
         self.__dict__.setdefault("composition", "basic")
         self._chain_cache = None
+        self._group_cache = {}
+        self._total_cache = None
         self._lock = threading.RLock()
 
     # Storage hooks: the in-memory ledger below; a persistent backend
@@ -382,45 +392,90 @@ class BudgetAccountant:
         return events
 
     def _total(self, records):
-        basic_eps = basic_delta = 0.0
-        group = []
-        for r in records:
-            events = self._composable(r)
-            if events is None:
-                basic_eps += r.epsilon
-                basic_delta += r.delta
+        # Entries are read oldest first and only change by being settled or
+        # appended, so the per-entry parts of the longest unchanged prefix
+        # of the last call are reused: a reservation processes the entries
+        # that are new or changed since, not every fit of the budget.
+        state = self.__dict__.get("_total_cache")
+        m = 0
+        if state is not None:
+            old = state[0]
+            n = min(len(old), len(records))
+            m = next((i for i in range(n) if records[i] != old[i]), n)
+        basic = [] if state is None else state[1][:m]
+        group = [] if state is None else state[2][:m]
+        for r in records[m:]:
+            merged = self._group_events(r)
+            if merged is None:
+                basic.append((r.epsilon, r.delta))
+                group.append(None)
             else:
-                group.append((r.order, r.epsilon, r.delta, events))
-        group.sort(key=lambda g: g[0])
-        items = [(eps, dlt, events) for _, eps, dlt, events in group]
-        group_eps = self._chain(items)
-        group_delta = sum(dlt for _, dlt, _ in items)
+                basic.append((0.0, 0.0))
+                group.append((r.order, r.key, r.epsilon, r.delta, merged))
+        self._total_cache = (list(records), basic, group)
+        basic_eps = basic_delta = 0.0
+        for eps, dlt in basic:
+            basic_eps += eps
+            basic_delta += dlt
+        items = sorted((g for g in group if g is not None), key=_join_rank)
+        group_eps, group_delta = self._chain(items)  # delta: the group's deltas summed in join order
         return PrivacySpent(float(basic_eps + group_eps), min(1.0, float(basic_delta + group_delta)))
 
+    def _group_events(self, record):
+        """The record's events merged by mechanism if it joins the composed group, else None.
+
+        Cached by entry: a settled entry's events never change, and a fit's
+        ledger (one event per DP-SGD step) is converted, checked and merged
+        once instead of on every reservation.  The cache holds the events
+        object it was computed from and is used only for that same object.
+        """
+        cache = self.__dict__.setdefault("_group_cache", {})
+        entry = cache.get((record.key, record.order))
+        if entry is not None and not record.reserved and (entry[0] is record.events or entry[0] == record.events):
+            return entry[1]
+        events = self._composable(record)
+        merged = None if events is None else tuple(_merged(events))
+        if not record.reserved:
+            cache[(record.key, record.order)] = (record.events, merged)
+        return merged
+
     def _chain(self, items):
-        """``S_n`` of the class docstring for the group ``items`` = [(eps, delta, events)] in join order."""
-        # Each settlement appends one item, so the values of the longest
-        # prefix already seen are reused: one composition per new fit.
-        cached_items, cached_values = self._chain_cache or ((), ())
-        k = 0
-        while k < min(len(items), len(cached_items)) and items[k] == cached_items[k]:
-            k += 1
-        values = list(cached_values[:k])
-        events = [e for _, _, evs in items[:k] for e in evs]
-        delta = sum(it[1] for it in items[:k])
-        for eps_k, delta_k, events_k in items[k:]:
-            events.extend(events_k)
+        """``(S_n, delta_1 + ... + delta_n)`` of the class docstring for the group ``items`` in join order.
+
+        ``items`` are ``(order, key, epsilon, delta, merged events)``.  The
+        state of the longest prefix already composed is kept (its ``S_k``
+        values, the counts of each distinct mechanism and the summed delta),
+        so each settled fit is added once: a reservation composes the
+        group's distinct mechanisms once, whatever the number of fits
+        (identical events of different fits are one mechanism with the sum
+        of their counts, which is all a composition depends on).
+        """
+        state = self._chain_cache
+        if state is None or items[: len(state["items"])] != state["items"]:
+            state = {"items": [], "values": [], "events": {}, "delta": 0.0}
+        k = len(state["items"])
+        events = dict(state["events"])  # mechanism (count 0) -> event with its total count
+        delta = state["delta"]
+        values = list(state["values"])
+        for _, _, eps_k, delta_k, merged in items[k:]:
+            for e in merged:
+                key = replace(e, count=0)
+                held = events.get(key)
+                events[key] = e if held is None else replace(held, count=held.count + e.count)
             delta += delta_k
             previous = values[-1] if values else 0.0
-            values.append(min(self._composed_epsilon(events, delta), previous + eps_k))
-        self._chain_cache = (tuple(items), tuple(values))
-        return values[-1] if values else 0.0
+            values.append(min(self._composed_epsilon(list(events.values()), delta), previous + eps_k))
+        # A new state object, never one mutated in place: a concurrent reader
+        # (``spent`` outside the lock) sees either the old state or this one.
+        self._chain_cache = {"items": list(items), "values": values, "events": events, "delta": delta}
+        return (values[-1] if values else 0.0), delta
 
     def _composed_epsilon(self, events, delta):
+        """Epsilon at ``delta`` of the distinct mechanisms ``events`` (each with its total count)."""
         if delta >= 1:
             return 0.0  # every mechanism is (0, 1)-DP
         try:
-            return float(compose(_merged(events), delta, self.composition).epsilon)
+            return float(compose(events, delta, self.composition).epsilon)
         except ValueError:
             # Not expected (every event passed the accountant's support
             # check); the other arm of the chain is valid on its own.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import sqlite3
@@ -56,6 +57,23 @@ _ADDED_COLUMNS = (
     ("spends", "joined", "INTEGER"),
     ("budgets", "composition", "TEXT"),
 )
+
+
+@functools.lru_cache(maxsize=8192)
+def _parsed_events(text):
+    """The events of one row's JSON, parsed once per process.
+
+    Every total reads every row; a row's events never change once written,
+    so the same text gives the same tuple, which the budget's composition
+    state (:meth:`BudgetAccountant._group_events`) recognises without
+    converting and merging it again.
+    """
+    try:
+        return events_from_json(text)
+    except ValueError:
+        # An unreadable record counts by basic composition at the row's
+        # own amount, which is always valid.
+        return None
 
 
 class SQLiteBudgetAccountant(BudgetAccountant):
@@ -230,12 +248,7 @@ class SQLiteBudgetAccountant(BudgetAccountant):
     def _events_of(text):
         if text is None:
             return None
-        try:
-            return events_from_json(text)
-        except ValueError:
-            # An unreadable record counts by basic composition at the row's
-            # own amount, which is always valid.
-            return None
+        return _parsed_events(text)
 
     def _open_entries(self):
         return self._query(

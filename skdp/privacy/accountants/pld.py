@@ -34,7 +34,23 @@ for the whole history.
 
 The reported epsilon is the smaller of the PLD bound and the RDP bound when
 the RDP accountant supports the history too (both are upper bounds), so
-``"pld"`` is never looser than ``"rdp"``.  A Gaussian whose dp-accounting
+``"pld"`` is never looser than ``"rdp"``.
+
+Closed forms first: a history made only of plain (continuous) Gaussian
+releases, full-batch "subsampled" ones included, composes *exactly* into one
+Gaussian mechanism with multiplier ``(sum count / z^2)^(-1/2)`` (Dong, Roth &
+Su 2022, Cor. 3.3), whose privacy profile is Balle & Wang's (2018, Thm. 8):
+:func:`~skdp.privacy.accountants.rdp.exact_gaussian_epsilon`.  That is the
+true epsilon of the very pair the PLD discretises pessimistically (rounding
+losses up, charging the truncated tail to delta), hence never above the PLD
+bound nor the RDP one, so it is reported without building a PLD (3e-5 s
+against 0.1-0.3 s per composition).  Subsampled and mixed histories, which
+have no exact closed form, are discretised.
+
+PLDs are built once per process: the discretised PLD of one use of a
+mechanism (its multiplier, sampling rate and relation) is cached, and so is
+its ``count``-fold self-composition, so a budget or a calibration that meets
+the same mechanism again with another count only convolves.  A Gaussian whose dp-accounting
 standard deviation is below 0.1 (epsilon in the hundreds) is not discretised
 (its loss grid would have millions of points): such a history gets its RDP
 bound, or ``inf`` when it has none.
@@ -45,6 +61,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from dataclasses import replace
 
 from ..events import (
     ADD_REMOVE,
@@ -86,13 +103,24 @@ class PLDAccountant(Accountant):
         compare every accountant against.
     value_discretization_interval : float, default=1e-4
         Grid step of the losses.
+    closed_forms : bool, default=True
+        Report the exact closed form of a history that has one (plain
+        Gaussian releases only, module docstring) instead of discretising
+        it.  False always builds the PLD (the reference the tests compare
+        the closed forms with).
     """
 
     name = "pld"
 
-    def __init__(self, pessimistic=True, value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL):
+    def __init__(
+        self,
+        pessimistic=True,
+        value_discretization_interval=VALUE_DISCRETIZATION_INTERVAL,
+        closed_forms=True,
+    ):
         self.pessimistic = bool(pessimistic)
         self.value_discretization_interval = float(value_discretization_interval)
+        self.closed_forms = bool(closed_forms)
 
     def distribution(self, events):
         """The composed dp-accounting ``PrivacyLossDistribution`` of ``events``."""
@@ -106,6 +134,12 @@ class PLDAccountant(Accountant):
         events = [e for e in events if e.count > 0]
         if not events:
             return 0.0
+        if self.pessimistic and self.closed_forms:
+            exact = exact_gaussian_epsilon([_as_gaussian(e) for e in events], delta)
+            if math.isfinite(exact):
+                # The true epsilon of the pair the PLD would discretise: never
+                # above its pessimistic bound nor above RDP's (module docstring).
+                return exact
         bound = math.inf
         if self.pessimistic and all(RDPAccountant.supports(e) for e in events):
             bound = RDPAccountant().epsilon(events, delta)
@@ -118,10 +152,35 @@ class PLDAccountant(Accountant):
         return min(bound, max(0.0, eps)) if self.pessimistic else max(0.0, eps)
 
 
-@functools.lru_cache(maxsize=1024)
+def _as_gaussian(event):
+    """A full-batch subsampled Gaussian as the plain Gaussian it is; other events unchanged.
+
+    With ``sampling_rate == 1`` every record is in the batch: the PLD rule
+    above discretises exactly the Gaussian of the same multiplier.
+    """
+    if type(event) is SubsampledGaussianEvent and event.sampling_rate == 1.0:
+        return GaussianEvent(count=event.count, neighbouring=event.neighbouring, noise_multiplier=event.noise_multiplier)
+    return event
+
+
 def _composed_pld(event, pessimistic, interval):
-    one = PLDAccountant._apply(event, pessimistic, interval)
-    return one.self_compose(int(event.count)) if event.count > 1 else one
+    # The count-fold self-composition of one use's PLD; both levels cached,
+    # so a new count of a known mechanism only convolves.
+    count = int(event.count)
+    one = replace(event, count=1)
+    if count == 1:
+        return _one_use_pld(one, pessimistic, interval)
+    return _self_composed(one, count, pessimistic, interval)
+
+
+@functools.lru_cache(maxsize=1024)
+def _one_use_pld(event, pessimistic, interval):
+    return PLDAccountant._apply(event, pessimistic, interval)
+
+
+@functools.lru_cache(maxsize=1024)
+def _self_composed(event, count, pessimistic, interval):
+    return _one_use_pld(event, pessimistic, interval).self_compose(count)
 
 
 def _gaussian_pld(standard_deviation, pessimistic, interval, sampling_prob=1.0, replace_one=False):

@@ -37,7 +37,9 @@ class RDPAccountant(Accountant):
     name = "rdp"
 
     def __init__(self, orders=DEFAULT_ORDERS):
-        self.orders = tuple(float(a) for a in orders)
+        # The default grid is already a tuple of floats (accountants are
+        # created per composition: no copy of it each time).
+        self.orders = DEFAULT_ORDERS if orders is DEFAULT_ORDERS else tuple(float(a) for a in orders)
 
     @classmethod
     def curve(cls, event, orders=DEFAULT_ORDERS):
@@ -45,12 +47,16 @@ class RDPAccountant(Accountant):
         return np.asarray(cls._apply(event, np.asarray(orders, dtype=float)), dtype=float)
 
     def epsilon(self, events, delta):
+        exact = exact_gaussian_epsilon(events, delta)
+        if np.isfinite(exact):
+            # Plain Gaussians: their exact composition, which no RDP
+            # conversion can undercut (it bounds the same mechanism).
+            return exact
         orders = np.asarray(self.orders)
         total = np.zeros_like(orders)
         for e in events:
             total += e.count * self.curve(e, orders)
-        eps = rdp_to_epsilon(total, orders, delta)
-        return min(eps, exact_gaussian_epsilon(events, delta))
+        return rdp_to_epsilon(total, orders, delta)
 
 
 def exact_gaussian_epsilon(events, delta):
