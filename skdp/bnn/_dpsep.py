@@ -928,7 +928,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             else:
                 idx = rng.choice(n_samples, size=batch_size, replace=False)
             if idx.size:
-                sites = sep_sites(u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors) * scale
+                sites = sep_sites(u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors, scale)
                 if clip:
                     sites = clip_rows(sites, self.clip_norm)
                 site_sum = sites.sum(axis=0)
