@@ -601,17 +601,58 @@ def test_refuses_secure_noise_before_any_release():
         model.set_params(mechanism="clipped").fit(X, y)
 
 
-def test_privacy_leak_warning_without_bounds():
+def test_privacy_leak_warning_only_for_explicit_none_bounds():
     X, y = _linear_data(n=60)
     with pytest.warns(PrivacyLeakWarning, match="feature_bounds"):
-        DPSEPRegressor(hidden_layer_sizes=(), n_epochs=1, target_bounds=(-3, 3), random_state=0).fit(X, y)
+        DPSEPRegressor(
+            hidden_layer_sizes=(), n_epochs=1, feature_bounds=None, target_bounds=(-3, 3), random_state=0
+        ).fit(X, y)
     with pytest.warns(PrivacyLeakWarning, match="target_bounds"):
-        DPSEPRegressor(hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), random_state=0).fit(X, y)
+        DPSEPRegressor(
+            hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), target_bounds=None, random_state=0
+        ).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
         DPSEPRegressor(
             hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), target_bounds=(-3, 3), random_state=0
         ).fit(X, y)
+
+
+def test_default_bounds_are_released_privately_or_refused():
+    """Defaults never read bounds off the data: released on the ledger, or a refusal naming what to declare."""
+    from skdp.privacy import PureDPEvent
+
+    X, y = _linear_data(n=60)
+    messages = set()
+    for data in ((X, y), (100 * X, -y)):
+        with pytest.raises(ValueError, match="declare feature_bounds and target_bounds") as info:
+            DPSEPRegressor(n_epochs=1, random_state=0).fit(*data)
+        messages.add(str(info.value))
+    assert len(messages) == 1  # n, epsilon and bounds_budget only, never the data
+    with pytest.raises(ValueError, match="declare target_bounds as"):
+        DPSEPRegressor(n_epochs=1, feature_bounds=(-1, 1), random_state=0).fit(X, y)
+    X, y = _linear_data(n=6000, d=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        model = DPSEPRegressor(n_epochs=1, random_state=0).fit(X, y)
+    pure = [e for e in model.privacy_ledger_.events if isinstance(e, PureDPEvent)]
+    assert sum(e.count for e in pure) == 2 * 2 + 2  # two quantiles per feature and for the target
+    assert model.feature_bounds_.shape == (2, 2) and model.target_bounds_.shape == (2,)
+    assert model.privacy_spent_.epsilon <= 1.0
+
+
+def test_auto_hidden_layers_follow_n_epsilon_per_weight():
+    # 10 features, 50 hidden units: 601 weights, hidden from n * epsilon >= 200 * 601 = 120,200.
+    assert _dpsep.auto_hidden_layer_sizes(120_200, 10, 1.0) == (50,)
+    assert _dpsep.auto_hidden_layer_sizes(120_199, 10, 1.0) == ()
+    assert _dpsep.auto_hidden_layer_sizes(12_020, 10, 10.0) == (50,)
+    assert _dpsep.auto_hidden_layer_sizes(442, 10, 1.0, mechanism="clipped") == (50,)
+    X, y = _linear_data(n=300, d=2)
+    model = DPSEPRegressor(n_epochs=1, feature_bounds=(-1, 1), target_bounds=(-3, 3), random_state=0).fit(
+        X, y
+    )
+    assert model.hidden_layer_sizes_ == () and [c.shape for c in model.coefs_mean_] == [(1, 3)]
+    assert model.hidden_layer_sizes == "auto"  # the parameter is not written in fit
 
 
 @pytest.mark.slow
