@@ -187,7 +187,10 @@ def part_r2(epsilons, seeds):
             rows["LinearRegression"].append(r2_score(yte, LinearRegression().fit(Xtr, ytr).predict(Xte)))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                mlp = make_pipeline(StandardScaler(), MLPRegressor((WIDTH,), max_iter=200, random_state=seed))
+                mlp = make_pipeline(
+                    StandardScaler(),
+                    MLPRegressor(hidden_layer_sizes=(WIDTH,), max_iter=200, random_state=seed),
+                )
                 ytr_s = (ytr - ytr.mean()) / ytr.std()
                 pred = mlp.fit(Xtr, ytr_s).predict(Xte) * ytr.std() + ytr.mean()
             rows["MLPRegressor"].append(r2_score(yte, pred))

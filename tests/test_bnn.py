@@ -696,7 +696,13 @@ def test_linear_sep_matches_exact_bayesian_linear_regression():
     X = rng.normal(size=(n, d))
     y = X @ [0.8, -0.5, 0.3] + 0.5 * rng.normal(size=n)
     model = DPSEPRegressor(
-        hidden_layer_sizes=(), n_epochs=8, clip_norm=1e6, mechanism="clipped", random_state=0
+        hidden_layer_sizes=(),
+        n_epochs=8,
+        clip_norm=1e6,
+        mechanism="clipped",
+        feature_bounds=None,  # standardised by the data's moments: no clipping to a box
+        target_bounds=None,
+        random_state=0,
     ).fit(X, y)
     Xs = (X - model.x_center_) / model.x_scale_
     ys = (y - model.y_center_) / model.y_scale_
@@ -841,8 +847,9 @@ def test_pipeline():
 )
 def test_bad_hyperparameters(kwargs, match):
     X, y = _linear_data(n=30)
+    params = {"feature_bounds": (-1, 1), "target_bounds": (-3, 3), **kwargs}
     with pytest.raises(ValueError, match=match):
-        DPSEPRegressor(n_epochs=1, **kwargs).fit(X, y)
+        DPSEPRegressor(n_epochs=1, **params).fit(X, y)
 
 
 def test_rdp_with_poisson_batches_is_refused_before_any_reservation():
@@ -922,7 +929,8 @@ def _auto_fit(X, y, **params):
     [("auto", "auto", 6), ("auto", (-3, 3), 4), (None, "auto", 2)],
 )
 def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bounds, n_releases):
-    X, y = _linear_data(n=200, d=2)
+    n = 4000  # enough rows for the bounds' share of epsilon 0.5 (fewer are refused)
+    X, y = _linear_data(n=n, d=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)  # feature_bounds=None: the old, warned path
         model = _auto_fit(X, y, feature_bounds=feature_bounds, target_bounds=target_bounds, bounds_budget=0.3)
@@ -938,7 +946,7 @@ def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bound
     assert 0.15 * (1 - 1e-6) <= sum(e.count * e.epsilon for e in pure) <= 0.15
     # The ledger is the calibrated plan, and composes to at most the request.
     plan = _planned_events(
-        model.noise_multiplier_, 200, 1, model.batch_size_, "poisson", n_releases, pure[0].epsilon
+        model.noise_multiplier_, n, 1, model.batch_size_, "poisson", n_releases, pure[0].epsilon
     )
     assert compose(plan, 1e-5, "pld").epsilon == pytest.approx(model.privacy_spent_.epsilon)
     assert model.privacy_spent_.epsilon <= 0.5
@@ -957,7 +965,7 @@ def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bound
 
 def test_auto_bounds_plan_is_public():
     """The same events for the data, a neighbour with an outlier, and zeros of the same shape."""
-    X, y = _linear_data(n=200, d=2)
+    X, y = _linear_data(n=4000, d=2)
     X2, y2 = X.copy(), y.copy()
     X2[0], y2[0] = 1e9, -1e9
     ledgers = [
