@@ -484,8 +484,15 @@ def _modes():
             {"mechanism": "none"},
             {"sampling": "without_replacement", "composition": "rdp"},
             # 3 features: "auto" bounds are located (else refused) from n * epsilon = 1,498
-            # on; the tests fit 40 to 120 rows.
-            {"feature_bounds": "auto", "target_bounds": "auto", "epsilon": 50.0},
+            # on; the tests fit 40 to 120 rows.  RDP calibrates a large epsilon in
+            # milliseconds (PLD in seconds).
+            {
+                "feature_bounds": "auto",
+                "target_bounds": "auto",
+                "epsilon": 50.0,
+                "sampling": "without_replacement",
+                "composition": "rdp",
+            },
         ],
         "DPStandardScaler": [{}, {"delta": 0.0}, {"bounds": None}, {"bounds": "auto"}, {"with_std": False}],
         "DPMinMaxScaler": [{}, {"delta": 1e-5}],

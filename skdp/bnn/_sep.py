@@ -217,24 +217,31 @@ def sep_sites(theta_f, theta_0, n_samples, X, y, shapes, floors, scale=None):
         # ok: a positive, finite variance and a finite mean (NaN fails every test).
         ok = v_new > 0
         ok &= v_new < np.inf
-        ok &= np.abs(gm) < np.inf
-        inv_v = np.divide(1.0, v_new, out=v_new, where=ok)
+        ok &= np.isfinite(gm)
         reject = ~ok
-        np.copyto(inv_v, 0.0, where=reject)
+        any_rejected = bool(reject.any())
+        inv_v = (
+            np.divide(1.0, v_new, out=v_new, where=ok) if any_rejected else np.divide(1.0, v_new, out=v_new)
+        )
+        if any_rejected:
+            np.copyto(inv_v, 0.0, where=reject)
         # The site's natural parameters (proj[tilted] / cavity); a rejected
         # weight (non-positive or undefined variance) gets none (f_n = 1).
         gm *= inv_v
         gm -= cavity[:n_weights]
         np.multiply(inv_v, -0.5, out=site_v)
         site_v -= cavity[n_weights : 2 * n_weights]
-        np.copyto(site_m, 0.0, where=reject)
-        np.copyto(site_v, 0.0, where=reject)
+        if any_rejected:
+            np.copyto(site_m, 0.0, where=reject)
+            np.copyto(site_v, 0.0, where=reject)
         good = (alpha_new > 0) & (beta_new > 0) & np.isfinite(alpha_new) & np.isfinite(beta_new)
         site[:, -2] = np.where(good, alpha_new - 1.0 - cavity[-2], 0.0)
         site[:, -1] = np.where(good, -beta_new - cavity[-1], 0.0)
     # An overflow on an extreme datapoint must not stop the (private) loop:
     # such coordinates get no update, like rejected ones.
-    np.copyto(site, 0.0, where=~np.isfinite(site))
+    bad = ~np.isfinite(site)
+    if bad.any():
+        site[bad] = 0.0
     if scale is not None:
         # Only the coordinates D rescales (x * 1 is x).
         cols = np.flatnonzero(scale != 1.0)
