@@ -1,7 +1,17 @@
-"""DP-SGD speed and memory: plain skorch vs skdp (ghost, vmap) vs Opacus (issues 7 and 12).
+"""DP-SGD speed and memory: plain torch/skorch vs skdp (ghost, vmap) vs Opacus (hooks, ghost).
 
-MLP 784-256-10 on synthetic rows, expected batch 256, SGD, fixed noise
-multiplier 1.0 and clipping bound 1.0 (no calibration in the timed part).
+Two models on synthetic rows, expected batch 256, SGD, fixed noise
+multiplier 1.0 and clipping bound 1.0 (no calibration in the timed part,
+except the ``eps=1`` row):
+
+* **MLP** 784-256-10 (one input row per example: ghost norms are
+  ``||g||^2 ||a||^2``);
+* **CNN** of Opacus' MNIST example on 1x28x28 inputs: Conv2d(1, 16, 8,
+  stride 2, padding 3) -> max-pool -> Conv2d(16, 32, 4, stride 2) ->
+  max-pool -> Linear(512, 32) -> Linear(32, 10).  By the mixed rule (Bu et
+  al. 2022, ghost when ``2 T^2 < p d``) the first convolution (``T = 196``
+  positions, ``p d = 64 x 16``) forms per-example gradients, the second
+  (``T = 25``, ``p d = 256 x 32``) and the linear layers use ghost norms.
 
 Throughput (samples/s), two views, all methods measured in the same run and
 *interleaved* (round ``r`` times every method once, the median over rounds
@@ -23,8 +33,11 @@ process; ``getrusage``'s ``ru_maxrss`` would keep the parent's peak across
 growth of the peak over the process's RSS just before training (imports and
 data excluded).
 
-Targets (issue 12): ghost throughput >= 50% of plain skorch; peak memory at
-batch 1024 within 1.5x of plain.
+Targets, printed as PASS/FAIL: CNN, skdp's ghost (mixed) step no slower
+than the faster of skdp's vmap and Opacus' hooks; MLP, a DP fit with the
+defaults (``epsilon=1``, ``n_samples="auto"``: a noisy count and a
+calibration per fit) at most 1.5x the time of plain skorch; peak memory at
+batch 1024 of the ghost MLP fit within 1.5x of plain.
 
 Run: ``python benchmarks/dpsgd_speed.py [--quick]``.
 """
@@ -70,11 +83,32 @@ class MLP(torch.nn.Module):
         return torch.softmax(out, dim=-1) if self.softmax else out
 
 
-def _data(n, seed=0):
+class CNN(torch.nn.Module):
+    """Opacus' MNIST example network."""
+
+    def __init__(self, softmax=True):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(1, 16, 8, 2, padding=3)
+        self.c2 = torch.nn.Conv2d(16, 32, 4, 2)
+        self.f1 = torch.nn.Linear(32 * 4 * 4, 32)
+        self.f2 = torch.nn.Linear(32, 10)
+        self.softmax = softmax
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.c1(x)), 2, 1)
+        x = torch.nn.functional.max_pool2d(torch.relu(self.c2(x)), 2, 1)
+        out = self.f2(torch.relu(self.f1(x.flatten(1))))
+        return torch.softmax(out, dim=-1) if self.softmax else out
+
+
+MODELS = {"mlp": MLP, "cnn": CNN}
+
+
+def _data(n, seed=0, model="mlp"):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 784)).astype(np.float32)
     y = (X[:, :10].argmax(1)).astype(np.int64)
-    return X, y
+    return (X.reshape(n, 1, 28, 28) if model == "cnn" else X), y
 
 
 def _time(fn):
@@ -86,20 +120,26 @@ def _time(fn):
 # ------------------------------------------------------------ skorch level ---
 
 
-def skorch_plain(X, y, batch):
+def skorch_plain(X, y, batch, model="mlp"):
     net = NeuralNetClassifier(
-        MLP, lr=LR, max_epochs=1, batch_size=batch, train_split=None, verbose=0, iterator_train__shuffle=True
+        MODELS[model],
+        lr=LR,
+        max_epochs=1,
+        batch_size=batch,
+        train_split=None,
+        verbose=0,
+        iterator_train__shuffle=True,
     )
     net.initialize()
     return lambda: net.partial_fit(X, y)
 
 
-def skorch_ours(X, y, batch, mode):
+def skorch_ours(X, y, batch, mode, model="mlp"):
     from skdp.nn import dpsgd_step_event
     from skdp.privacy import compose
 
     net = DPNeuralNetClassifier(
-        MLP,
+        MODELS[model],
         lr=LR,
         max_epochs=1,
         batch_size=batch,
@@ -118,6 +158,22 @@ def skorch_ours(X, y, batch, mode):
     return lambda: net.fit(X, y)
 
 
+def skorch_ours_eps(X, y, batch, model="mlp"):
+    """The DP net as a user fits it: ``epsilon=1``, ``n_samples="auto"`` (noisy count, calibration)."""
+    net = DPNeuralNetClassifier(
+        MODELS[model],
+        lr=LR,
+        max_epochs=1,
+        batch_size=batch,
+        epsilon=1.0,
+        classes=list(range(10)),
+        verbose=0,
+        random_state=0,
+    )
+    net.initialize()
+    return lambda: net.fit(X, y)
+
+
 # ------------------------------------------------- per optimiser step (bare) ---
 
 
@@ -129,9 +185,9 @@ def _ce_per_example(module, x, t):
     return torch.nn.functional.cross_entropy(module(x), t, reduction="none")
 
 
-def step_plain(X, y, batch):
+def step_plain(X, y, batch, model="mlp"):
     torch.manual_seed(0)
-    model = MLP(softmax=False)
+    model = MODELS[model](softmax=False)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
     perm = torch.randperm(len(Xt))
@@ -158,12 +214,12 @@ def _poisson_batches(X, y, batch):
     return out
 
 
-def step_ours(X, y, batch, mode):
+def step_ours(X, y, batch, mode, model="mlp"):
     from skdp.nn import DPSGDEngine, FixedClipping
     from skdp.privacy import ADD_REMOVE, PrivacyLedger
 
     torch.manual_seed(0)
-    model = MLP(softmax=False)
+    model = MODELS[model](softmax=False)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     batches = _poisson_batches(X, y, batch)
     engine = DPSGDEngine(
@@ -189,13 +245,30 @@ def step_ours(X, y, batch, mode):
     return run
 
 
-def step_opacus(X, y, batch, mode="hooks"):
-    from _opacus import make_private
+def step_opacus(X, y, batch, mode="hooks", model="mlp"):
+    from opacus import PrivacyEngine
 
     torch.manual_seed(0)
-    model, opt, loader = make_private(MLP(softmax=False), X, y, LR, batch, SIGMA, CLIP, grad_sample_mode=mode)
+    net = MODELS[model](softmax=False)
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.as_tensor(X), torch.as_tensor(y)), batch_size=batch
+    )
+    criterion = torch.nn.CrossEntropyLoss()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        out = PrivacyEngine(accountant="rdp").make_private(
+            module=net,
+            optimizer=opt,
+            data_loader=loader,
+            noise_multiplier=SIGMA,
+            max_grad_norm=CLIP,
+            poisson_sampling=True,
+            grad_sample_mode=mode,
+            criterion=criterion,
+        )
+        # Opacus' ghost mode wraps the criterion (its second backward pass).
+        net, opt, criterion, loader = out if mode == "ghost" else (out[0], out[1], criterion, out[2])
         batches = list(loader)
 
     def run():
@@ -203,21 +276,30 @@ def step_opacus(X, y, batch, mode="hooks"):
             warnings.simplefilter("ignore")
             for xb, yb in batches:
                 opt.zero_grad()
-                _ce(model, xb, yb).backward()
+                criterion(net(xb), yb).backward()
                 opt.step()
 
     return run
 
 
+#: name -> (reference kind, factory, keyword arguments); one table per model.
 METHODS = {
     "plain skorch": ("skorch", skorch_plain, {}),
     "ours ghost (skorch)": ("skorch", skorch_ours, {"mode": "ghost"}),
     "ours vmap (skorch)": ("skorch", skorch_ours, {"mode": "vmap"}),
+    "ours eps=1 (skorch)": ("skorch", skorch_ours_eps, {}),
     "plain torch step": ("step", step_plain, {}),
     "ours ghost step": ("step", step_ours, {"mode": "ghost"}),
     "ours vmap step": ("step", step_ours, {"mode": "vmap"}),
-    "opacus hooks step": ("step", step_opacus, {}),
+    "opacus hooks step": ("step", step_opacus, {"mode": "hooks"}),
+    "opacus ghost step": ("step", step_opacus, {"mode": "ghost"}),
 }
+#: Methods left out per model (Opacus' hooks on the MLP take minutes per round).
+SKIP = {"mlp": (), "cnn": ("ours vmap (skorch)", "ours eps=1 (skorch)")}
+
+
+def _methods(model):
+    return {k: v for k, v in METHODS.items() if k not in SKIP[model]}
 
 
 def _status_mb(field):
@@ -229,21 +311,32 @@ def _status_mb(field):
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def memory_child(name, batch, n_steps):
+def memory_child(name, batch, n_steps, model):
     """Run in a fresh process: train ``n_steps`` steps of ``name`` at ``batch``; print JSON."""
     torch.set_num_threads(1)
-    X, y = _data(batch * n_steps)
+    X, y = _data(batch * n_steps, model=model)
     _, factory, kw = METHODS[name]
-    run = factory(X, y, batch, **kw)
+    run = factory(X, y, batch, model=model, **kw)
     before = _status_mb("VmRSS")
     run()
     peak = _status_mb("VmHWM")  # peak RSS of this process since exec
     print(json.dumps({"before_mb": before, "peak_mb": peak}))
 
 
-def _measure_memory(name, batch, n_steps):
+def _measure_memory(name, batch, n_steps, model):
     out = subprocess.run(
-        [sys.executable, __file__, "--memory-child", name, "--batch", str(batch), "--steps", str(n_steps)],
+        [
+            sys.executable,
+            __file__,
+            "--memory-child",
+            name,
+            "--batch",
+            str(batch),
+            "--steps",
+            str(n_steps),
+            "--model",
+            model,
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -255,75 +348,94 @@ def _load():
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer rows and rounds (well under 2 minutes)")
-    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
-    parser.add_argument("--batch", type=int, default=1024, help=argparse.SUPPRESS)
-    parser.add_argument("--steps", type=int, default=4, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.memory_child:
-        memory_child(args.memory_child, args.batch, args.steps)
-        return
-    torch.set_num_threads(1)
-    n, rounds = (1280, 3) if args.quick else (7680, 5)
-    X, y = _data(n)
+def run_model(model, n, rounds, mem_steps):
+    """Interleaved timing and per-method peak memory of one model; prints its table, returns the numbers."""
+    methods = _methods(model)
+    X, y = _data(n, model=model)
     load_start = _load()
-    runs = {name: factory(X, y, BATCH, **kw) for name, (_, factory, kw) in METHODS.items()}
-    # Warm-up (allocator, vmap tracing, Opacus hooks), untimed.
-    Xw, yw = _data(1024, seed=1)
-    for _, factory, kw in METHODS.values():
-        factory(Xw, yw, BATCH, **kw)()
+    runs = {name: factory(X, y, BATCH, model=model, **kw) for name, (_, factory, kw) in methods.items()}
+    # Warm-up (allocator, vmap tracing, Opacus hooks, the accountant's caches), untimed.
+    Xw, yw = _data(1024, seed=1, model=model)
+    for _, factory, kw in methods.values():
+        factory(Xw, yw, BATCH, model=model, **kw)()
     times = {name: [] for name in runs}
     for _ in range(rounds):
         for name, run in runs.items():
             times[name].append(_time(run))
-    throughput = {name: n / float(np.median(t)) for name, t in times.items()}
+    seconds = {name: float(np.median(t)) for name, t in times.items()}
     load_end = _load()
-
-    mem_steps = 2 if args.quick else 4
-    memory = {name: _measure_memory(name, 1024, mem_steps) for name in METHODS}
-    load_mem = _load()
-
+    memory = {name: _measure_memory(name, 1024, mem_steps, model) for name in methods}
     print(
-        f"\nMLP 784-256-10, N={n}, expected batch {BATCH}, {rounds} interleaved rounds (median), "
-        f"torch threads=1"
+        f"\n{model.upper()}, N={n}, expected batch {BATCH}, {rounds} interleaved rounds (median), "
+        f"torch threads=1; load average (1, 5, 15 min): start {load_start}, end {load_end}"
     )
-    print(f"load average (1, 5, 15 min): start {load_start}; end of timing {load_end}")
     print(
-        f"\n{'method':<22}{'samples/s':>11}{'vs plain':>10}"
-        f"{'peak RSS MB':>13}{'vs plain':>10}{'growth MB':>11}{'vs plain':>10}"
+        f"{'method':<22}{'s/epoch':>9}{'samples/s':>11}{'time x plain':>13}"
+        f"{'peak RSS MB':>13}{'growth MB':>11}{'x plain':>9}"
     )
-    for name, tp in throughput.items():
-        kind = METHODS[name][0]
+    for name, sec in seconds.items():
+        kind = methods[name][0]
         ref_name = "plain skorch" if kind == "skorch" else "plain torch step"
         m, ref_m = memory[name], memory[ref_name]
         growth, ref_growth = m["peak_mb"] - m["before_mb"], ref_m["peak_mb"] - ref_m["before_mb"]
         print(
-            f"{name:<22}{tp:>11.0f}{tp / throughput[ref_name]:>10.3f}"
-            f"{m['peak_mb']:>13.0f}{m['peak_mb'] / ref_m['peak_mb']:>10.2f}"
-            f"{growth:>11.0f}{growth / max(ref_growth, 1.0):>10.2f}"
+            f"{name:<22}{sec:>9.3f}{n / sec:>11.0f}{sec / seconds[ref_name]:>13.2f}"
+            f"{m['peak_mb']:>13.0f}{growth:>11.0f}{growth / max(ref_growth, 1.0):>9.2f}"
         )
-    print(f"(peak RSS: batch 1024, {mem_steps} steps, one child process per method; load average {load_mem})")
-    ghost = throughput["ours ghost (skorch)"] / throughput["plain skorch"]
-    ghost_step = throughput["ours ghost step"] / throughput["plain torch step"]
-    opacus = throughput["ours ghost step"] / throughput["opacus hooks step"]
-    mem = memory["ours ghost (skorch)"]["peak_mb"] / memory["plain skorch"]["peak_mb"]
-    print(f"\nghost / plain skorch throughput = {ghost:.2f} (target >= 0.5)")
-    print(f"ghost / plain per optimiser step = {ghost_step:.2f}; ghost / Opacus hooks = {opacus:.1f}x")
-    print(f"ghost / plain skorch peak RSS at batch 1024 = {mem:.2f} (target <= 1.5)")
+    print(f"(peak RSS: batch 1024, {mem_steps} steps, one child process per method)")
+    return seconds, memory
+
+
+def _verdict(ok):
+    return "PASS" if ok else "FAIL"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer rows and rounds (a few minutes)")
+    parser.add_argument("--models", default="cnn,mlp", help="comma-separated subset of cnn, mlp")
+    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    parser.add_argument("--model", default="mlp", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=1024, help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, default=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        memory_child(args.memory_child, args.batch, args.steps, args.model)
+        return
+    torch.set_num_threads(1)
+    n, rounds = (1280, 3) if args.quick else (7680, 5)
+    mem_steps = 2 if args.quick else 4
+    results = {model: run_model(model, n, rounds, mem_steps) for model in args.models.split(",")}
+
+    print()
+    if "cnn" in results:
+        sec = results["cnn"][0]
+        bar = min(sec["ours vmap step"], sec["opacus hooks step"])
+        print(
+            f"{_verdict(sec['ours ghost step'] <= bar)} CNN: skdp ghost (mixed) step {sec['ours ghost step']:.3f} s "
+            f"<= min(skdp vmap {sec['ours vmap step']:.3f}, Opacus hooks {sec['opacus hooks step']:.3f}) s; "
+            f"plain torch {sec['plain torch step']:.3f} s, Opacus ghost {sec['opacus ghost step']:.3f} s"
+        )
+    if "mlp" in results:
+        sec, memory = results["mlp"]
+        ratio = sec["ours eps=1 (skorch)"] / sec["plain skorch"]
+        fixed = sec["ours ghost (skorch)"] / sec["plain skorch"]
+        print(
+            f"{_verdict(ratio <= 1.5)} MLP: DP fit with defaults (epsilon=1, n_samples='auto') / plain skorch "
+            f"= {ratio:.2f} (<= 1.5); with the noise multiplier given (no calibration) {fixed:.2f}"
+        )
+        mem = memory["ours ghost (skorch)"]["peak_mb"] / memory["plain skorch"]["peak_mb"]
+        print(f"{_verdict(mem <= 1.5)} MLP: ghost / plain skorch peak RSS at batch 1024 = {mem:.2f} (<= 1.5)")
 
     RESULTS.mkdir(exist_ok=True)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
-    names = list(throughput)
-    ax1.barh(names, [throughput[k] for k in names], color="tab:blue")
-    ax1.set_xlabel("training samples / s (batch 256)")
-    ax1.invert_yaxis()
-    ax2.barh(names, [memory[k]["peak_mb"] for k in names], color="tab:orange")
-    ax2.set_xlabel("peak RSS, MB (batch 1024)")
-    ax2.invert_yaxis()
-    ax2.set_yticklabels([])
-    fig.suptitle(f"DP-SGD, MLP 784-256-10 (load average {load_end})")
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 3.8), squeeze=False)
+    for ax, (model, (sec, _)) in zip(axes[0], results.items(), strict=True):
+        names = list(sec)
+        ax.barh(names, [n / sec[k] for k in names], color="tab:blue")
+        ax.set_xlabel("training samples / s (batch 256)")
+        ax.set_title(model.upper())
+        ax.invert_yaxis()
+    fig.suptitle(f"DP-SGD throughput (load average {_load()})")
     fig.tight_layout()
     out = RESULTS / "dpsgd_speed.png"
     fig.savefig(out, dpi=120)

@@ -322,13 +322,22 @@ CASES = {
         checked=[
             Checked(
                 "DPSEPRegressor[clipped]",
-                DPSEPRegressor(hidden_layer_sizes=(5,), n_epochs=2, mechanism="clipped", random_state=0),
+                DPSEPRegressor(
+                    hidden_layer_sizes=(5,),
+                    n_epochs=2,
+                    mechanism="clipped",
+                    feature_bounds=None,
+                    target_bounds=None,
+                    random_state=0,
+                ),
             ),
             # The private instance recalibrates its noise for every sample size
             # the checks use (seconds each, via autodp's subsampled RDP).
             Checked(
                 "DPSEPRegressor[dp]",
-                DPSEPRegressor(hidden_layer_sizes=(5,), n_epochs=2, random_state=0),
+                DPSEPRegressor(
+                    hidden_layer_sizes=(5,), n_epochs=2, feature_bounds=None, target_bounds=None, random_state=0
+                ),
                 slow=True,
             ),
         ],
@@ -466,7 +475,16 @@ def _modes():
             {"mechanism": "clipped"},
             {"mechanism": "none"},
             {"sampling": "without_replacement", "composition": "rdp"},
-            {"feature_bounds": "auto", "target_bounds": "auto"},
+            # 3 features: "auto" bounds are located (else refused) from n * epsilon = 1,498
+            # on; the tests fit 40 to 120 rows.  RDP calibrates a large epsilon in
+            # milliseconds (PLD in seconds).
+            {
+                "feature_bounds": "auto",
+                "target_bounds": "auto",
+                "epsilon": 50.0,
+                "sampling": "without_replacement",
+                "composition": "rdp",
+            },
         ],
         "DPStandardScaler": [{}, {"delta": 0.0}, {"bounds": None}, {"bounds": "auto"}, {"with_std": False}],
         "DPMinMaxScaler": [{}, {"delta": 1e-5}],

@@ -27,6 +27,7 @@ from skdp.bnn._sep import (
     clip_rows,
     factor_sensitivity,
     from_natural,
+    project_cavity,
     release_scaling,
     sep_site,
     sep_sites,
@@ -600,17 +601,58 @@ def test_refuses_secure_noise_before_any_release():
         model.set_params(mechanism="clipped").fit(X, y)
 
 
-def test_privacy_leak_warning_without_bounds():
+def test_privacy_leak_warning_only_for_explicit_none_bounds():
     X, y = _linear_data(n=60)
     with pytest.warns(PrivacyLeakWarning, match="feature_bounds"):
-        DPSEPRegressor(hidden_layer_sizes=(), n_epochs=1, target_bounds=(-3, 3), random_state=0).fit(X, y)
+        DPSEPRegressor(
+            hidden_layer_sizes=(), n_epochs=1, feature_bounds=None, target_bounds=(-3, 3), random_state=0
+        ).fit(X, y)
     with pytest.warns(PrivacyLeakWarning, match="target_bounds"):
-        DPSEPRegressor(hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), random_state=0).fit(X, y)
+        DPSEPRegressor(
+            hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), target_bounds=None, random_state=0
+        ).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
         DPSEPRegressor(
             hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), target_bounds=(-3, 3), random_state=0
         ).fit(X, y)
+
+
+def test_default_bounds_are_released_privately_or_refused():
+    """Defaults never read bounds off the data: released on the ledger, or a refusal naming what to declare."""
+    from skdp.privacy import PureDPEvent
+
+    X, y = _linear_data(n=60)
+    messages = set()
+    for data in ((X, y), (100 * X, -y)):
+        with pytest.raises(ValueError, match="declare feature_bounds and target_bounds") as info:
+            DPSEPRegressor(n_epochs=1, random_state=0).fit(*data)
+        messages.add(str(info.value))
+    assert len(messages) == 1  # n, epsilon and bounds_budget only, never the data
+    with pytest.raises(ValueError, match="declare target_bounds as"):
+        DPSEPRegressor(n_epochs=1, feature_bounds=(-1, 1), random_state=0).fit(X, y)
+    X, y = _linear_data(n=6000, d=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        model = DPSEPRegressor(n_epochs=1, random_state=0).fit(X, y)
+    pure = [e for e in model.privacy_ledger_.events if isinstance(e, PureDPEvent)]
+    assert sum(e.count for e in pure) == 2 * 2 + 2  # two quantiles per feature and for the target
+    assert model.feature_bounds_.shape == (2, 2) and model.target_bounds_.shape == (2,)
+    assert model.privacy_spent_.epsilon <= 1.0
+
+
+def test_auto_hidden_layers_follow_n_epsilon_per_weight():
+    # 10 features, 50 hidden units: 601 weights, hidden from n * epsilon >= 200 * 601 = 120,200.
+    assert _dpsep.auto_hidden_layer_sizes(120_200, 10, 1.0) == (50,)
+    assert _dpsep.auto_hidden_layer_sizes(120_199, 10, 1.0) == ()
+    assert _dpsep.auto_hidden_layer_sizes(12_020, 10, 10.0) == (50,)
+    assert _dpsep.auto_hidden_layer_sizes(442, 10, 1.0, mechanism="clipped") == (50,)
+    X, y = _linear_data(n=300, d=2)
+    model = DPSEPRegressor(n_epochs=1, feature_bounds=(-1, 1), target_bounds=(-3, 3), random_state=0).fit(
+        X, y
+    )
+    assert model.hidden_layer_sizes_ == () and [c.shape for c in model.coefs_mean_] == [(1, 3)]
+    assert model.hidden_layer_sizes == "auto"  # the parameter is not written in fit
 
 
 @pytest.mark.slow
@@ -654,7 +696,13 @@ def test_linear_sep_matches_exact_bayesian_linear_regression():
     X = rng.normal(size=(n, d))
     y = X @ [0.8, -0.5, 0.3] + 0.5 * rng.normal(size=n)
     model = DPSEPRegressor(
-        hidden_layer_sizes=(), n_epochs=8, clip_norm=1e6, mechanism="clipped", random_state=0
+        hidden_layer_sizes=(),
+        n_epochs=8,
+        clip_norm=1e6,
+        mechanism="clipped",
+        feature_bounds=None,  # standardised by the data's moments: no clipping to a box
+        target_bounds=None,
+        random_state=0,
     ).fit(X, y)
     Xs = (X - model.x_center_) / model.x_scale_
     ys = (y - model.y_center_) / model.y_scale_
@@ -799,8 +847,9 @@ def test_pipeline():
 )
 def test_bad_hyperparameters(kwargs, match):
     X, y = _linear_data(n=30)
+    params = {"feature_bounds": (-1, 1), "target_bounds": (-3, 3), **kwargs}
     with pytest.raises(ValueError, match=match):
-        DPSEPRegressor(n_epochs=1, **kwargs).fit(X, y)
+        DPSEPRegressor(n_epochs=1, **params).fit(X, y)
 
 
 def test_rdp_with_poisson_batches_is_refused_before_any_reservation():
@@ -880,7 +929,8 @@ def _auto_fit(X, y, **params):
     [("auto", "auto", 6), ("auto", (-3, 3), 4), (None, "auto", 2)],
 )
 def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bounds, n_releases):
-    X, y = _linear_data(n=200, d=2)
+    n = 4000  # enough rows for the bounds' share of epsilon 0.5 (fewer are refused)
+    X, y = _linear_data(n=n, d=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)  # feature_bounds=None: the old, warned path
         model = _auto_fit(X, y, feature_bounds=feature_bounds, target_bounds=target_bounds, bounds_budget=0.3)
@@ -896,7 +946,7 @@ def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bound
     assert 0.15 * (1 - 1e-6) <= sum(e.count * e.epsilon for e in pure) <= 0.15
     # The ledger is the calibrated plan, and composes to at most the request.
     plan = _planned_events(
-        model.noise_multiplier_, 200, 1, model.batch_size_, "poisson", n_releases, pure[0].epsilon
+        model.noise_multiplier_, n, 1, model.batch_size_, "poisson", n_releases, pure[0].epsilon
     )
     assert compose(plan, 1e-5, "pld").epsilon == pytest.approx(model.privacy_spent_.epsilon)
     assert model.privacy_spent_.epsilon <= 0.5
@@ -915,7 +965,7 @@ def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bound
 
 def test_auto_bounds_plan_is_public():
     """The same events for the data, a neighbour with an outlier, and zeros of the same shape."""
-    X, y = _linear_data(n=200, d=2)
+    X, y = _linear_data(n=4000, d=2)
     X2, y2 = X.copy(), y.copy()
     X2[0], y2[0] = 1e9, -1e9
     ledgers = [
@@ -970,3 +1020,110 @@ def test_explicit_none_bounds_keep_the_leak_warning():
         ).fit(X, y)
     assert model.feature_bounds_ is None
     np.testing.assert_array_equal(model.target_bounds_, [-3.0, 3.0])
+
+
+# --------------------------------------------------------------------------
+# The batch step against the original per-row code
+
+
+def _per_row_log_z_gradients(x, y, means, variances, alpha, beta):
+    """PBP's moment matching of one datapoint: the per-row code the batch step replaced."""
+    from scipy.special import ndtr
+
+    zm = np.asarray(x, dtype=float)
+    n_layers = len(means)
+    cache = []
+    zv = None
+    for layer, (M, V) in enumerate(zip(means, variances, strict=True)):
+        n_in = M.shape[1]
+        scale = 1.0 / math.sqrt(n_in)
+        zm_a = np.append(zm, 1.0)
+        if zv is None:
+            zv_a = None
+            zsq = zm_a * zm_a
+            av = (V @ zsq) * (scale * scale)
+        else:
+            zv_a = np.append(zv, 0.0)
+            zsq = zm_a * zm_a + zv_a
+            av = (V @ zsq + (M * M) @ zv_a) * (scale * scale)
+        am = (M @ zm_a) * scale
+        relu = None
+        if layer < n_layers - 1:
+            av = np.maximum(av, 1e-12)
+            s = np.sqrt(av)
+            ratio = am / s
+            cdf = ndtr(ratio)
+            pdf = np.exp(-0.5 * ratio * ratio) / math.sqrt(2 * math.pi)
+            zm = am * cdf + s * pdf
+            zv = np.maximum((am * am + av) * cdf + am * s * pdf - zm * zm, 1e-12)
+            relu = (cdf, pdf, s, zm)
+        cache.append((zm_a, zv_a, zsq, scale, relu))
+    m_out, v_out = float(am[0]), float(av[0])
+    resid = y - m_out
+    s0 = v_out + beta / (alpha - 1.0)
+    log_z = -0.5 * (math.log(2 * math.pi) + math.log(s0) + resid * resid / s0)
+    g_am = np.array([resid / s0])
+    g_av = np.array([0.5 * (resid * resid / (s0 * s0) - 1.0 / s0)])
+    grad_m, grad_v = [None] * n_layers, [None] * n_layers
+    for layer in range(n_layers - 1, -1, -1):
+        M, V = means[layer], variances[layer]
+        zm_a, zv_a, zsq, scale, _ = cache[layer]
+        scale2 = scale * scale
+        gm = (g_am * scale)[:, None] * zm_a
+        if zv_a is not None:
+            gm += (2.0 * scale2) * M * (g_av[:, None] * zv_a)
+        grad_m[layer] = gm.ravel()
+        grad_v[layer] = ((g_av * scale2)[:, None] * zsq).ravel()
+        if layer == 0:
+            break
+        back_v = g_av @ V
+        g_zm = (scale * (g_am @ M) + (2.0 * scale2) * back_v * zm_a)[:-1]
+        g_zv = (scale2 * (back_v + g_av @ (M * M)))[:-1]
+        cdf, pdf, s, zm_out = cache[layer - 1][4]
+        g_am = g_zm * cdf + g_zv * 2.0 * zm_out * (1.0 - cdf)
+        g_av = g_zm * pdf / (2.0 * s) + g_zv * (cdf - zm_out * pdf / s)
+    s1, s2 = v_out + beta / alpha, v_out + beta / (alpha + 1.0)
+    log_z1 = -0.5 * (math.log(2 * math.pi) + math.log(s1) + resid * resid / s1)
+    log_z2 = -0.5 * (math.log(2 * math.pi) + math.log(s2) + resid * resid / s2)
+    e1 = math.exp(log_z1 - log_z) * alpha / beta
+    e2 = math.exp(log_z2 - log_z) * alpha * (alpha + 1.0) / (beta * beta)
+    var_tau = e2 - e1 * e1
+    alpha_new, beta_new = (e1 * e1 / var_tau, e1 / var_tau) if var_tau > 0 else (math.nan, math.nan)
+    return np.concatenate(grad_m), np.concatenate(grad_v), alpha_new, beta_new
+
+
+def _per_row_site(theta_f, theta_0, n, x, y, shapes, floors):
+    """One datapoint's site, row by row: cavity, PBP moment matching, natural parameters minus the cavity's."""
+    (m, v, alpha, beta), cavity = project_cavity(theta_f, theta_0, n, floors)
+    gm, gv, a_new, b_new = _per_row_log_z_gradients(
+        x, y, split_layers(m, shapes), split_layers(v, shapes), alpha, beta
+    )
+    m_new, v_new = m + v * gm, v - v * v * (gm * gm - 2.0 * gv)
+    P = m.size
+    site = np.zeros(cavity.size)
+    for j in range(P):  # a rejected weight (variance not positive) gets no update
+        if v_new[j] > 0 and math.isfinite(v_new[j]) and math.isfinite(m_new[j]):
+            site[j] = m_new[j] / v_new[j] - cavity[j]
+            site[P + j] = -0.5 / v_new[j] - cavity[P + j]
+    if a_new > 0 and b_new > 0:
+        site[-2], site[-1] = a_new - 1.0 - cavity[-2], -b_new - cavity[-1]
+    return site
+
+
+@pytest.mark.parametrize("hidden", [(), (7,), (6, 4)])
+def test_batch_sites_equal_the_per_row_code(hidden):
+    """The batch step (one array computation per batch) gives every row's site of the per-row code."""
+    rng = np.random.default_rng(11)
+    d, n = 3, 40
+    shapes = layer_shapes(d, hidden)
+    n_weights = sum(a * b for a, b in shapes)
+    theta_0 = to_natural(rng.normal(size=n_weights), np.full(n_weights, 0.7), 6.0, 6.0)
+    theta_f = rng.normal(scale=0.02, size=theta_0.size)
+    floors = (1.0, 2.0, (1e-4, 1.0), 10.0, 0.0, 0.0)
+    X, y = rng.normal(size=(25, d)), 10.0 * rng.normal(size=25)
+    scale = release_scaling(theta_0.size, 10.0)
+    batch = sep_sites(theta_f, theta_0, n, X, y, shapes, floors, scale)
+    reference = np.stack([_per_row_site(theta_f, theta_0, n, X[i], y[i], shapes, floors) for i in range(25)])
+    # Hidden layers: some weights are rejected (non-positive variance), so the rule is exercised.
+    assert np.any(reference[:, :n_weights] == 0.0) == (hidden != ())
+    np.testing.assert_allclose(batch, reference * scale, rtol=1e-10, atol=1e-12)

@@ -20,7 +20,7 @@ from skdp.nn import (  # noqa: E402
     dpsgd_step_event,
     find_unsupported_layer,
 )
-from skdp.nn._ghost import _synthetic_batch, linear_form_sq_norms  # noqa: E402
+from skdp.nn._ghost import _synthetic_batch, linear_form_sq_norms, uses_ghost_norm  # noqa: E402
 from skdp.privacy import ADD_REMOVE, PrivacyLedger  # noqa: E402
 
 F64 = torch.float64
@@ -72,6 +72,23 @@ class SharedLinear(torch.nn.Module):
         return self.out(torch.tanh(self.lin(torch.tanh(self.lin(x)))))
 
 
+class MixedCNN(torch.nn.Module):
+    """One layer in each branch of the mixed rule (2 T^2 < p d: ghost), Conv1d and Conv2d."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(1, 4, 3)  # 10x10 -> 8x8: T = 64, d = 9, p = 4: per-example
+        self.c2 = torch.nn.Conv2d(4, 16, 3, stride=2)  # -> 3x3: T = 9, d = 36, p = 16: ghost
+        self.c3 = torch.nn.Conv1d(16, 8, 3, padding=1, groups=2)  # T = 9, d = 24, p = 4: per-example
+        self.c4 = torch.nn.Conv1d(8, 12, 7, stride=3)  # T = 1, d = 56, p = 12: ghost
+        self.lin = torch.nn.Linear(12, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.c2(torch.relu(self.c1(x))))
+        h = torch.tanh(self.c3(h.flatten(2)))
+        return self.lin(torch.tanh(self.c4(h)).flatten(1))
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3))
 
@@ -96,6 +113,10 @@ CASES = {
     "linear, long sequence (mixed rule)": (
         _long_sequence,
         lambda g: torch.randn(9, 40, 2, generator=g, dtype=F64),
+    ),
+    "conv, both branches of the mixed rule": (
+        MixedCNN,
+        lambda g: torch.randn(9, 1, 10, 10, generator=g, dtype=F64),
     ),
     "shared weights": (SharedLinear, lambda g: torch.randn(9, 5, generator=g, dtype=F64)),
     "frozen parameter": (_frozen_bias, lambda g: torch.randn(9, 5, generator=g, dtype=F64)),
@@ -148,13 +169,52 @@ def test_linear_form_norms_equal_explicit_per_example_gradients():
     g = torch.Generator().manual_seed(0)
     for T, d, p in [(1, 4, 3), (3, 4, 3), (9, 2, 3)]:  # T = 1, Gram form, mixed rule
         A, G = (
-            torch.randn(5, T, 2, d, generator=g, dtype=F64),
-            torch.randn(5, T, 2, p, generator=g, dtype=F64),
+            torch.randn(5, 2, d, T, generator=g, dtype=F64),
+            torch.randn(5, 2, p, T, generator=g, dtype=F64),
         )
         explicit = torch.stack(
-            [sum((G[i, :, h].T @ A[i, :, h]).square().sum() for h in range(2)) for i in range(5)]
+            [sum((G[i, h] @ A[i, h].T).square().sum() for h in range(2)) for i in range(5)]
         )
         torch.testing.assert_close(linear_form_sq_norms(A, G), explicit, rtol=1e-12, atol=0)
+
+
+def test_mixed_rule_is_bu_et_al_2T2_below_pd():
+    assert uses_ghost_norm(1, 1, 1)  # one position: ||g||^2 ||a||^2
+    assert uses_ghost_norm(4, 9, 8) and not uses_ghost_norm(6, 9, 8)  # 32 < 72 < 72 is false
+    assert not uses_ghost_norm(6, 8, 9) and uses_ghost_norm(5, 8, 9)
+
+
+def test_each_layer_takes_the_branch_of_the_rule_and_both_branches_give_exact_norms(monkeypatch):
+    """Per layer: ghost (no per-example tensor) iff 2 T^2 < p d, norms equal torch.func's per layer."""
+    from torch.func import functional_call, grad, vmap
+
+    from skdp.nn import _ghost
+
+    module, x, y = _make("conv, both branches of the mixed rule", 0)
+    seen = {}
+    original = _ghost._LinearRule.norms_and_state.__func__
+
+    def spy(cls, layer, calls):
+        sq, state = original(cls, layer, calls)
+        seen[layer] = (cls.form(layer, calls), state["per_example"] is not None, sq.detach().clone())
+        return sq, state
+
+    monkeypatch.setattr(_ghost._LinearRule, "norms_and_state", classmethod(spy))
+    GhostClipping(_batch_loss).clipped_sum(module, _loss, (x, y), lambda n: 1.0)
+    params = {k: v.detach() for k, v in module.named_parameters()}
+
+    def one(p, xi, yi):
+        return torch.nn.functional.cross_entropy(functional_call(module, p, (xi[None],)), yi[None])
+
+    per_sample = vmap(grad(one), in_dims=(None, 0, 0))(params, x, y)
+    expected_branch = {"c1": False, "c2": True, "c3": False, "c4": True, "lin": True}
+    for name, layer in module.named_children():
+        (T, d, p), formed = seen[layer][:2]
+        assert formed == (not uses_ghost_norm(T, d, p)), name
+        assert formed == (not expected_branch[name]), name
+        exact = per_sample[f"{name}.weight"].flatten(1).square().sum(1)
+        exact = exact + per_sample[f"{name}.bias"].square().sum(1)
+        torch.testing.assert_close(seen[layer][2], exact, rtol=1e-10, atol=0)
 
 
 def test_padding_idx_gets_no_gradient():

@@ -230,6 +230,38 @@ def resolve_batch_size(batch_size, n_samples, mechanism="dp"):
     return int(batch_size)
 
 
+#: Width of the hidden layer a default (``hidden_layer_sizes="auto"``) network gets.
+_AUTO_WIDTH = 50
+#: Rows times epsilon per weight of that network below which the default is linear.
+_AUTO_ROWS_EPSILON_PER_WEIGHT = 200.0
+
+
+def auto_hidden_layer_sizes(n_samples, n_features, epsilon, mechanism="dp"):
+    """Hidden layers of ``hidden_layer_sizes="auto"``: one layer of 50, or none (linear), from ``n epsilon``.
+
+    The noise left in the released factor, against the factor's own size,
+    falls with ``n epsilon`` and grows with the number of weights ``P``
+    (the released vector has ``2 P + 2`` coordinates, each datapoint's
+    clipped site spreads its norm ``C`` over all of them).  Measured at
+    epsilon = 1 (``docs/bnn.md``): with ``P = 601`` (10 features, 50
+    hidden units) the private network reaches the linear model's R^2 at
+    ``n = 9,000`` and stays below it at 3,750 and 331 rows (friedman1,
+    diabetes), so below ``n epsilon = 200 P`` (about 10 times the largest
+    measured ``n epsilon`` at which it does not beat the linear model) the
+    default is Bayesian linear regression (``P = d + 1``), the model whose
+    few weights the noise leaves readable.  A function of the public ``n``
+    (replace-one), ``d`` and epsilon only.  The non-private modes keep the
+    hidden layer.
+    """
+    hidden = (_AUTO_WIDTH,)
+    if mechanism != "dp":
+        return hidden
+    n_weights = sum(a * b for a, b in layer_shapes(n_features, hidden))
+    if n_samples * epsilon >= _AUTO_ROWS_EPSILON_PER_WEIGHT * n_weights:
+        return hidden
+    return ()
+
+
 class _TrainingPairs(NamedTuple):
     """DP-SEP's validated training pairs, in memory (every step samples rows at random)."""
 
@@ -349,8 +381,12 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    hidden_layer_sizes : tuple of int, default=(50,)
+    hidden_layer_sizes : tuple of int or "auto", default="auto"
         Width of each ReLU hidden layer; ``()`` gives a linear model.
+        ``"auto"``: one hidden layer of 50 units when ``n * epsilon`` is at
+        least 200 times its number of weights, else linear
+        (:func:`auto_hidden_layer_sizes`; always 50 units for the
+        non-private modes); the choice is ``hidden_layer_sizes_``.
     n_epochs : int, default=40
         Number of passes ``T`` (in expectation for Poisson batches); the
         fit makes ``ceil(T * N / B)`` steps.
@@ -383,12 +419,15 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     noise_prior : tuple of (float, float), default=(6.0, 6.0)
         Shape and rate of the Gamma prior of the noise precision on the
         standardised targets (PBP's choice).
-    feature_bounds : tuple (lower, upper), "auto" or None, default=None
+    feature_bounds : tuple (lower, upper), "auto" or None, default="auto"
         Public bounds of the features (scalars or arrays); the features are
         clipped to them and mapped to ``[-1, 1]``.  ``"auto"`` releases them
-        privately (see **"auto" bounds**); ``None`` standardises with the
-        data's mean and standard deviation (a privacy leak, warned).
-    target_bounds : tuple (lower, upper), "auto" or None, default=None
+        privately (see **"auto" bounds**), spending ``bounds_budget`` of
+        epsilon, and refuses (``ValueError``, before any data is read) when
+        ``n`` is too small for the budget to locate them: declare the bounds
+        then.  ``None`` standardises with the data's mean and standard
+        deviation (a privacy leak, warned; opt-in).
+    target_bounds : tuple (lower, upper), "auto" or None, default="auto"
         Public bounds of the target, used the same way; predicted means are
         clipped to them.
     composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
@@ -442,6 +481,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         ``[m / v, -1 / (2 v), alpha - 1, -beta]``: ``m / v`` for every
         weight, then ``-1 / (2 v)`` for every weight, then the two natural
         parameters of the noise Gamma (see :ref:`bnn-model`).
+    hidden_layer_sizes_ : tuple of int
+        The hidden layers fitted (``hidden_layer_sizes``, or the
+        ``"auto"`` rule's choice from ``n``, ``d`` and epsilon).
     batch_size_ : int
         ``B`` used by the fit (the expected batch size for Poisson batches).
     noise_multiplier_ : float or None
@@ -586,6 +628,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             "y_center_",
             "y_scale_",
             "batch_size_",
+            "hidden_layer_sizes_",
             "n_iter_",
             "noise_multiplier_",
             "noise_scale_",
@@ -596,7 +639,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
 
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
-        "hidden_layer_sizes": [tuple, list],
+        "hidden_layer_sizes": [tuple, list, StrOptions({"auto"})],
         "n_epochs": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "damping": [Interval(Real, 0, None, closed="neither")],
@@ -613,7 +656,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
-        hidden_layer_sizes=(50,),
+        hidden_layer_sizes="auto",
         n_epochs=40,
         batch_size="auto",
         damping=1.0,
@@ -623,8 +666,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         mechanism="dp",
         prior_variance=1.0,
         noise_prior=(6.0, 6.0),
-        feature_bounds=None,
-        target_bounds=None,
+        feature_bounds="auto",
+        target_bounds="auto",
         composition="pld",
         accountant=None,
         random_state=None,
@@ -654,7 +697,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     # -- the template's steps (skdp.base.DPEstimatorMixin._private_fit) ----------
 
     def _check_params(self):
-        sizes = tuple(self.hidden_layer_sizes)
+        sizes = () if self._auto("hidden_layer_sizes") else tuple(self.hidden_layer_sizes)
         if not all(isinstance(h, Integral) and not isinstance(h, bool) and h >= 1 for h in sizes):
             raise ValueError(
                 f"hidden_layer_sizes must be a tuple of positive integers, got {self.hidden_layer_sizes!r}."
@@ -748,6 +791,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             bound_epsilon = quantile_epsilon(
                 self.bounds_budget * self.epsilon, 0.0, n_bound_releases, "basic", plan.secure_noise
             )
+            if plan.private:
+                self._refuse_unlocatable_bounds(n_samples, bound_epsilon)
         if plan.private:
             sigma = dpsep_noise_multiplier(
                 n_samples,
@@ -760,12 +805,40 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 n_bound_releases,
                 bound_epsilon,
             )
+        hidden = (
+            auto_hidden_layer_sizes(n_samples, data.n_features, self.epsilon, self.mechanism)
+            if self._auto("hidden_layer_sizes")
+            else tuple(self.hidden_layer_sizes)
+        )
         return plan.with_settings(
+            hidden_layer_sizes=hidden,
             bound_epsilon=bound_epsilon,
             batch_size=batch_size,
             n_steps=dpsep_n_steps(n_samples, self.n_epochs, batch_size),
             noise_multiplier=sigma,
             sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
+        )
+
+    def _refuse_unlocatable_bounds(self, n_samples, bound_epsilon):
+        """``ValueError`` when ``"auto"`` bounds cannot be located at this ``n`` and epsilon (public only).
+
+        The exponential mechanism finds the ``q``-quantile with failure
+        probability at most 1% only for ``q <= 0.25`` here
+        (:func:`auto_bound_levels`); beyond that the released box is a
+        random grid cell, and a model standardised by it is worse than a
+        constant.  Rather than release that, the fit refuses and says what
+        to declare.  Depends on ``n`` (public under replace-one), epsilon
+        and ``bounds_budget`` only.
+        """
+        grid = check_grid(None)
+        if rank_margin(n_samples, bound_epsilon, grid.size - 1, _AUTO_BOUNDS_FAILURE) <= _MAX_AUTO_LEVEL:
+            return
+        names = [name for name in ("feature_bounds", "target_bounds") if self._auto(name)]
+        raise ValueError(
+            f"{' and '.join(names)}='auto': {n_samples} rows at epsilon={self.epsilon:g} "
+            f"(bounds_budget={self.bounds_budget:g}) are too few to release the bounds privately; "
+            f"declare {' and '.join(names)} as (lower, upper) from the data's known domain, "
+            "or raise epsilon or bounds_budget."
         )
 
     def _bounds(self, name, a, private, plan, rng, ledger):
@@ -860,7 +933,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         )
         Xs, ys = self._standardisation(data.X, data.y, plan, rng, ledger)
 
-        shapes = layer_shapes(data.n_features, tuple(self.hidden_layer_sizes))
+        self.hidden_layer_sizes_ = plan.settings["hidden_layer_sizes"]
+        shapes = layer_shapes(data.n_features, self.hidden_layer_sizes_)
         n_weights = sum(a * b for a, b in shapes)
         # Data-independent start: random prior means for the hidden layers
         # (they break the symmetry between hidden units, as PBP's random
@@ -945,7 +1019,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             else:
                 idx = rng.choice(n_samples, size=batch_size, replace=False)
             if idx.size:
-                sites = sep_sites(u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors) * scale
+                sites = sep_sites(u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors, scale)
                 if clip:
                     sites = clip_rows(sites, self.clip_norm)
                 site_sum = sites.sum(axis=0)

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..privacy.clipping import clip_rows as _clip_rows
 from ..privacy.clipping import clip_vector
-from ._pbp import tilted_moments_batch
+from ._pbp import log_z_gradients_batch, split_layers
 
 
 def to_natural(m, v, alpha, beta):
@@ -181,21 +181,73 @@ def project_cavity(theta_f, theta_0, n_samples, floors):
     return (m, v, alpha, beta), cavity
 
 
-def sep_sites(theta_f, theta_0, n_samples, X, y, shapes, floors):
+def sep_sites(theta_f, theta_0, n_samples, X, y, shapes, floors, scale=None):
     """Sites of a batch of datapoints given the current factor (Algorithm 3, lines 4-6).
 
     Forms the cavity (Eq. 3), made proper by :func:`from_natural` with
     ``floors = (min_precision, min_alpha, noise_variance_bounds, max_abs_mean)``,
     runs PBP's moment matching of every row of ``X`` against it and returns
-    ``theta(proj[tilted_n]) - theta_cavity``, one unclipped site per row.
+    ``theta(proj[tilted_n]) - theta_cavity``, one unclipped site per row,
+    multiplied by ``scale`` (the release space's ``D``,
+    :func:`release_scaling`) when given.
+
+    The batch is one array computation: the gradients of ``log Z`` are
+    written into the site array itself and turned into the sites in place
+    (the same arithmetic as :func:`tilted_moments_batch` followed by
+    :func:`site_from_tilted`, without their temporaries).
     """
     (m, v, alpha, beta), cavity = project_cavity(theta_f, theta_0, n_samples, floors)
+    X = np.asarray(X, dtype=float)
+    n_weights = m.size
+    site = np.empty((X.shape[0], cavity.size))
+    site_m, site_v = site[:, :n_weights], site[:, n_weights : 2 * n_weights]
     with np.errstate(all="ignore"):
-        m_new, v_new, alpha_new, beta_new, _ = tilted_moments_batch(X, y, m, v, shapes, alpha, beta)
-        site = site_from_tilted(cavity, m_new, v_new, alpha_new, beta_new)
+        gm, gv, alpha_new, beta_new, _ = log_z_gradients_batch(
+            X, y, split_layers(m, shapes), split_layers(v, shapes), alpha, beta, out=(site_m, site_v)
+        )
+        # v_new = v - v^2 (gm^2 - 2 gv) (PBP, Eq. 6), built in one buffer.
+        v_new = gm * gm
+        gv *= 2.0
+        v_new -= gv
+        v_new *= v * v
+        np.subtract(v, v_new, out=v_new)
+        # m_new = m + v gm (PBP, Eq. 5), in the gradient's place.
+        gm *= v
+        gm += m
+        # ok: a positive, finite variance and a finite mean (NaN fails every test).
+        ok = v_new > 0
+        ok &= v_new < np.inf
+        ok &= np.isfinite(gm)
+        reject = ~ok
+        any_rejected = bool(reject.any())
+        inv_v = (
+            np.divide(1.0, v_new, out=v_new, where=ok) if any_rejected else np.divide(1.0, v_new, out=v_new)
+        )
+        if any_rejected:
+            np.copyto(inv_v, 0.0, where=reject)
+        # The site's natural parameters (proj[tilted] / cavity); a rejected
+        # weight (non-positive or undefined variance) gets none (f_n = 1).
+        gm *= inv_v
+        gm -= cavity[:n_weights]
+        np.multiply(inv_v, -0.5, out=site_v)
+        site_v -= cavity[n_weights : 2 * n_weights]
+        if any_rejected:
+            np.copyto(site_m, 0.0, where=reject)
+            np.copyto(site_v, 0.0, where=reject)
+        good = (alpha_new > 0) & (beta_new > 0) & np.isfinite(alpha_new) & np.isfinite(beta_new)
+        site[:, -2] = np.where(good, alpha_new - 1.0 - cavity[-2], 0.0)
+        site[:, -1] = np.where(good, -beta_new - cavity[-1], 0.0)
     # An overflow on an extreme datapoint must not stop the (private) loop:
     # such coordinates get no update, like rejected ones.
-    return np.where(np.isfinite(site), site, 0.0)
+    bad = ~np.isfinite(site)
+    if bad.any():
+        site[bad] = 0.0
+    if scale is not None:
+        # Only the coordinates D rescales (x * 1 is x).
+        cols = np.flatnonzero(scale != 1.0)
+        with np.errstate(over="ignore"):
+            site[:, cols] *= scale[cols]
+    return site
 
 
 def sep_site(theta_f, theta_0, n_samples, x, y, shapes, floors):

@@ -69,6 +69,7 @@ __all__ = [
     "GhostClippingFallbackWarning",
     "find_unsupported_layer",
     "linear_form_sq_norms",
+    "uses_ghost_norm",
 ]
 
 
@@ -143,46 +144,67 @@ def warn_fallback(name, reason):
 
 
 # --------------------------------------------------------------------------
-# Linear form: per-example weight gradient G_i^T A_i per group.
+# Linear form: per-example weight gradient G_i A_i^T per group.
 # --------------------------------------------------------------------------
 
 
+def uses_ghost_norm(T, d, p):
+    """Whether a linear-form layer takes the ghost (Gram) branch: ``2 T^2 < p d``.
+
+    The mixed rule of Bu, Mao & Xu (2022, Sec. 4): the ghost norm of one
+    example costs the two ``T x T`` Gram matrices (``2 T^2`` entries), its
+    per-example weight gradient ``p x d`` entries; the smaller is formed.
+    ``T`` counts the positions of all calls of the layer (weight sharing),
+    ``d`` its inputs and ``p`` its outputs per group.  ``T = 1`` (a Linear
+    layer on one row) is always ghost: ``||g||^2 ||a||^2``.
+    """
+    return T == 1 or 2 * T * T < p * d
+
+
 def linear_form_sq_norms(A, G):
-    """Per-example ``||G_i^T A_i||_F^2`` summed over groups (the Gram form of ghost clipping).
+    """Per-example ``||G_i A_i^T||_F^2`` summed over groups, by the mixed rule.
 
     Parameters
     ----------
-    A : tensor of shape (B, T, h, d)
-        Inputs at ``T`` positions, ``h`` groups.
-    G : tensor of shape (B, T, h, p)
+    A : tensor of shape (B, h, d, T)
+        Inputs at ``T`` positions, ``h`` groups (``unfold``'s layout).
+    G : tensor of shape (B, h, p, T)
         Output gradients.
 
     Returns
     -------
     tensor of shape (B,)
+        ``<A_i^T A_i, G_i^T G_i>`` (the Gram form of ghost clipping) when
+        :func:`uses_ghost_norm`, else the squared norm of the formed
+        per-example gradient.
     """
-    B, T, h, d = A.shape
-    p = G.shape[-1]
+    return _linear_form_norms_and_state(A, G)[0]
+
+
+def _linear_form_norms_and_state(A, G):
+    """``(sq, per_example)``: per-example squared norms, and the gradients when formed (else None)."""
+    B, h, d, T = A.shape
+    p = G.shape[2]
     if T == 1:
-        return (A.square().sum(-1) * G.square().sum(-1)).sum((1, 2))
-    if T * T <= d * p:
-        At, Gt = A.permute(0, 2, 1, 3), G.permute(0, 2, 1, 3)  # (B, h, T, .)
-        return (torch.matmul(At, At.transpose(-1, -2)) * torch.matmul(Gt, Gt.transpose(-1, -2))).sum(
-            (1, 2, 3)
-        )
-    # Mixed rule: the (B, h, p, d) per-example gradient is the smaller object.
-    per_example = torch.einsum("bthp,bthd->bhpd", G, A)
-    return per_example.square().sum((1, 2, 3))
+        return (A.square().sum((2, 3)) * G.square().sum((2, 3))).sum(1), None
+    if uses_ghost_norm(T, d, p):
+        gram_a = torch.matmul(A.transpose(-1, -2), A)  # (B, h, T, T)
+        gram_g = torch.matmul(G.transpose(-1, -2), G)
+        return (gram_a * gram_g).sum((1, 2, 3)), None
+    per_example = torch.matmul(G, A.transpose(-1, -2))  # (B, h, p, d)
+    return per_example.square().sum((1, 2, 3)), per_example
 
 
 def _linear_form_clipped(A, G, w):
-    """``sum_i w_i G_i^T A_i`` per group, shape (h, p, d)."""
-    B, T, h, d = A.shape
-    p = G.shape[-1]
+    """``sum_i w_i G_i A_i^T`` per group, shape (h, p, d), from the unfolded inputs."""
+    B, h, d, T = A.shape
+    p = G.shape[2]
     Gw = G * w.view(B, 1, 1, 1).to(G.dtype)
-    if h == 1:
-        return (Gw.reshape(B * T, p).T @ A.reshape(B * T, d)).unsqueeze(0)
-    return torch.einsum("bthp,bthd->hpd", Gw, A)
+    if T == 1:
+        if h == 1:
+            return (Gw.reshape(B, p).T @ A.reshape(B, d)).unsqueeze(0)
+        return torch.matmul(Gw.reshape(B, h, p).permute(1, 2, 0), A.reshape(B, h, d).transpose(0, 1))
+    return torch.einsum("bhpt,bhdt->hpd", Gw, A)
 
 
 # --------------------------------------------------------------------------
@@ -191,35 +213,76 @@ def _linear_form_clipped(A, G, w):
 
 
 def _linear_parts(layer, x, g):
+    """Linear call as the linear form: ``(B, 1, d, T)`` inputs, ``(B, 1, p, T)`` output gradients."""
     B = x.shape[0]
-    return x.reshape(B, -1, 1, x.shape[-1]), g.reshape(B, -1, 1, g.shape[-1])
+    return (
+        x.reshape(B, -1, x.shape[-1]).transpose(1, 2).unsqueeze(1),
+        g.reshape(B, -1, g.shape[-1]).transpose(1, 2).unsqueeze(1),
+    )
+
+
+def _conv_geometry(layer):
+    """``(padded-input transform, kernel, dilation, stride)`` of a Conv1d/Conv2d as a 2-D unfold."""
+    if isinstance(layer, torch.nn.Conv1d):
+        return (1, *layer.kernel_size), (1, *layer.dilation), (1, *layer.stride)
+    return layer.kernel_size, layer.dilation, layer.stride
+
+
+def _conv_padded(layer, x):
+    """The input as the convolution sees it: padded by the layer's mode, 2-D (Conv1d gets a unit height)."""
+    mode = "constant" if layer.padding_mode == "zeros" else layer.padding_mode
+    x = F.pad(x, layer._reversed_padding_repeated_twice, mode=mode)
+    return x.unsqueeze(2) if isinstance(layer, torch.nn.Conv1d) else x
 
 
 def _conv_parts(layer, x, g):
+    """Conv call as the linear form: ``unfold`` gives ``(B, h, C_in k / h, L)``; gradients ``(B, h, C_out / h, L)``."""
     B = x.shape[0]
-    one_d = isinstance(layer, torch.nn.Conv1d)
-    mode = "constant" if layer.padding_mode == "zeros" else layer.padding_mode
-    x = F.pad(x, layer._reversed_padding_repeated_twice, mode=mode)
-    if one_d:
-        x = x.unsqueeze(2)
-        kernel, dilation, stride = (1, *layer.kernel_size), (1, *layer.dilation), (1, *layer.stride)
-    else:
-        kernel, dilation, stride = layer.kernel_size, layer.dilation, layer.stride
-    cols = F.unfold(x, kernel, dilation=dilation, padding=0, stride=stride)  # (B, C_in*k, L)
+    kernel, dilation, stride = _conv_geometry(layer)
+    cols = F.unfold(_conv_padded(layer, x), kernel, dilation=dilation, padding=0, stride=stride)
     h = layer.groups
     L = cols.shape[-1]
     # unfold orders channels slowest, so consecutive channel blocks are the groups.
-    A = cols.view(B, h, -1, L).permute(0, 3, 1, 2)
-    G = g.reshape(B, h, -1, L).permute(0, 3, 1, 2)
-    return A, G
+    return cols.view(B, h, -1, L), g.reshape(B, h, -1, L)
 
 
 def _cat1(parts):
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
 
+def _cat_positions(parts):
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+
+def _conv_weight_grad(layer, x, g):
+    """``sum_i`` of the weight gradients of a Conv call with output gradients ``g``: torch's own conv backward."""
+    kernel, dilation, stride = _conv_geometry(layer)
+    xp = _conv_padded(layer, x)
+    g2 = g.unsqueeze(2) if isinstance(layer, torch.nn.Conv1d) else g
+    shape = (layer.out_channels, layer.in_channels // layer.groups, *kernel)
+    grad = torch.nn.grad.conv2d_weight(
+        xp, shape, g2, stride=stride, padding=0, dilation=dilation, groups=layer.groups
+    )
+    return grad.reshape(layer.weight.shape)
+
+
+def _conv_per_example_weight_grads(layer, x, g):
+    """Per-example weight gradients of a Conv call, shape (B, *weight.shape)."""
+    kernel, dilation, stride = _conv_geometry(layer)
+    xp = _conv_padded(layer, x)
+    g2 = g.unsqueeze(2) if isinstance(layer, torch.nn.Conv1d) else g
+    shape = (layer.out_channels, layer.in_channels // layer.groups, *kernel)
+
+    def one(xi, gi):
+        return torch.nn.grad.conv2d_weight(
+            xi[None], shape, gi[None], stride=stride, padding=0, dilation=dilation, groups=layer.groups
+        )
+
+    return torch.func.vmap(one)(xp, g2).reshape(x.shape[0], *layer.weight.shape)
+
+
 class _LinearRule:
-    """Linear and Conv layers through the linear form."""
+    """Linear and Conv layers through the linear form, ghost or per-example per layer (mixed rule)."""
 
     @staticmethod
     def parts(layer, x, g):
@@ -233,27 +296,68 @@ class _LinearRule:
             return g.reshape(g.shape[0], -1, g.shape[-1]).sum(1)
         return g.reshape(g.shape[0], g.shape[1], -1).sum(-1)
 
+    @staticmethod
+    def form(layer, calls):
+        """``(T, d, p)`` of the layer's linear form: positions of all calls, inputs and outputs per group."""
+        if isinstance(layer, torch.nn.Linear):
+            T = sum(math.prod(g.shape[1:-1]) for _, g in calls)
+            return T, layer.in_features, layer.out_features
+        T = sum(math.prod(g.shape[2:]) for _, g in calls)
+        h = layer.groups
+        return T, layer.in_channels // h * math.prod(layer.kernel_size), layer.out_channels // h
+
     @classmethod
     def norms_and_state(cls, layer, calls):
         # Several calls of one layer (weight sharing) are more positions of one example.
-        A, G = (_cat1(parts) for parts in zip(*(cls.parts(layer, x, g) for x, g in calls), strict=True))
-        sq = torch.zeros(A.shape[0], dtype=A.dtype, device=A.device)
-        bias = None
+        state = {"calls": calls, "bias": None, "per_example": None, "unfolded": None}
+        B = calls[0][0].shape[0]
+        sq = None
         if layer.weight.requires_grad:
-            sq = sq + linear_form_sq_norms(A, G)
+            T, d, p = cls.form(layer, calls)
+            if isinstance(layer, torch.nn.Linear) or uses_ghost_norm(T, d, p):
+                A, G = (
+                    _cat_positions(parts)
+                    for parts in zip(*(cls.parts(layer, x, g) for x, g in calls), strict=True)
+                )
+                sq, state["per_example"] = _linear_form_norms_and_state(A, G)
+                if state["per_example"] is None and isinstance(layer, torch.nn.Linear):
+                    state["unfolded"] = (A, G)
+            else:
+                # Mixed rule's per-example branch for a convolution: torch's
+                # conv backward batched by vmap (a grouped convolution), no unfold.
+                pe = sum(_conv_per_example_weight_grads(layer, x, g) for x, g in calls)
+                state["per_example"] = pe
+                sq = pe.reshape(B, -1).square().sum(1)
         if layer.bias is not None and layer.bias.requires_grad:
             bias = sum(cls.bias_per_example(layer, g) for _, g in calls)
-            sq = sq + bias.square().sum(1)
-        return sq, (A, G, bias)
+            state["bias"] = bias
+            sq = bias.square().sum(1) if sq is None else sq + bias.square().sum(1)
+        if sq is None:
+            ref = calls[0][1]
+            sq = torch.zeros(B, dtype=ref.dtype, device=ref.device)
+        return sq, state
 
     @staticmethod
     def clipped(layer, state, w):
-        A, G, bias = state
         out = {}
         if layer.weight.requires_grad:
-            out["weight"] = _linear_form_clipped(A, G, w).reshape(layer.weight.shape)
-        if bias is not None:
-            out["bias"] = w.to(bias.dtype) @ bias
+            if state["per_example"] is not None:
+                # Mixed rule's per-example branch: the gradients exist, weight them.
+                pe = state["per_example"]
+                out["weight"] = torch.tensordot(w.to(pe.dtype), pe, dims=1).reshape(layer.weight.shape)
+            elif state["unfolded"] is not None:
+                A, G = state["unfolded"]
+                out["weight"] = _linear_form_clipped(A, G, w).reshape(layer.weight.shape)
+            else:
+                # Book-keeping (Bu et al. 2023) for a convolution: the weight
+                # gradient of the output gradients scaled row-wise by w, by
+                # torch's conv backward (no unfolded copy).
+                out["weight"] = sum(
+                    _conv_weight_grad(layer, x, g * w.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
+                    for x, g in state["calls"]
+                )
+        if state["bias"] is not None:
+            out["bias"] = w.to(state["bias"].dtype) @ state["bias"]
         return out
 
 
