@@ -138,7 +138,9 @@ def main(argv=None):
     start = time.perf_counter()
     results = run(n, seeds, google)
     print(f"Google synthetic: n={n}, d=100, 64 Gaussians (std 0.001), eps={EPSILON}, delta={DELTA}, ")
-    print(f"data_norm=1; mean squared distance to the nearest centre, median [min-max] over {len(seeds)} seed(s)")
+    print(
+        f"data_norm=1; mean squared distance to the nearest centre, median [min-max] over {len(seeds)} seed(s)"
+    )
     if google is None:
         print("Google's clustering code not found: its column is n/a (no number quoted).")
     print()
@@ -150,11 +152,16 @@ def main(argv=None):
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.quick:
         return results
-    med = {k: {name: float(np.median(v)) if v else None for name, v in rows.items()} for k, rows in results.items()}
+    med = {
+        k: {name: float(np.median(v)) if v else None for name, v in rows.items()}
+        for k, rows in results.items()
+    }
     ok8 = med[8]["auto"] <= med[8]["lloyd"] + 1e-9
     if google is None:
-        print(f"FAIL: Google's code not found, no comparison at k=64; at k=8 auto {med[8]['auto']:.3f} "
-              f"vs Lloyd {med[8]['lloyd']:.3f}")
+        print(
+            f"FAIL: Google's code not found, no comparison at k=64; at k=8 auto {med[8]['auto']:.3f} "
+            f"vs Lloyd {med[8]['lloyd']:.3f}"
+        )
         return results
     ok64 = med[64]["auto"] <= med[64]["google"]
     status = "PASS" if ok64 and ok8 else "FAIL"

@@ -476,8 +476,8 @@ def _modes():
             {"sampling": "without_replacement", "composition": "rdp"},
             {"feature_bounds": "auto", "target_bounds": "auto"},
         ],
-        "DPStandardScaler": [{}, {"delta": 0.0}, {"bounds": None}, {"bounds": "auto"}, {"with_std": False}],
-        "DPMinMaxScaler": [{}, {"delta": 1e-5}],
+        "DPStandardScaler": [{}, {"delta": 0.0}, {"bounds": "nonprivate"}, {"bounds": "auto"}, {"with_std": False}],
+        "DPMinMaxScaler": [{}, {"delta": 0.0}],
         "DPPCA": [{}, {"centered": True}, {"data_norm": None}, {"data_norm": "auto"}],
         "DPGenerativeMixture": [
             {},
