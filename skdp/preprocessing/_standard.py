@@ -332,17 +332,18 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 AUTO_BOUNDS_QUANTILES,
                 rng,
                 ledger,
+                return_located=True,
             )
         if isinstance(self.bounds, str) and self.bounds == "nonprivate":
             warn_privacy_leak("bounds", "the range of every column")
             if data.chunked:
                 lows, highs = zip(*(_column_range(c) for c in data.chunks.iter_chunks()), strict=True)
-                return np.min(lows, axis=0), np.max(highs, axis=0)
-            return _column_range(data.X)
-        return check_bounds(self.bounds, d)
+                return np.min(lows, axis=0), np.max(highs, axis=0), None
+            return (*_column_range(data.X), None)
+        return (*check_bounds(self.bounds, d), None)
 
     def _fit_private(self, data, plan, rng, ledger):
-        lower, upper = self._column_bounds(data, plan, rng, ledger)
+        lower, upper, located = self._column_bounds(data, plan, rng, ledger)
         self.bounds_ = np.stack([lower, upper])
         self.n_samples_seen_ = n = int(data.n_samples)
         self.mean_ = self.var_ = self.scale_ = None
@@ -367,6 +368,14 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
             # A column of zero width (constant, read off the data) has variance 0: scale 1.
             self.var_ = np.where(width > 0, width**2 * var_t, 0.0)
             self.scale_ = np.where(width > 0, np.sqrt(self.var_), 1.0)
+        if located is not None and not located.all():
+            # "auto" located nothing for these columns (n * epsilon too small):
+            # the data-free answer, a map that leaves them unchanged, rather
+            # than moments of data clipped into an arbitrary [0, 1].
+            self.mean_ = np.where(located, self.mean_, 0.0)
+            if k == 2:
+                self.var_ = np.where(located, self.var_, 1.0)
+                self.scale_ = np.where(located, self.scale_, 1.0)
 
     @private_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):

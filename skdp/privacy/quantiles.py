@@ -445,7 +445,9 @@ def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=Fa
     )
 
 
-def private_histogram_box(reduce, n_samples_public, n_features, mechanism, quantiles, rng, ledger):
+def private_histogram_box(
+    reduce, n_samples_public, n_features, mechanism, quantiles, rng, ledger, return_located=False
+):
     """Private column bounds that degrade gracefully: a log histogram, then a linear one inside it.
 
     In the style of Google's ``ApproxBounds`` (differential-privacy library):
@@ -495,11 +497,16 @@ def private_histogram_box(reduce, n_samples_public, n_features, mechanism, quant
     quantiles : (q_low, q_high)
     rng : numpy.random.Generator
     ledger : PrivacyLedger
+    return_located : bool, default=False
+        Also return which columns were located (by their own bins or the
+        pool's) rather than given the data-free ``[0, 1]``.
 
     Returns
     -------
     low, high : ndarray of shape (n_features,)
         ``low < high`` in every column.
+    located : ndarray of bool, shape (n_features,)
+        Only with ``return_located`` (post-processing of the released counts).
     """
     lower_edges, upper_edges = log_bin_edges()
     counts = reduce(log_histogram)
@@ -528,4 +535,4 @@ def private_histogram_box(reduce, n_samples_public, n_features, mechanism, quant
     for j in np.flatnonzero(located):
         first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
         low[j], high[j] = low[j] + first * width[j], low[j] + (last + 1) * width[j]
-    return low, high
+    return (low, high, located) if return_located else (low, high)
