@@ -82,7 +82,7 @@ DOCS = HERE.parent / "docs" / "zoo.md"
 EPSILONS = (0.3, 1.0, 3.0, 10.0)
 #: Epsilon of the "ceiling" fit: the same method with its noise made negligible.
 CEILING_EPSILON = 1e6
-QUICK_ARGS = ("--quick", "--family", "preprocessing")
+QUICK_ARGS = ("--quick",)
 
 
 # ----------------------------------------------------------------------------
