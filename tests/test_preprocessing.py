@@ -331,7 +331,9 @@ def test_histogram_noise_is_the_planned_std():
     counts = log_histogram(np.zeros((100, d)))
     rng = np.random.default_rng(0)
     ledger = PrivacyLedger()
-    noise = np.concatenate([mechanism.release(counts.ravel(), rng, ledger) - counts.ravel() for _ in range(50)])
+    noise = np.concatenate(
+        [mechanism.release(counts.ravel(), rng, ledger) - counts.ravel() for _ in range(50)]
+    )
     _check_variance(noise, z * math.sqrt(2 * d))
 
 

@@ -194,7 +194,9 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         return PrivacyPlan(self.epsilon, self.delta, composition)
 
     def _calibrate(self, data, plan):
-        z = calibrate_histogram(plan.epsilon, plan.delta, data.n_features, plan.composition, plan.secure_noise)
+        z = calibrate_histogram(
+            plan.epsilon, plan.delta, data.n_features, plan.composition, plan.secure_noise
+        )
         return plan.with_settings(mechanism=histogram_mechanism(data.n_features, z, plan.delta > 0))
 
     def _fit_private(self, data, plan, rng, ledger):

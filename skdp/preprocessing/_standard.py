@@ -300,14 +300,18 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 sensitivity = m * STATISTIC_SENSITIVITY  # L1
 
                 def events(z):
-                    return prefix + [LaplaceEvent(count=1, neighbouring=self._neighbouring, noise_multiplier=z)]
+                    return prefix + [
+                        LaplaceEvent(count=1, neighbouring=self._neighbouring, noise_multiplier=z)
+                    ]
 
                 mechanism = LaplaceMechanism
             else:
                 sensitivity = math.sqrt(m) * STATISTIC_SENSITIVITY  # L2
 
                 def events(z):
-                    return prefix + [GaussianEvent(count=1, neighbouring=self._neighbouring, noise_multiplier=z)]
+                    return prefix + [
+                        GaussianEvent(count=1, neighbouring=self._neighbouring, noise_multiplier=z)
+                    ]
 
                 mechanism = GaussianMechanism
             # The moments get what is left once the bounds' releases are counted.
