@@ -164,8 +164,13 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     with_std : bool, default=True
         Scale the data to unit variance.  ``with_mean=True, with_std=False``
         releases the ``d`` column sums only.
-    bounds_budget : float in (0, 1), default=0.2
-        Share of ``(epsilon, delta)`` spent on the bounds when ``bounds="auto"``.
+    bounds_budget : float in (0, 1), default=0.5
+        Share of ``(epsilon, delta)`` spent on the bounds when
+        ``bounds="auto"``.  Half by default: the moments are averages over
+        all ``n`` rows (their noise on the mean is about ``width z / n``),
+        while the histograms locate a column only where its records in a bin
+        outnumber a multiple of the count noise, so the bounds are the
+        harder release at small ``n epsilon``.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : None, int, RandomState or Generator, default=None
@@ -244,7 +249,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
         bounds="auto",
         with_mean=True,
         with_std=True,
-        bounds_budget=0.2,
+        bounds_budget=0.5,
         accountant=None,
         random_state=None,
         secure_noise=None,
