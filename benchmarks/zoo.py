@@ -80,6 +80,8 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "zoo.json"
 DOCS = HERE.parent / "docs" / "zoo.md"
 EPSILONS = (0.3, 1.0, 3.0, 10.0)
+#: Seconds one peer job may run (diffprivlib's PCA can stall): past it the peer is "failed".
+PEER_TIMEOUT = 300
 #: Epsilon of the "ceiling" fit: the same method with its noise made negligible.
 CEILING_EPSILON = 1e6
 QUICK_ARGS = ("--quick",)
@@ -283,7 +285,12 @@ def cluster_family(ds):
             for s in seeds
         ]
         res = _peers.fit_many(
-            "diffprivlib", "diffprivlib.models.KMeans", fits, {"X": X}, tuple_params=["bounds"]
+            "diffprivlib",
+            "diffprivlib.models.KMeans",
+            fits,
+            {"X": X},
+            tuple_params=["bounds"],
+            timeout=PEER_TIMEOUT,
         )
         out, i = {}, 0
         for e in eps_list:
@@ -359,7 +366,12 @@ def preprocessing_family(ds):
             for s in seeds
         ]
         res = _peers.fit_many(
-            "diffprivlib", "diffprivlib.models.StandardScaler", fits, {"X": X}, tuple_params=["bounds"]
+            "diffprivlib",
+            "diffprivlib.models.StandardScaler",
+            fits,
+            {"X": X},
+            tuple_params=["bounds"],
+            timeout=PEER_TIMEOUT,
         )
         out, i = {}, 0
         for e in eps_list:
@@ -390,7 +402,12 @@ def preprocessing_family(ds):
             for s in seeds
         ]
         res = _peers.fit_many(
-            "diffprivlib", "diffprivlib.models.PCA", fits, {"X": X_tr}, tuple_params=["bounds"]
+            "diffprivlib",
+            "diffprivlib.models.PCA",
+            fits,
+            {"X": X_tr},
+            tuple_params=["bounds"],
+            timeout=PEER_TIMEOUT,
         )
         out, i = {}, 0
         for e in eps_list:
@@ -466,6 +483,7 @@ def _supervised_peer(ds, X_tr, y_tr, X_te, y_te, estimator, extra):
             fits,
             {"X": X_tr, "y": y_tr, "Xt": X_te, "yt": y_te},
             tuple_params=tuples,
+            timeout=PEER_TIMEOUT,
         )
         out, i = {}, 0
         for e in eps_list:
