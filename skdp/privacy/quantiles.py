@@ -9,6 +9,14 @@ mechanism is Smith (2011)'s exponential-mechanism quantile with the cells of
 a public grid as candidates (:func:`private_quantiles`); a grid, not the
 data, fixes where a released value can fall, so nothing is read off the data
 outside the mechanism.
+
+The scalers' column ranges (:class:`~skdp.preprocessing.DPMinMaxScaler`,
+``bounds="auto"`` of :class:`~skdp.preprocessing.DPStandardScaler`) come
+from :func:`private_histogram_box` instead: two noisy histograms (a shared
+log-scale one with a noisy-count threshold, in the style of Google's
+``ApproxBounds``, then a linear one inside the range it found), whose
+worst-case error is bounded by the data's largest magnitude where the
+exponential mechanism over a wide grid could land anywhere on the grid.
 """
 
 from __future__ import annotations
