@@ -486,8 +486,8 @@ def _modes():
                 "composition": "rdp",
             },
         ],
-        "DPStandardScaler": [{}, {"delta": 0.0}, {"bounds": None}, {"bounds": "auto"}, {"with_std": False}],
-        "DPMinMaxScaler": [{}, {"delta": 1e-5}],
+        "DPStandardScaler": [{}, {"delta": 0.0}, {"bounds": "nonprivate"}, {"bounds": "auto"}, {"with_std": False}],
+        "DPMinMaxScaler": [{}, {"delta": 0.0}],
         "DPPCA": [{}, {"centered": True}, {"data_norm": None}, {"data_norm": "auto"}],
         "DPGenerativeMixture": [
             {},

@@ -664,46 +664,15 @@ def test_cluster_modules_import_no_cycle():
     assert _cycles(graph) == []
 
 
-# ------------------------------------------- deprecated DPNorm spellings ---
+# ------------------------------- no parameter whose value is 'deprecated' ---
 
 
-@pytest.mark.parametrize(
-    "old, new",
-    [
-        ({"clip": 0.7}, {"clip_norm": 0.7}),
-        (
-            {"clip": "auto", "clip_max": 1.2, "n_bins": 30},
-            {"clip_norm": "auto", "clip_norm_max": 1.2, "clip_norm_bins": 30},
-        ),
-    ],
-)
-def test_kernel_deprecated_dpnorm_names_warn_and_fit_as_the_new_names(old, new):
-    X, _ = blobs(600)
-    with pytest.warns(FutureWarning) as record:
-        km_old = DPKernelKMeans(3, n_components=50, max_iter=2, random_state=0, **old).fit(X)
-    warned = {str(w.message) for w in record if issubclass(w.category, FutureWarning)}
-    assert len(warned) == len(old)
-    assert all(any(f"use {name} instead" in m for m in warned) for name in new)
-    km_new = DPKernelKMeans(3, n_components=50, max_iter=2, random_state=0, **new).fit(X)
-    np.testing.assert_array_equal(km_old.cluster_centers_, km_new.cluster_centers_)
-    assert km_old.clip_bound_ == km_new.clip_bound_ and km_old.privacy_spent_ == km_new.privacy_spent_
-    assert km_old.privacy_ledger_.events == km_new.privacy_ledger_.events
-
-
-# A valid old name met before the conflicting one has warned already.
-@pytest.mark.filterwarnings("ignore::FutureWarning")
-@pytest.mark.parametrize(
-    "params",
-    [
-        {"clip": 0.7, "clip_norm": "auto"},
-        {"clip_max": 1.2, "clip_norm_max": 1.3},
-        {"n_bins": 30, "clip_norm_bins": 40},
-    ],
-)
-def test_kernel_deprecated_and_new_dpnorm_names_together_raise(params):
-    old, new = params
-    with pytest.raises(ValueError, match=f"{old}=.*{new}="):
-        DPKernelKMeans(3, **params).fit(blobs(300)[0])
+@pytest.mark.parametrize("old", ["clip", "clip_max", "n_bins"])
+def test_kernel_has_no_deprecated_parameters(old):
+    # The pre-release spellings are gone: get_params carries no 'deprecated' value.
+    assert all(value != "deprecated" for value in DPKernelKMeans().get_params().values())
+    with pytest.raises(TypeError, match=old):
+        DPKernelKMeans(3, **{old: 1.0})
 
 
 # --- data_norm="auto": a private centre and bound (skdp.privacy.centring) ---------

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._random import child_generator
-from .._renamed_params import DEPRECATED, deprecated_value
 from ..privacy import REPLACE_ONE
 from ..privacy.norm_selection import dp_norm_from_histogram
 from ._base import _BaseDPLloyd
@@ -115,12 +114,6 @@ class DPKernelKMeans(_BaseDPLloyd):
         (Mironov 2012).  None follows the package default
         (:func:`skdp.set_config`), read once at the start of ``fit`` and
         carried by the estimator to worker processes.
-    clip : float or "auto"
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm`` (same values).
-    clip_max : float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_max``.
-    n_bins : int
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_bins``.
 
     Attributes
     ----------
@@ -207,14 +200,6 @@ class DPKernelKMeans(_BaseDPLloyd):
         "clip_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
         "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
-        # Deprecated spellings (until 0.3): clip, clip_max, n_bins.
-        "clip": [
-            Interval(Real, 0, None, closed="neither"),
-            StrOptions({"auto"}),
-            Hidden(StrOptions({DEPRECATED})),
-        ],
-        "clip_max": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({DEPRECATED}))],
-        "n_bins": [Interval(Integral, 1, None, closed="left"), Hidden(StrOptions({DEPRECATED}))],
     }
 
     def __init__(
@@ -236,9 +221,6 @@ class DPKernelKMeans(_BaseDPLloyd):
         accountant=None,
         random_state=None,
         secure_noise=None,
-        clip=DEPRECATED,
-        clip_max=DEPRECATED,
-        n_bins=DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -256,9 +238,6 @@ class DPKernelKMeans(_BaseDPLloyd):
         self.accountant = accountant
         self.random_state = random_state
         self.secure_noise = secure_noise
-        self.clip = clip
-        self.clip_max = clip_max
-        self.n_bins = n_bins
 
     def _fit_feature_map(self, n_features, rng):
         # The features are released as drawn: a stream of their own, so their
@@ -273,17 +252,9 @@ class DPKernelKMeans(_BaseDPLloyd):
     def _feature_dim(self, n_features):
         return int(self.n_components)
 
-    def _clip_norm_options(self, *, warn=False):
-        """``(clip_norm, clip_norm_max, clip_norm_bins)`` in effect, the deprecated spellings mapped."""
-        values = []
-        for old, new in (("clip", "clip_norm"), ("clip_max", "clip_norm_max"), ("n_bins", "clip_norm_bins")):
-            value = deprecated_value(self, old, new, warn=warn)
-            values.append(getattr(self, new) if value is None else value)
-        return tuple(values)
-
-    def _check_params(self):
-        super()._check_params()
-        self._clip_norm_options(warn=True)
+    def _clip_norm_options(self):
+        """``(clip_norm, clip_norm_max, clip_norm_bins)`` in effect."""
+        return self.clip_norm, self.clip_norm_max, self.clip_norm_bins
 
     def _n_norm_selections(self):
         return 1 if self._clip_norm_options()[0] == "auto" else 0

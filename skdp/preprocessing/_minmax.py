@@ -7,13 +7,12 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, private_fit_context
-from ..privacy import DEFAULT_COMPOSITION, ExponentialMechanism
+from ..privacy import DEFAULT_COMPOSITION, GaussianMechanism, LaplaceMechanism
 from ..privacy.quantiles import (
-    check_grid,
+    calibrate_histogram,
     check_quantiles,
-    private_quantiles,
-    quantile_epsilon,
-    rank_counts,
+    histogram_mechanism,
+    private_histogram_box,
 )
 
 
@@ -24,25 +23,37 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     column's minimum and maximum to ``feature_range``.  A minimum or maximum
     cannot be released privately without a declared bound (one record moves
     it arbitrarily far), so this scaler maps two private *quantiles* of each
-    column (``quantiles``, the 1st and 99th percentiles by default) instead.
-    Each is drawn by the exponential mechanism over a public grid of
-    candidates (:func:`~skdp.privacy.quantiles.private_quantiles`: Smith 2011; Gillenwater, Joseph &
-    Kulesza 2021), so no bound on the data is declared and none is read off
-    the data: a grid of 0 and ``+-10^k`` for ``k`` in ``[-6, 6]``, 50 points
-    per decade, locates any quantile within ``[-1e6, 1e6]`` to a relative
-    4.7 % (``grid`` replaces it).
+    column (``quantiles``, the 1st and 99th percentiles by default) found by
+    :func:`~skdp.privacy.quantiles.private_histogram_box`, in the style of
+    Google's ``ApproxBounds``: no bound on the data is declared and none is
+    read off the data.
 
-    Budget.  ``2 d`` releases (two quantiles of each of the ``d`` columns),
-    each epsilon'-DP; epsilon' is asked of the core's calibration so that
-    they compose to ``(epsilon, delta)``: basic composition when
-    ``delta == 0`` (epsilon' = epsilon / 2d), the privacy-loss-distribution
-    accountant (``"pld"``) when ``delta > 0``, which gives each quantile a
-    larger epsilon'.  The rank error of each quantile is about
-    ``(2 / epsilon') log(n_grid / beta)`` records with probability
-    ``1 - beta``: the scaler needs ``n`` well above ``4 d log(n_grid) / epsilon``
-    records per tail to find them (tens of thousands of records at
-    ``d = 30, epsilon = 1``; on a few hundred the released range is mostly
-    noise).
+    1. A histogram of every column's values over public signed log bins
+       (``[2^k, 2^(k+1))`` and their negatives, about 1e-6 to 1e12) is
+       released in one noisy vector; a bin is occupied when its noisy count
+       passes a threshold that an empty bin passes with probability at most
+       5 % over all bins.  A column's range runs from its lowest to its
+       highest occupied bin; a column with none takes the range of the
+       pooled histogram (sum over columns), and if that has none either,
+       ``[0, 1]`` (the data-free map).
+    2. A histogram over 32 equal bins inside that range is released the
+       same way; the quantiles of its noisy prefix and suffix sums give the
+       released ends, always inside the stage-1 range.
+
+    Worst case: with probability at least 0.9 every released end lies in a
+    bin that holds data of its column (or of the pool), so a released range
+    is never wider than about twice the data's largest magnitude, whatever
+    ``n`` and epsilon.  When the noise hides a column's tails the range
+    shrinks (more clipping), it does not explode.
+
+    Budget.  Two releases of ``d x n_bins`` counts; replacing one record
+    moves one count of each column down and one up (L1 sensitivity ``2 d``,
+    L2 ``sqrt(2 d)``).  ``delta > 0`` (default): Gaussian noise, calibrated
+    by the core under ``"pld"``; ``delta == 0``: Laplace noise and pure
+    epsilon-DP (basic composition), ``sqrt(2 d)`` times noisier at the same
+    epsilon.  A column is located when a few times the noise std of one
+    count (``sqrt(2 d)`` times the noise multiplier) of its records share a
+    log bin: at ``d = 64, epsilon = 1`` a few hundred records.
 
     Transform.  ``X * scale_ + min_`` as in scikit-learn, with ``scale_`` and
     ``min_`` from the released quantiles; ``clip=True`` (default, unlike
@@ -58,28 +69,26 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     ----------
     epsilon : float, default=1.0
         Privacy budget of the fit.
-    delta : float, default=0.0
-        0 for pure epsilon-DP (basic composition of the ``2 d`` exponential
-        mechanisms); a positive delta composes them under ``"pld"``.
+    delta : float, default=1e-5
+        Positive for Gaussian noise on the histograms (composed under
+        ``"pld"``); 0 for Laplace noise and pure epsilon-DP.
     feature_range : tuple (min, max), default=(0, 1)
         Desired range of the transformed data.
     quantiles : tuple (q_low, q_high), default=(0.01, 0.99)
         The quantiles mapped to ``feature_range``; ``0 <= q_low < q_high <= 1``.
     clip : bool, default=True
         Clip transformed values to ``feature_range``.
-    grid : array-like of shape (n_grid,) or None, default=None
-        Public, strictly increasing candidate values of the quantiles, shared
-        by every column; None is the log grid above.  Must not be derived from
-        the data.
+    grid : None
+        Kept for compatibility; must be None (the bins are fixed and public).
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : None, int, RandomState or Generator, default=None
         Source of the noise; None (fresh OS entropy) for a release, an int to
         reproduce a fit (whoever holds it can replay the draws).
     secure_noise : bool or None, default=None
-        The exponential mechanism samples in floating point and has no exact
-        sampler: ``True`` (or a package default of True when None) raises a
-        ValueError before anything is reserved.
+        Sample the Laplace or Gaussian noise exactly on a grid (Canonne,
+        Kamath & Steinke 2020) instead of in floating point; None follows the
+        package default.
 
     Attributes
     ----------
@@ -97,7 +106,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     feature_names_in_ : ndarray of shape (n_features,)
     privacy_spent_ : PrivacySpent
     privacy_ledger_ : PrivacyLedger
-        One :class:`~skdp.privacy.PureDPEvent` per quantile and column.
+        Two histogram releases (Gaussian or Laplace events).
 
     See Also
     --------
@@ -106,14 +115,11 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
 
     References
     ----------
-    A. Smith. Privacy-preserving statistical estimation with optimal
-    convergence rates. STOC 2011.
+    Google differential-privacy library, ``ApproxBounds`` (log-scale
+    histogram with a noisy-count threshold).
 
-    J. Gillenwater, M. Joseph, A. Kulesza. Differentially private quantiles.
-    ICML 2021.
-
-    F. McSherry, K. Talwar. Mechanism design via differential privacy.
-    FOCS 2007.
+    C. Dwork, F. McSherry, K. Nissim, A. Smith. Calibrating noise to
+    sensitivity in private data analysis. TCC 2006.
 
     Examples
     --------
@@ -127,7 +133,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     (0.0, 1.0)
     """
 
-    # Released: the 2 d quantiles (exponential mechanism, on the ledger) and
+    # Released: the two noisy histograms (on the ledger) through
     # their post-processing (range, scale, offset); n is public under
     # replace-one neighbours.
     _released_attributes = frozenset(
@@ -145,7 +151,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     def __init__(
         self,
         epsilon=1.0,
-        delta=0.0,
+        delta=1e-5,
         feature_range=(0, 1),
         quantiles=(0.01, 0.99),
         clip=True,
@@ -177,34 +183,34 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     def _check_params(self):
         self._feature_range()
         check_quantiles(self.quantiles)
-        check_grid(self.grid)
+        if self.grid is not None:
+            raise ValueError("grid must be None: the histogram's bins are fixed and public.")
 
     def _noise_mechanisms(self):
-        return (ExponentialMechanism,)
+        return (LaplaceMechanism,) if self.delta == 0 else (GaussianMechanism,)
 
     def _privacy_plan(self):
         composition = "basic" if self.delta == 0 else DEFAULT_COMPOSITION
         return PrivacyPlan(self.epsilon, self.delta, composition)
 
     def _calibrate(self, data, plan):
-        n_releases = 2 * data.n_features
-        epsilon = quantile_epsilon(plan.epsilon, plan.delta, n_releases, plan.composition, plan.secure_noise)
-        return plan.with_settings(quantile_epsilon=epsilon)
+        z = calibrate_histogram(
+            plan.epsilon, plan.delta, data.n_features, plan.composition, plan.secure_noise
+        )
+        return plan.with_settings(mechanism=histogram_mechanism(data.n_features, z, plan.delta > 0))
 
     def _fit_private(self, data, plan, rng, ledger):
-        grid = check_grid(self.grid)
-        counts = data.chunks.map_reduce(rank_counts, grid) if data.chunked else rank_counts(data.X, grid)
-        low, high = np.sort(
-            private_quantiles(
-                counts,
-                data.n_samples,
-                check_quantiles(self.quantiles),
-                grid,
-                plan.settings["quantile_epsilon"],
-                rng,
-                ledger,
-            ),
-            axis=0,
+        def reduce(fn, *params):
+            return data.chunks.map_reduce(fn, *params) if data.chunked else fn(data.X, *params)
+
+        low, high = private_histogram_box(
+            reduce,
+            data.n_samples,
+            data.n_features,
+            plan.settings["mechanism"],
+            check_quantiles(self.quantiles),
+            rng,
+            ledger,
         )
         self.n_samples_seen_ = int(data.n_samples)
         self.data_min_, self.data_max_ = low, high

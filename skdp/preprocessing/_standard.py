@@ -19,7 +19,6 @@ from ..base import (
 )
 from ..privacy import (
     DEFAULT_COMPOSITION,
-    ExponentialMechanism,
     GaussianEvent,
     GaussianMechanism,
     LaplaceEvent,
@@ -27,7 +26,13 @@ from ..privacy import (
     calibrate_noise_multiplier,
 )
 from ..privacy.clipping import clip_box
-from ..privacy.quantiles import AUTO_BOUNDS_QUANTILES, check_grid, private_box, quantile_epsilon, rank_counts
+from ..privacy.quantiles import (
+    AUTO_BOUNDS_QUANTILES,
+    calibrate_histogram,
+    histogram_events,
+    histogram_mechanism,
+    private_histogram_box,
+)
 
 #: Sensitivity of each released statistic under replace-one neighbours.  A
 #: value clipped to ``[l, u]`` is mapped to ``t = (x - (l + u) / 2) / (u - l)``
@@ -38,16 +43,36 @@ STATISTIC_SENSITIVITY = 1.0
 
 
 def check_bounds(bounds, n_features, name="bounds"):
-    """``(lower, upper)`` arrays of shape (n_features,) from declared bounds (scalars or arrays)."""
+    """``(lower, upper)`` arrays of shape (n_features,) from declared bounds.
+
+    Two spellings are accepted: ``(lows, highs)`` (two scalars or two arrays
+    of length ``n_features``) and ``[(lo_1, hi_1), ..., (lo_d, hi_d)]`` (one
+    pair per column).  When ``n_features == 2`` both read as a 2 x 2 table;
+    a list of tuples is then taken as per-column pairs, anything else as
+    ``(lows, highs)``.
+    """
+    message = (
+        f"{name} must be 'auto', a pair (lows, highs) of scalars or arrays of length {n_features}, "
+        f"or a list of {n_features} pairs (low, high)."
+    )
     try:
-        lower, upper = bounds
-        lower = np.broadcast_to(np.asarray(lower, dtype=float), (n_features,)).copy()
-        upper = np.broadcast_to(np.asarray(upper, dtype=float), (n_features,)).copy()
+        table = np.asarray(bounds, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be None, 'auto' or a pair (lower, upper) of scalars or arrays of length "
-            f"{n_features}."
-        ) from None
+        table = None
+    per_column = (
+        table is not None
+        and table.shape == (n_features, 2)
+        and (n_features != 2 or (isinstance(bounds, list) and all(isinstance(b, tuple) for b in bounds)))
+    )
+    try:
+        if per_column:
+            lower, upper = table[:, 0].copy(), table[:, 1].copy()
+        else:
+            lower, upper = bounds
+            lower = np.broadcast_to(np.asarray(lower, dtype=float), (n_features,)).copy()
+            upper = np.broadcast_to(np.asarray(upper, dtype=float), (n_features,)).copy()
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper)) and np.all(upper > lower)):
         raise ValueError(f"{name} must be finite with upper > lower in every column.")
     return lower, upper
@@ -106,13 +131,19 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     skdp's core: one release for all columns, Gaussian noise by default,
     ``n`` not spent on, and the budget reported on a ledger.
 
-    ``bounds=None`` reads each column's range off the data and raises a
-    :class:`~skdp.PrivacyLeakWarning`: the guarantee then holds only for
-    neighbours with the same ranges.  ``bounds="auto"`` releases them instead:
-    the 1st and 99th percentiles of each column by the exponential mechanism
-    over a public grid (:class:`DPMinMaxScaler`'s quantiles), with a share
-    ``bounds_budget`` of epsilon, the rest going to the moments (basic
-    composition of the two parts).
+    ``bounds="auto"`` (default) releases the bounds privately: the 1st and
+    99th percentiles of each column from two noisy histograms
+    (:func:`~skdp.privacy.quantiles.private_histogram_box`, the mechanism of
+    :class:`DPMinMaxScaler`: a log-scale histogram with a noisy-count
+    threshold, then a linear one inside the range it found), with a share
+    ``bounds_budget`` of ``(epsilon, delta)``; the moments are calibrated
+    with the bounds' events in front, so the whole fit composes to
+    ``(epsilon, delta)``.  A released range is never wider than about twice
+    the data's largest magnitude (see :class:`DPMinMaxScaler`), so a bad
+    draw costs clipping, not a scale off by orders of magnitude.
+    ``bounds="nonprivate"`` reads each column's range off the data and
+    raises a :class:`~skdp.PrivacyLeakWarning`: the guarantee then holds
+    only for neighbours with the same ranges (opt-in, named as such).
 
     The guarantee (``privacy_spent_``) refers to replace-one neighbours.
 
@@ -122,17 +153,24 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
         Privacy budget of the fit.
     delta : float, default=1e-5
         0 for Laplace noise and pure epsilon-DP; positive for Gaussian noise.
-    bounds : tuple (lower, upper), "auto" or None, default=None
-        Public bounds of each column (scalars, or arrays of length
-        ``n_features``); values outside are clipped to them.  None reads them
-        off the data (warned); "auto" releases them privately (see above).
+    bounds : "auto", "nonprivate", (lows, highs) or list of (low, high), default="auto"
+        Public bounds of each column: ``(lows, highs)`` (scalars, or arrays
+        of length ``n_features``) or one pair ``(low, high)`` per column;
+        values outside are clipped to them.  "auto" releases them privately
+        (see above); "nonprivate" reads them off the data (warned, not
+        covered by the guarantee).
     with_mean : bool, default=True
         Centre the data before scaling.
     with_std : bool, default=True
         Scale the data to unit variance.  ``with_mean=True, with_std=False``
         releases the ``d`` column sums only.
-    bounds_budget : float in (0, 1), default=0.2
-        Share of epsilon spent on the bounds when ``bounds="auto"``.
+    bounds_budget : float in (0, 1), default=0.5
+        Share of ``(epsilon, delta)`` spent on the bounds when
+        ``bounds="auto"``.  Half by default: the moments are averages over
+        all ``n`` rows (their noise on the mean is about ``width z / n``),
+        while the histograms locate a column only where its records in a bin
+        outnumber a multiple of the count noise, so the bounds are the
+        harder release at small ``n epsilon``.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : None, int, RandomState or Generator, default=None
@@ -142,8 +180,6 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
         Sample the Laplace or Gaussian noise exactly on a grid (Canonne,
         Kamath & Steinke 2020) instead of in floating point (Mironov 2012).
         None follows the package default (:func:`skdp.set_config`).
-        ``bounds="auto"`` uses the exponential mechanism, which has no exact
-        sampler, and raises a ValueError under secure noise.
 
     Attributes
     ----------
@@ -155,16 +191,16 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     scale_ : ndarray of shape (n_features,) or None
         ``sqrt(var_)`` (None when ``with_std=False``).
     bounds_ : ndarray of shape (2, n_features)
-        The bounds the columns were clipped to: declared, read off the data
-        (``bounds=None``, warned) or released (``"auto"``).
+        The bounds the columns were clipped to: declared, released
+        (``"auto"``) or read off the data (``"nonprivate"``, warned).
     n_samples_seen_ : int
         Number of training records (public under replace-one neighbours).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features,)
     privacy_spent_ : PrivacySpent
     privacy_ledger_ : PrivacyLedger
-        One Laplace or Gaussian event (and ``2 d`` pure-DP events for
-        ``bounds="auto"``).
+        One Laplace or Gaussian event (and the two histogram releases of
+        ``bounds="auto"`` in front).
 
     See Also
     --------
@@ -200,7 +236,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
 
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
-        "bounds": [tuple, list, StrOptions({"auto"}), None],
+        "bounds": [tuple, list, StrOptions({"auto", "nonprivate"})],
         "with_mean": ["boolean"],
         "with_std": ["boolean"],
         "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
@@ -210,10 +246,10 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
         self,
         epsilon=1.0,
         delta=1e-5,
-        bounds=None,
+        bounds="auto",
         with_mean=True,
         with_std=True,
-        bounds_budget=0.2,
+        bounds_budget=0.5,
         accountant=None,
         random_state=None,
         secure_noise=None,
@@ -237,52 +273,55 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     # The template's steps (skdp.base.DPEstimatorMixin._private_fit).
     def _check_public_input(self, X, y=None):
         shape = getattr(X, "shape", None)
-        if isinstance(self.bounds, tuple | list) and shape is not None and len(shape) == 2:
+        if not isinstance(self.bounds, str) and shape is not None and len(shape) == 2:
             check_bounds(self.bounds, int(shape[1]))
 
     def _noise_mechanisms(self):
-        mechanism = LaplaceMechanism if self.delta == 0 else GaussianMechanism
-        return (mechanism, ExponentialMechanism) if self._auto_bounds() else (mechanism,)
+        return (LaplaceMechanism,) if self.delta == 0 else (GaussianMechanism,)
 
     def _auto_bounds(self):
         return isinstance(self.bounds, str) and self.bounds == "auto"
 
     def _privacy_plan(self):
-        # Bounds and moments are two releases at two budgets: composed by the
-        # basic theorem, which is what the split assumes.  A single Laplace
-        # release is exact under "basic"; a single Gaussian one under "pld".
-        if self._auto_bounds() or self.delta == 0:
-            composition = "basic"
-        else:
-            composition = DEFAULT_COMPOSITION
+        # Laplace releases are exact under "basic"; Gaussian ones (the
+        # histograms of "auto" and the moments) are composed under "pld".
+        composition = "basic" if self.delta == 0 else DEFAULT_COMPOSITION
         return PrivacyPlan(self.epsilon, self.delta, composition)
 
     def _calibrate(self, data, plan):
         m = self._n_statistics() * data.n_features
         settings = {}
-        epsilon = plan.epsilon
+        prefix = []
+        gaussian = self.delta > 0
         if self._auto_bounds():
-            settings["quantile_epsilon"] = quantile_epsilon(
-                epsilon * self.bounds_budget, 0.0, 2 * data.n_features, "basic", plan.secure_noise
+            share = self.bounds_budget
+            z_bounds = calibrate_histogram(
+                plan.epsilon * share, plan.delta * share, data.n_features, plan.composition, plan.secure_noise
             )
-            epsilon *= 1 - self.bounds_budget
+            settings["bounds_mechanism"] = histogram_mechanism(data.n_features, z_bounds, gaussian)
+            prefix = histogram_events(data.n_features, z_bounds, gaussian)
         if m:
-            if self.delta == 0:
+            if not gaussian:
                 sensitivity = m * STATISTIC_SENSITIVITY  # L1
 
                 def events(z):
-                    return [LaplaceEvent(count=1, neighbouring=self._neighbouring, noise_multiplier=z)]
+                    return prefix + [
+                        LaplaceEvent(count=1, neighbouring=self._neighbouring, noise_multiplier=z)
+                    ]
 
                 mechanism = LaplaceMechanism
             else:
                 sensitivity = math.sqrt(m) * STATISTIC_SENSITIVITY  # L2
 
                 def events(z):
-                    return [GaussianEvent(count=1, neighbouring=self._neighbouring, noise_multiplier=z)]
+                    return prefix + [
+                        GaussianEvent(count=1, neighbouring=self._neighbouring, noise_multiplier=z)
+                    ]
 
                 mechanism = GaussianMechanism
+            # The moments get what is left once the bounds' releases are counted.
             z = calibrate_noise_multiplier(
-                events, epsilon, plan.delta, plan.composition, secure_noise=plan.secure_noise
+                events, plan.epsilon, plan.delta, plan.composition, secure_noise=plan.secure_noise
             )
             settings["mechanism"] = mechanism(sensitivity, z * sensitivity)
         return plan.with_settings(**settings)
@@ -290,27 +329,30 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     def _column_bounds(self, data, plan, rng, ledger):
         d = data.n_features
         if self._auto_bounds():
-            grid = check_grid(None)
-            counts = data.chunks.map_reduce(rank_counts, grid) if data.chunked else rank_counts(data.X, grid)
-            return private_box(
-                counts,
+
+            def reduce(fn, *params):
+                return data.chunks.map_reduce(fn, *params) if data.chunked else fn(data.X, *params)
+
+            return private_histogram_box(
+                reduce,
                 data.n_samples,
+                d,
+                plan.settings["bounds_mechanism"],
                 AUTO_BOUNDS_QUANTILES,
-                grid,
-                plan.settings["quantile_epsilon"],
                 rng,
                 ledger,
+                return_located=True,
             )
-        if self.bounds is None:
+        if isinstance(self.bounds, str) and self.bounds == "nonprivate":
             warn_privacy_leak("bounds", "the range of every column")
             if data.chunked:
                 lows, highs = zip(*(_column_range(c) for c in data.chunks.iter_chunks()), strict=True)
-                return np.min(lows, axis=0), np.max(highs, axis=0)
-            return _column_range(data.X)
-        return check_bounds(self.bounds, d)
+                return np.min(lows, axis=0), np.max(highs, axis=0), None
+            return (*_column_range(data.X), None)
+        return (*check_bounds(self.bounds, d), None)
 
     def _fit_private(self, data, plan, rng, ledger):
-        lower, upper = self._column_bounds(data, plan, rng, ledger)
+        lower, upper, located = self._column_bounds(data, plan, rng, ledger)
         self.bounds_ = np.stack([lower, upper])
         self.n_samples_seen_ = n = int(data.n_samples)
         self.mean_ = self.var_ = self.scale_ = None
@@ -335,6 +377,14 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
             # A column of zero width (constant, read off the data) has variance 0: scale 1.
             self.var_ = np.where(width > 0, width**2 * var_t, 0.0)
             self.scale_ = np.where(width > 0, np.sqrt(self.var_), 1.0)
+        if located is not None and not located.all():
+            # "auto" located nothing for these columns (n * epsilon too small):
+            # the data-free answer, a map that leaves them unchanged, rather
+            # than moments of data clipped into an arbitrary [0, 1].
+            self.mean_ = np.where(located, self.mean_, 0.0)
+            if k == 2:
+                self.var_ = np.where(located, self.var_, 1.0)
+                self.scale_ = np.where(located, self.scale_, 1.0)
 
     @private_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):

@@ -9,6 +9,14 @@ mechanism is Smith (2011)'s exponential-mechanism quantile with the cells of
 a public grid as candidates (:func:`private_quantiles`); a grid, not the
 data, fixes where a released value can fall, so nothing is read off the data
 outside the mechanism.
+
+The scalers' column ranges (:class:`~skdp.preprocessing.DPMinMaxScaler`,
+``bounds="auto"`` of :class:`~skdp.preprocessing.DPStandardScaler`) come
+from :func:`private_histogram_box` instead: two noisy histograms (a shared
+log-scale one with a noisy-count threshold, in the style of Google's
+``ApproxBounds``, then a linear one inside the range it found), whose
+worst-case error is bounded by the data's largest magnitude where the
+exponential mechanism over a wide grid could land anywhere on the grid.
 """
 
 from __future__ import annotations
@@ -36,6 +44,19 @@ __all__ = [
     "rank_counts",
     "rank_margin",
     "AUTO_BOUNDS_QUANTILES",
+    "HISTOGRAM_FAILURE",
+    "LOG2_RANGE",
+    "REFINE_BINS",
+    "calibrate_histogram",
+    "can_locate_columns",
+    "histogram_events",
+    "histogram_mechanism",
+    "histogram_threshold",
+    "linear_histogram",
+    "log_bin_edges",
+    "log_bin_index",
+    "log_histogram",
+    "private_histogram_box",
 ]
 
 #: Candidates per decade of the default grid.
@@ -283,3 +304,243 @@ def private_norm_bound(norms, quantile, epsilon, rng, ledger, grid=None):
     distance = _cell_distances(counts[0], norms.shape[0], target)
     upper = grid[1:][mechanism.select(-distance, rng, ledger)]
     return float(upper)
+
+
+# ----------------------------------------------------------------------------
+# Histogram bounds: a shared log-scale histogram with a noisy-count threshold
+# ----------------------------------------------------------------------------
+#: Magnitude bins ``[2^k, 2^(k+1))`` for ``k`` from ``LOG2_RANGE[0]`` to
+#: ``LOG2_RANGE[1]`` on each side of 0 (about 1e-6 to 1e12), plus one bin for
+#: ``|x| < 2^LOG2_RANGE[0]``; a magnitude beyond the top lands in the top bin.
+LOG2_RANGE = (-20, 39)
+
+#: Chance, at most, that some empty bin's noisy count passes the threshold
+#: (the threshold is set for all bins of a release together).
+HISTOGRAM_FAILURE = 1e-3
+
+#: Linear bins of the second stage, inside the range the first one found.
+REFINE_BINS = 32
+
+#: Change of one column's histogram when a record is replaced: one count
+#: loses 1, another gains 1 (L1 2, L2 sqrt(2) per column).
+HISTOGRAM_L1_PER_COLUMN, HISTOGRAM_L2_PER_COLUMN = 2.0, math.sqrt(2.0)
+
+
+def log_bin_edges():
+    """``(lower, upper)`` edges of the signed log bins, in increasing order (public, data-free)."""
+    lo, hi = LOG2_RANGE
+    powers = 2.0 ** np.arange(lo, hi + 2)  # 2^lo ... 2^(hi+1)
+    n_mag = hi - lo + 1
+    neg_lower, neg_upper = -powers[1:][::-1], -powers[:-1][::-1]
+    lower = np.concatenate([neg_lower, [-powers[0]], powers[:n_mag]])
+    upper = np.concatenate([neg_upper, [powers[0]], powers[1 : n_mag + 1]])
+    return lower, upper
+
+
+def log_bin_index(values):
+    """Index of each value's signed log bin (:func:`log_bin_edges`); infinities land in the end bins."""
+    lo, hi = LOG2_RANGE
+    n_mag = hi - lo + 1
+    mag = np.abs(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        j = np.clip(np.floor(np.log2(np.where(mag > 0, mag, 1.0))) - lo, 0, n_mag - 1)
+    j = np.where(np.isfinite(j), j, n_mag - 1).astype(np.int64)
+    small = mag < 2.0**lo
+    return np.where(small, n_mag, np.where(values > 0, n_mag + 1 + j, n_mag - 1 - j))
+
+
+def log_histogram(chunk):
+    """Counts of every column's values in the signed log bins: shape (n_features, n_bins); summable over chunks."""
+    n_bins = 2 * (LOG2_RANGE[1] - LOG2_RANGE[0] + 1) + 1
+    return _column_bincount(log_bin_index(np.asarray(chunk, dtype=float)), n_bins)
+
+
+def linear_histogram(chunk, lower, upper, n_bins):
+    """Counts in ``n_bins`` equal bins of ``[lower_j, upper_j]`` per column (values clipped in); summable."""
+    X = np.asarray(chunk, dtype=float)
+    u = (np.clip(X, lower, upper) - lower) / (upper - lower)
+    idx = np.clip(np.floor(np.nan_to_num(u, nan=0.0) * n_bins), 0, n_bins - 1).astype(np.int64)
+    return _column_bincount(idx, n_bins)
+
+
+def _column_bincount(idx, n_bins):
+    d = idx.shape[1]
+    flat = (idx + n_bins * np.arange(d)[None, :]).ravel()
+    return np.bincount(flat, minlength=d * n_bins).reshape(d, n_bins).astype(float)
+
+
+def histogram_threshold(mechanism, n_counts, failure=HISTOGRAM_FAILURE):
+    """Noisy count an empty bin passes with probability at most ``failure`` over ``n_counts`` bins.
+
+    Laplace noise of std ``s`` (scale ``b = s / sqrt(2)``): ``P(noise > t) =
+    exp(-t / b) / 2``, so ``t = b ln(n_counts / (2 failure))``; Gaussian noise
+    of std ``s``: ``t = s Phi^-1(1 - failure / n_counts)`` (union bound over
+    the bins).  A function of the public plan only.
+    """
+    from scipy.stats import norm
+
+    std = float(mechanism.std)
+    if type(mechanism).__name__.startswith("Laplace"):
+        return std / math.sqrt(2.0) * math.log(n_counts / (2.0 * failure))
+    return std * float(norm.isf(failure / n_counts))
+
+
+def _occupied_ends(noisy, threshold):
+    """Lowest and highest bin whose noisy count passes ``threshold`` (-1, -1 when none does)."""
+    above = np.flatnonzero(noisy > threshold)
+    if above.size == 0:
+        return -1, -1
+    return int(above[0]), int(above[-1])
+
+
+def _quantile_ends(noisy, quantiles, n_samples):
+    """Bins of the ``q_low`` and ``q_high`` quantiles from noisy prefix and suffix sums.
+
+    The low end is the first bin whose noisy prefix sum passes
+    ``q_low n``, the high end the last whose noisy suffix sum passes
+    ``(1 - q_high) n`` (0 and ``n - 1`` when none does: the whole range).
+    """
+    q_low, q_high = quantiles
+    low_ok = np.cumsum(noisy) > q_low * n_samples
+    high_ok = np.cumsum(noisy[::-1])[::-1] > (1.0 - q_high) * n_samples
+    first = int(np.argmax(low_ok)) if low_ok.any() else 0
+    last = int(noisy.size - 1 - np.argmax(high_ok[::-1])) if high_ok.any() else noisy.size - 1
+    return min(first, last), max(first, last)
+
+
+def can_locate_columns(n_samples, mechanism, n_features):
+    """Whether a column holding its ``n`` values in two log bins passes the threshold (public quantities)."""
+    n_bins = 2 * (LOG2_RANGE[1] - LOG2_RANGE[0] + 1) + 1
+    return histogram_threshold(mechanism, n_bins * n_features) < n_samples / 2
+
+
+def histogram_events(n_features, multiplier, gaussian):
+    """The events of :func:`private_histogram_box`: two histogram releases at noise multiplier ``multiplier``."""
+    from .events import GaussianEvent, LaplaceEvent
+
+    event = GaussianEvent if gaussian else LaplaceEvent
+    return [event(count=2, neighbouring=REPLACE_ONE, noise_multiplier=multiplier)]
+
+
+def histogram_mechanism(n_features, multiplier, gaussian):
+    """The additive mechanism of each histogram release of :func:`private_histogram_box`.
+
+    One vector of ``d x n_bins`` counts; replacing one record moves one
+    count of each column down by 1 and one up by 1: L1 sensitivity ``2 d``
+    (Laplace) or L2 ``sqrt(2 d)`` (Gaussian).
+    """
+    from .mechanisms import GaussianMechanism, LaplaceMechanism
+
+    if gaussian:
+        sensitivity = HISTOGRAM_L2_PER_COLUMN * math.sqrt(n_features)
+        return GaussianMechanism(sensitivity, multiplier * sensitivity)
+    sensitivity = HISTOGRAM_L1_PER_COLUMN * n_features
+    return LaplaceMechanism(sensitivity, multiplier * sensitivity)
+
+
+def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=False):
+    """Noise multiplier of the two histogram releases costing ``(epsilon, delta)`` (the core's calibration).
+
+    Laplace noise when ``delta == 0`` (pure DP), Gaussian otherwise.
+    """
+    gaussian = delta > 0
+
+    def events(z):
+        return histogram_events(n_features, z, gaussian)
+
+    return calibrate_noise_multiplier(
+        events, epsilon, delta, composition if gaussian else "basic", secure_noise=secure_noise
+    )
+
+
+def private_histogram_box(
+    reduce, n_samples_public, n_features, mechanism, quantiles, rng, ledger, return_located=False
+):
+    """Private column bounds that degrade gracefully: a log histogram, then a linear one inside it.
+
+    In the style of Google's ``ApproxBounds`` (differential-privacy library):
+
+    1. **Log stage.**  Every column's values are counted in the public
+       signed log bins :func:`log_bin_edges` (``[2^k, 2^(k+1))`` and their
+       negatives, about 1e-6 to 1e12); the ``d x 121`` counts are released
+       in one vector by ``mechanism`` (Laplace or Gaussian; replacing one
+       record moves one count of each column down and one up).  A bin
+       counts as occupied when its noisy count passes
+       :func:`histogram_threshold` (an empty bin passes it with probability
+       at most :data:`HISTOGRAM_FAILURE` over all bins).  A column's range
+       runs from its lowest to its highest occupied bin.  A column with no
+       occupied bin (too few records for the noise) takes the range of the
+       **pooled** histogram (the sum over columns: post-processing, whose
+       signal grows as ``d`` and noise as ``sqrt(d)``); if the pool has
+       none either, the data-free range ``[0, 1]`` (never a bin picked by
+       the noise alone).
+    2. **Linear stage.**  :data:`REFINE_BINS` equal bins inside each
+       column's stage-1 range (values clipped into it), released the same
+       way; the ``quantiles`` of the noisy prefix and suffix sums give the
+       final ends (:func:`_quantile_ends`), always inside the stage-1 range.
+
+    **Worst case.**  With probability at least ``1 - 2 HISTOGRAM_FAILURE``
+    no empty bin is taken as occupied, so every released end lies in a bin
+    that holds data of the column (or of the pool): a released end is never
+    beyond twice the largest magnitude in the data, whatever ``n`` and
+    epsilon (an exponential-mechanism quantile over a wide grid can land
+    anywhere on it when ``epsilon n`` is small).  When the noise hides the
+    tails the range shrinks (more clipping) instead of exploding; a column
+    too small for its own bins takes the pool's range, bounded by the
+    largest magnitude of any column (:func:`can_locate_columns` says, from
+    public quantities, when that is expected).  The linear stage only
+    narrows the stage-1 range, to about the quantiles (within
+    ``1 / REFINE_BINS`` of it per end, plus the noise of the sums).
+
+    Parameters
+    ----------
+    reduce : callable
+        ``reduce(fn, *params)`` sums ``fn(chunk, *params)`` over the data.
+    n_samples_public : int
+        Number of rows (public under replace-one neighbours).
+    n_features : int
+    mechanism : additive mechanism
+        :func:`histogram_mechanism`'s (multiplier from
+        :func:`calibrate_histogram`), used for both stages.
+    quantiles : (q_low, q_high)
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+    return_located : bool, default=False
+        Also return which columns were located (by their own bins or the
+        pool's) rather than given the data-free ``[0, 1]``.
+
+    Returns
+    -------
+    low, high : ndarray of shape (n_features,)
+        ``low < high`` in every column.
+    located : ndarray of bool, shape (n_features,)
+        Only with ``return_located`` (post-processing of the released counts).
+    """
+    lower_edges, upper_edges = log_bin_edges()
+    counts = reduce(log_histogram)
+    noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
+    # Everything below is post-processing of the released counts (and the public n).
+    tau = histogram_threshold(mechanism, noisy.size)
+    pooled = noisy.sum(axis=0)
+    # The pool's noise has sqrt(d) times one count's std.
+    pool_first, pool_last = _occupied_ends(pooled, tau * math.sqrt(n_features))
+    low, high = np.empty(n_features), np.empty(n_features)
+    located = np.ones(n_features, dtype=bool)
+    for j in range(n_features):
+        first, last = _occupied_ends(noisy[j], tau)
+        if first < 0:
+            first, last = pool_first, pool_last
+        if first < 0:
+            # Nothing located, not even in the pool: the data-free range [0, 1]
+            # (a min-max map that does nothing), never a bin chosen by noise.
+            low[j], high[j], located[j] = 0.0, 1.0, False
+        else:
+            low[j], high[j] = lower_edges[first], upper_edges[last]
+    counts = reduce(linear_histogram, low, high, REFINE_BINS)
+    noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
+    # The quantiles inside the stage-1 range: an error here stays within that range.
+    width = (high - low) / REFINE_BINS
+    for j in np.flatnonzero(located):
+        first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
+        low[j], high[j] = low[j] + first * width[j], low[j] + (last + 1) * width[j]
+    return (low, high, located) if return_located else (low, high)

@@ -1,0 +1,955 @@
+"""The zoo: every estimator with its defaults on data sets nobody tuned for, against a data-free answer.
+
+Each estimator runs with only what its task requires (``epsilon``, ``delta``
+left at its default, ``n_clusters``/``n_components`` = the number of true
+classes, ``classes``, a declared domain where the API needs one) on data sets
+of many shapes: scikit-learn's generators with n from 150 to 100,000, d from
+2 to 64, feature scales from 1e-2 to 1e4, imbalanced classes, anisotropic
+and unequal clusters, and the bundled tables ``load_iris``,
+``load_digits``, ``load_breast_cancer`` and ``load_diabetes``.
+eps 0.3, 1, 3, 10; 5 seeds; medians.  Beside each result:
+
+* **twin**: the non-private scikit-learn estimator on the same rows;
+* **peer**: diffprivlib's estimator where one exists, run in its own
+  environment (``benchmarks/_peers.py``); when that environment is not
+  built the table says so and quotes no number;
+* **free**: a data-free reference computed from the declared domain only
+  (majority class, constant mean, uniform density on the domain, centres
+  at the domain's middle, independent uniform columns).
+
+The declared domain of a data set is what a user who knows the units would
+write: each column's range rounded outward to one significant digit of its
+width (digits' 0-16 pixels give [0, 20]).  It is the only bound handed to a
+peer or used by a data-free reference; skdp's defaults do not get it unless
+their API requires one.
+
+Every metric is oriented so that higher is better:
+
+* cluster: ``-cost / cost_twin`` (k-means cost, mean squared distance to the
+  nearest released centre, relative to scikit-learn's ``KMeans``), ARI shown;
+* preprocessing: scalers ``-error`` of the released centre and scale
+  against the exact ones (in units of the column's spread, median over
+  columns); PCA the share of the test variance the released components
+  capture;
+* mixture: held-out log-likelihood per row on the domain mapped to [0, 1]^d
+  (the uniform density scores 0);
+* nn, bnn: accuracy (classifiers) or R^2 (regressors) on held-out rows;
+* generative: ``-`` the mean 2-way marginal total variation distance of
+  the synthetic rows to the test rows over 5 equal-width bins of the domain.
+
+Rules (a PASS/FAIL line each, per family):
+
+1. at eps >= 1 the median is never below the data-free reference by more
+   than the seed spread (the standard deviation over seeds);
+2. at eps >= 1 the median is at least the peer's (within the seed spread)
+   on at least 80 % of the (data set, eps) cases where a peer ran;
+3. the eps 10 median is at least the eps 1 median (within the seed spread);
+4. a released bound more than 100x the data's spread, or a cost more than
+   100x the twin's, comes with a warning (fits that are off by that much
+   and silent fail the rule).
+
+For each FAIL the table's **ceiling** column gives the noise-free result of
+the same method where it can be computed (the estimator at eps = 1e6).
+
+Run::
+
+    python benchmarks/zoo.py                       # every family, 5 seeds
+    python benchmarks/zoo.py --family cluster --quick
+    python benchmarks/zoo.py --family preprocessing --seeds 3
+
+Results go to ``benchmarks/results/zoo.json`` (merged per family, so a run
+of one family keeps the others') and ``docs/zoo.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from sklearn import datasets
+from sklearn.metrics import adjusted_rand_score, pairwise_distances_argmin_min, r2_score
+from sklearn.model_selection import train_test_split
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "zoo.json"
+DOCS = HERE.parent / "docs" / "zoo.md"
+EPSILONS = (0.3, 1.0, 3.0, 10.0)
+#: Seconds one peer job may run (diffprivlib's PCA can stall): past it the peer is "failed".
+PEER_TIMEOUT = 300
+#: Epsilon of the "ceiling" fit: the same method with its noise made negligible.
+CEILING_EPSILON = 1e6
+QUICK_ARGS = ("--quick",)
+
+
+# ----------------------------------------------------------------------------
+# Data sets
+# ----------------------------------------------------------------------------
+@dataclass
+class DataSet:
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    task: str  # "class" or "reg"
+    quick: bool = False
+    low: np.ndarray = field(init=False)
+    high: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        self.X = np.asarray(self.X, dtype=float)
+        self.low, self.high = declared_domain(self.X)
+
+    @property
+    def n_classes(self):
+        return int(np.unique(self.y).size) if self.task == "class" else 3
+
+    @property
+    def shape(self):
+        return self.X.shape
+
+
+def declared_domain(X):
+    """Each column's range rounded outward to one significant digit of its width (what a user declares)."""
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    width = np.where(hi > lo, hi - lo, np.maximum(np.abs(hi), 1.0))
+    step = 10.0 ** np.floor(np.log10(width))
+    low, high = np.floor(lo / step) * step, np.ceil(hi / step) * step
+    high = np.where(high > low, high, low + step)
+    return low, high
+
+
+def _aniso(n, seed):
+    X, y = datasets.make_blobs(n_samples=n, centers=3, random_state=seed)
+    return X @ np.array([[0.6, -0.64], [-0.41, 0.85]]), y
+
+
+def _unequal(n, d, seed):
+    sizes = [int(0.6 * n), int(0.3 * n), n - int(0.6 * n) - int(0.3 * n)]
+    X, y = datasets.make_blobs(n_samples=sizes, n_features=d, cluster_std=[0.5, 1.5, 3.0], random_state=seed)
+    return X, y
+
+
+def make_datasets():
+    """The zoo's data sets (fixed generator seeds: the data does not change between runs)."""
+    out = []
+    X, y = datasets.make_blobs(n_samples=150, n_features=2, centers=3, random_state=1)
+    out.append(DataSet("blobs-150x2", X, y, "class", quick=True))
+    X, y = _aniso(1000, 170)
+    out.append(DataSet("aniso-1000x2", X, y, "class"))
+    X, y = _unequal(3000, 8, 3)
+    out.append(DataSet("unequal-3000x8", X, y, "class", quick=True))
+    X, y = datasets.make_blobs(n_samples=2000, n_features=16, centers=4, random_state=4)
+    out.append(DataSet("blobs-2000x16-1e-2", X * 1e-2, y, "class"))
+    X, y = datasets.make_classification(
+        n_samples=20000, n_features=8, n_informative=6, n_classes=5, n_clusters_per_class=1, random_state=5
+    )
+    out.append(DataSet("mix-20000x8-1e4", X * 1e4, y, "class"))
+    X, y = datasets.make_classification(
+        n_samples=5000, n_features=20, n_informative=5, weights=[0.9, 0.1], random_state=6
+    )
+    out.append(DataSet("imbalanced-5000x20", X, y, "class"))
+    X, y = datasets.make_blobs(n_samples=5000, n_features=64, centers=5, random_state=7)
+    out.append(DataSet("blobs-5000x64", X, y, "class"))
+    X, y = datasets.make_blobs(n_samples=100_000, n_features=10, centers=6, random_state=8)
+    out.append(DataSet("blobs-100000x10", X, y, "class"))
+    X, y = datasets.make_regression(n_samples=1000, n_features=5, noise=10.0, random_state=9)
+    out.append(DataSet("regression-1000x5", X, y, "reg"))
+    X, y = datasets.make_friedman1(n_samples=2000, n_features=10, random_state=10)
+    out.append(DataSet("friedman-2000x10", X, y, "reg"))
+    d = datasets.load_iris()
+    out.append(DataSet("iris", d.data, d.target, "class", quick=True))
+    d = datasets.load_digits()
+    out.append(DataSet("digits", d.data, d.target, "class"))
+    d = datasets.load_breast_cancer()
+    out.append(DataSet("breast_cancer", d.data, d.target, "class", quick=True))
+    d = datasets.load_diabetes()
+    out.append(DataSet("diabetes", d.data, d.target, "reg", quick=True))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# What one fit returns
+# ----------------------------------------------------------------------------
+@dataclass
+class Fit:
+    score: float
+    extra: dict = field(default_factory=dict)
+    #: Off by orders of magnitude (rule 4): released bound > 100x spread or cost > 100x twin's.
+    off: bool = False
+    warned: bool = False
+
+
+def _fit_quietly(fn):
+    """Run ``fn()``; return its result and whether it warned (any warning but deprecations)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    warned = any(not issubclass(w.category, DeprecationWarning | FutureWarning) for w in caught)
+    return result, warned
+
+
+def _cost(X, centres):
+    _, dist = pairwise_distances_argmin_min(X, np.asarray(centres, dtype=float))
+    return float(np.mean(dist**2))
+
+
+def _released_spread_ratio(est, X):
+    """Largest ratio of a released bound's width to the data's spread (0 when nothing is released)."""
+    spread = np.maximum(X.max(axis=0) - X.min(axis=0), 1e-12)
+    ratios = [0.0]
+    if getattr(est, "data_range_", None) is not None:
+        ratios.append(float(np.max(np.abs(est.data_range_) / spread)))
+    bounds = getattr(est, "bounds_", None)
+    if bounds is not None and np.ndim(bounds) == 2:
+        ratios.append(float(np.max((bounds[1] - bounds[0]) / spread)))
+    clip = getattr(est, "clip_bound_", None)
+    if clip is not None and np.ndim(clip) == 0:
+        row_spread = float(np.max(np.linalg.norm(X - X.mean(axis=0), axis=1)))
+        ratios.append(float(clip) / max(row_spread, 1e-12))
+    return max(ratios)
+
+
+# ----------------------------------------------------------------------------
+# Families: each returns {estimator: Case}; a Case runs one fit per (eps, seed)
+# ----------------------------------------------------------------------------
+@dataclass
+class Case:
+    """One estimator on one data set: its fit, the twin's and free scores, and the peer's fits."""
+
+    fit: object  # (eps, seed) -> Fit
+    twin: float | None
+    free: float
+    peer: object = None  # (eps_list, seeds) -> {eps: [scores]} or a str (why none)
+    metric: str = ""
+
+
+def _split(ds, seed):
+    return train_test_split(
+        ds.X, ds.y, test_size=0.25, random_state=seed, stratify=ds.y if ds.task == "class" else None
+    )
+
+
+def cluster_family(ds):
+    from sklearn.cluster import KMeans
+
+    from skdp.cluster import DPKernelKMeans, DPKMeans
+
+    if ds.task != "class":
+        return {}
+    X, k = ds.X, ds.n_classes
+    twin_km = KMeans(k, n_init=10, random_state=0).fit(X)
+    twin_cost = _cost(X, twin_km.cluster_centers_)
+    middle = (ds.low + ds.high) / 2
+    free = -_cost(X, middle[None, :]) / twin_cost
+
+    def make(cls):
+        def fit(eps, seed):
+            est, warned = _fit_quietly(lambda: cls(k, epsilon=eps, random_state=seed).fit(X))
+            labels = est.predict(X)
+            if cls is DPKMeans:
+                cost = _cost(X, est.cluster_centers_)
+            else:
+                # Kernel k-means releases centres in feature space: its cost is that of the
+                # input-space means of its clusters (an evaluation, not a release).
+                cost = float(
+                    sum(np.sum((X[labels == c] - X[labels == c].mean(0)) ** 2) for c in np.unique(labels))
+                )
+                cost /= len(X)
+            ratio = cost / twin_cost
+            off = ratio > 100 or _released_spread_ratio(est, X) > 100
+            return Fit(-ratio, {"ari": adjusted_rand_score(ds.y, labels)}, off, warned)
+
+        return fit
+
+    def peer(eps_list, seeds):
+        from benchmarks import _peers
+
+        fits = [
+            {
+                "params": {
+                    "n_clusters": k,
+                    "epsilon": e,
+                    "bounds": [ds.low.tolist(), ds.high.tolist()],
+                    "random_state": s,
+                },
+                "X": "X",
+                "predict": ["X"],
+                "attributes": ["cluster_centers_"],
+            }
+            for e in eps_list
+            for s in seeds
+        ]
+        res = _peers.fit_many(
+            "diffprivlib",
+            "diffprivlib.models.KMeans",
+            fits,
+            {"X": X},
+            tuple_params=["bounds"],
+            timeout=PEER_TIMEOUT,
+        )
+        out, i = {}, 0
+        for e in eps_list:
+            out[e] = []
+            for _ in seeds:
+                centres = np.asarray(res["fits"][i]["attributes"]["cluster_centers_"])
+                out[e].append(-_cost(X, centres) / twin_cost)
+                i += 1
+        return out
+
+    return {
+        "DPKMeans": Case(make(DPKMeans), -1.0, free, peer, "-cost/cost_twin"),
+        "DPKernelKMeans": Case(make(DPKernelKMeans), -1.0, free, None, "-cost/cost_twin"),
+    }
+
+
+def preprocessing_family(ds):
+    from sklearn.decomposition import PCA
+
+    from skdp.preprocessing import DPPCA, DPMinMaxScaler, DPStandardScaler
+
+    X = ds.X
+    mu, sd = X.mean(axis=0), X.std(axis=0)
+    sd_safe = np.where(sd > 0, sd, 1.0)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    rng_safe = np.where(hi > lo, hi - lo, 1.0)
+    live = sd > 0
+
+    def standard_error(mean, scale):
+        err = np.abs(mean - mu) / sd_safe + np.abs(np.log(np.maximum(scale, 1e-300) / sd_safe))
+        return float(np.median(err[live]))
+
+    def minmax_error(low, high):
+        err = (np.abs(low - lo) + np.abs(high - hi)) / rng_safe
+        return float(np.median(err[live]))
+
+    def standard(eps, seed):
+        est, warned = _fit_quietly(lambda: DPStandardScaler(epsilon=eps, random_state=seed).fit(X))
+        ratio = _released_spread_ratio(est, X)
+        scale_ratio = float(np.max(est.scale_[live] / sd_safe[live]))
+        return Fit(-standard_error(est.mean_, est.scale_), {}, ratio > 100 or scale_ratio > 100, warned)
+
+    def minmax(eps, seed):
+        est, warned = _fit_quietly(lambda: DPMinMaxScaler(epsilon=eps, random_state=seed).fit(X))
+        ratio = _released_spread_ratio(est, X)
+        return Fit(-minmax_error(est.data_min_, est.data_max_), {}, ratio > 100, warned)
+
+    k = min(2, X.shape[1] - 1) or 1
+    X_tr, X_te = train_test_split(X, test_size=0.25, random_state=0)
+    centred_te = X_te - X_tr.mean(axis=0)
+    total = float(np.sum(centred_te**2))
+
+    def captured(components, mean):
+        proj = (X_te - mean) @ np.asarray(components).T
+        return float(np.sum(proj**2)) / max(float(np.sum((X_te - mean) ** 2)), 1e-300)
+
+    def pca(eps, seed):
+        est, warned = _fit_quietly(lambda: DPPCA(n_components=k, epsilon=eps, random_state=seed).fit(X_tr))
+        return Fit(captured(est.components_, est.mean_), {}, False, warned)
+
+    twin_pca = PCA(k).fit(X_tr)
+
+    def peer_standard(eps_list, seeds):
+        from benchmarks import _peers
+
+        fits = [
+            {
+                "params": {"epsilon": e, "bounds": [ds.low.tolist(), ds.high.tolist()], "random_state": s},
+                "X": "X",
+                "attributes": ["mean_", "scale_"],
+            }
+            for e in eps_list
+            for s in seeds
+        ]
+        res = _peers.fit_many(
+            "diffprivlib",
+            "diffprivlib.models.StandardScaler",
+            fits,
+            {"X": X},
+            tuple_params=["bounds"],
+            timeout=PEER_TIMEOUT,
+        )
+        out, i = {}, 0
+        for e in eps_list:
+            out[e] = []
+            for _ in seeds:
+                a = res["fits"][i]["attributes"]
+                out[e].append(-standard_error(np.asarray(a["mean_"]), np.asarray(a["scale_"])))
+                i += 1
+        return out
+
+    def peer_pca(eps_list, seeds):
+        from benchmarks import _peers
+
+        norm = float(np.linalg.norm(np.maximum(np.abs(ds.low), np.abs(ds.high))))
+        fits = [
+            {
+                "params": {
+                    "n_components": k,
+                    "epsilon": e,
+                    "bounds": [ds.low.tolist(), ds.high.tolist()],
+                    "data_norm": norm,
+                    "random_state": s,
+                },
+                "X": "X",
+                "attributes": ["components_", "mean_"],
+            }
+            for e in eps_list
+            for s in seeds
+        ]
+        res = _peers.fit_many(
+            "diffprivlib",
+            "diffprivlib.models.PCA",
+            fits,
+            {"X": X_tr},
+            tuple_params=["bounds"],
+            timeout=PEER_TIMEOUT,
+        )
+        out, i = {}, 0
+        for e in eps_list:
+            out[e] = []
+            for _ in seeds:
+                a = res["fits"][i]["attributes"]
+                out[e].append(captured(np.asarray(a["components_"]), np.asarray(a["mean_"])))
+                i += 1
+        return out
+
+    middle = (ds.low + ds.high) / 2
+    uniform_sd = (ds.high - ds.low) / math.sqrt(12)
+    return (
+        {
+            "DPStandardScaler": Case(
+                standard, 0.0, -standard_error(middle, uniform_sd), peer_standard, "-error"
+            ),
+            "DPMinMaxScaler": Case(
+                minmax, -minmax_error(lo, hi), -minmax_error(ds.low, ds.high), None, "-error"
+            ),
+            # Data-free PCA: any fixed k-dimensional subspace; a random one captures k/d in expectation.
+            "DPPCA": Case(
+                pca,
+                captured(twin_pca.components_, twin_pca.mean_),
+                k / X.shape[1],
+                peer_pca,
+                "captured variance",
+            ),
+        }
+        if total > 0
+        else {}
+    )
+
+
+def mixture_family(ds):
+    from sklearn.mixture import GaussianMixture
+
+    from skdp.mixture import DPGaussianMixture
+
+    if ds.task != "class" or ds.shape[0] > 20000:
+        return {}
+    # Rows mapped into [0, 1]^d by the declared domain (public): the uniform density there scores 0.
+    U = (ds.X - ds.low) / (ds.high - ds.low)
+    U_tr, U_te = train_test_split(U, test_size=0.25, random_state=0)
+    k = ds.n_classes
+    twin = float(GaussianMixture(k, random_state=0, reg_covar=1e-3).fit(U_tr).score(U_te))
+
+    def fit(eps, seed):
+        est, warned = _fit_quietly(lambda: DPGaussianMixture(k, epsilon=eps, random_state=seed).fit(U_tr))
+        return Fit(float(est.score(U_te)), {}, False, warned)
+
+    return {"DPGaussianMixture": Case(fit, twin, 0.0, None, "test loglik/row")}
+
+
+def _supervised_peer(ds, X_tr, y_tr, X_te, y_te, estimator, extra):
+    def peer(eps_list, seeds):
+        from benchmarks import _peers
+
+        fits = [
+            {
+                "params": {"epsilon": e, "random_state": s, **extra},
+                "X": "X",
+                "y": "y",
+                "score": [["Xt", "yt"]],
+            }
+            for e in eps_list
+            for s in seeds
+        ]
+        tuples = [p for p in ("bounds", "bounds_X", "bounds_y") if p in extra]
+        res = _peers.fit_many(
+            "diffprivlib",
+            estimator,
+            fits,
+            {"X": X_tr, "y": y_tr, "Xt": X_te, "yt": y_te},
+            tuple_params=tuples,
+            timeout=PEER_TIMEOUT,
+        )
+        out, i = {}, 0
+        for e in eps_list:
+            out[e] = []
+            for _ in seeds:
+                out[e].append(float(res["fits"][i]["score"][0]))
+                i += 1
+        return out
+
+    return peer
+
+
+def _supervised(ds, builders):
+    """Cases for supervised estimators: ``builders`` maps a name to ``(eps, seed, X_tr, y_tr) -> estimator``."""
+    X_tr, X_te, y_tr, y_te = _split(ds, 0)
+    if ds.task == "class":
+        values, counts = np.unique(y_tr, return_counts=True)
+        free = float(np.mean(y_te == values[np.argmax(counts)]))
+    else:
+        free = float(r2_score(y_te, np.full_like(y_te, y_tr.mean(), dtype=float)))
+    cases = {}
+    for name, (build, twin) in builders.items():
+
+        def fit(eps, seed, build=build):
+            est, warned = _fit_quietly(lambda: build(eps, seed, X_tr, y_tr))
+            pred = est.predict(X_te)
+            score = float(np.mean(pred == y_te)) if ds.task == "class" else float(r2_score(y_te, pred))
+            return Fit(score, {}, False, warned)
+
+        twin_score = twin(X_tr, y_tr, X_te, y_te) if twin else None
+        cases[name] = Case(fit, twin_score, free, None, "accuracy" if ds.task == "class" else "R^2")
+    norm = float(np.linalg.norm(np.maximum(np.abs(ds.low), np.abs(ds.high))))
+    bounds = [ds.low.tolist(), ds.high.tolist()]
+    if ds.task == "class":
+        nb = _supervised_peer(ds, X_tr, y_tr, X_te, y_te, "diffprivlib.models.GaussianNB", {"bounds": bounds})
+        lr = _supervised_peer(
+            ds, X_tr, y_tr, X_te, y_te, "diffprivlib.models.LogisticRegression", {"data_norm": norm}
+        )
+
+        def best(eps_list, seeds):
+            a, b = nb(eps_list, seeds), lr(eps_list, seeds)
+            return {e: a[e] if np.median(a[e]) >= np.median(b[e]) else b[e] for e in eps_list}
+
+        peer = best
+    else:
+        y_bounds = [float(np.floor(y_tr.min())), float(np.ceil(y_tr.max()))]
+        peer = _supervised_peer(
+            ds,
+            X_tr,
+            y_tr,
+            X_te,
+            y_te,
+            "diffprivlib.models.LinearRegression",
+            {"bounds_X": bounds, "bounds_y": y_bounds},
+        )
+    for case in cases.values():
+        case.peer = peer
+    return cases
+
+
+def _twin_classifier(X_tr, y_tr, X_te, y_te):
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return float(
+        make_pipeline(StandardScaler(), MLPClassifier(max_iter=300, random_state=0))
+        .fit(X_tr, y_tr)
+        .score(X_te, y_te)
+    )
+
+
+def _twin_regressor(X_tr, y_tr, X_te, y_te):
+    from sklearn.neural_network import MLPRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = make_pipeline(StandardScaler(), MLPRegressor(max_iter=500, random_state=0)).fit(X_tr, y_tr)
+    return float(r2_score(y_te, model.predict(X_te)))
+
+
+def nn_family(ds):
+    if ds.shape[0] > 20000:
+        return {}
+    import skdp
+
+    if ds.task == "class":
+        classes = np.unique(ds.y)
+
+        def build(eps, seed, X, y):
+            return skdp.DPNeuralNetClassifier(classes=classes, epsilon=eps, random_state=seed, verbose=0).fit(
+                X.astype(np.float32), y
+            )
+
+        return _supervised(ds, {"DPNeuralNetClassifier": (_f32(build), _twin_classifier)})
+
+    def build_reg(eps, seed, X, y):
+        return skdp.DPNeuralNetRegressor(epsilon=eps, random_state=seed, verbose=0).fit(
+            X.astype(np.float32), y.astype(np.float32).reshape(-1, 1)
+        )
+
+    return _supervised(ds, {"DPNeuralNetRegressor": (_f32(build_reg), _twin_regressor)})
+
+
+class _F32:
+    """Wrap a fitted net so ``predict`` takes float64 rows (the nets want float32) and returns a flat array."""
+
+    def __init__(self, est):
+        self.est = est
+
+    def predict(self, X):
+        return np.asarray(self.est.predict(np.asarray(X, dtype=np.float32))).ravel()
+
+
+def _f32(build):
+    return lambda eps, seed, X, y: _F32(build(eps, seed, X, y))
+
+
+def bnn_family(ds):
+    from skdp.bnn import DPSEPRegressor
+
+    if ds.task != "reg" or ds.shape[0] > 20000:
+        return {}
+
+    def build(eps, seed, X, y):
+        return DPSEPRegressor(epsilon=eps, random_state=seed).fit(X, y)
+
+    return _supervised(ds, {"DPSEPRegressor": (build, _twin_regressor)})
+
+
+def _two_way_tv(A, B, low, high, bins=5):
+    """Mean over column pairs of the total variation between the 2-way histograms of A and B."""
+
+    def codes(Z):
+        u = (np.clip(Z, low, high) - low) / (high - low)
+        return np.minimum((u * bins).astype(int), bins - 1)
+
+    a, b = codes(A), codes(B)
+    d = A.shape[1]
+    pairs = [(i, j) for i in range(d) for j in range(i + 1, d)]
+    rng = np.random.default_rng(0)
+    if len(pairs) > 200:
+        pairs = [pairs[i] for i in rng.choice(len(pairs), 200, replace=False)]
+    tv = []
+    for i, j in pairs:
+        ha = np.bincount(a[:, i] * bins + a[:, j], minlength=bins * bins) / len(a)
+        hb = np.bincount(b[:, i] * bins + b[:, j], minlength=bins * bins) / len(b)
+        tv.append(0.5 * np.abs(ha - hb).sum())
+    return float(np.mean(tv))
+
+
+def generative_family(ds):
+    from skdp.generative import DPGenerativeMixture
+
+    if ds.shape[0] > 20000:
+        return {}
+    X_tr, X_te = train_test_split(ds.X, test_size=0.25, random_state=0)
+    U_tr = (X_tr - ds.low) / (ds.high - ds.low)
+    rng = np.random.default_rng(0)
+    uniform = rng.uniform(ds.low, ds.high, size=X_te.shape)
+    free = -_two_way_tv(uniform, X_te, ds.low, ds.high)
+    twin = -_two_way_tv(X_tr, X_te, ds.low, ds.high)
+
+    def fit(eps, seed):
+        est, warned = _fit_quietly(lambda: DPGenerativeMixture(epsilon=eps, random_state=seed).fit(U_tr))
+        S = np.asarray(est.sample(len(X_te), random_state=seed), dtype=float)
+        if isinstance(S, tuple):
+            S = S[0]
+        S = ds.low + S * (ds.high - ds.low)
+        return Fit(-_two_way_tv(S, X_te, ds.low, ds.high), {}, False, warned)
+
+    return {"DPGenerativeMixture": Case(fit, twin, free, None, "-2way TV")}
+
+
+FAMILIES = {
+    "cluster": cluster_family,
+    "preprocessing": preprocessing_family,
+    "mixture": mixture_family,
+    "nn": nn_family,
+    "bnn": bnn_family,
+    "generative": generative_family,
+}
+
+
+# ----------------------------------------------------------------------------
+# Running and judging
+# ----------------------------------------------------------------------------
+def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=print):
+    rows = []
+    for ds in sets:
+        start = time.perf_counter()
+        try:
+            cases = FAMILIES[family](ds)
+        except Exception as exc:  # a family that cannot even set up on this data: recorded, not hidden
+            log(f"  {family} on {ds.name}: set-up failed: {type(exc).__name__}: {exc}")
+            continue
+        for name, case in cases.items():
+            row = {
+                "family": family,
+                "estimator": name,
+                "data": ds.name,
+                "shape": list(ds.shape),
+                "metric": case.metric,
+                "twin": case.twin,
+                "free": case.free,
+                "scores": {},
+                "extra": {},
+                "off_silent": 0,
+                "off_warned": 0,
+                "errors": [],
+            }
+            for eps in epsilons:
+                scores, extras = [], []
+                for seed in seeds:
+                    try:
+                        f = case.fit(eps, seed)
+                    except Exception as exc:
+                        row["errors"].append(f"eps={eps} seed={seed}: {type(exc).__name__}: {str(exc)[:200]}")
+                        continue
+                    scores.append(f.score)
+                    extras.append(f.extra)
+                    if f.off:
+                        row["off_warned" if f.warned else "off_silent"] += 1
+                row["scores"][str(eps)] = scores
+                if extras and extras[0]:
+                    row["extra"][str(eps)] = {k: float(np.median([e[k] for e in extras])) for k in extras[0]}
+            row["peer"] = None
+            if case.peer is not None and peers:
+                from benchmarks import _peers
+
+                try:
+                    row["peer"] = {str(e): v for e, v in case.peer(list(epsilons), list(seeds)).items()}
+                except _peers.PeerNotInstalled as exc:
+                    row["peer"] = f"not built: {exc}"
+                except Exception as exc:
+                    row["peer"] = f"failed: {type(exc).__name__}: {str(exc)[-300:]}"
+            elif case.peer is None:
+                row["peer"] = "none"
+            row["ceiling"] = None
+            if ceiling:
+                try:
+                    row["ceiling"] = case.fit(CEILING_EPSILON, 0).score
+                except Exception as exc:
+                    row["ceiling_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            rows.append(row)
+            log(_row_line(row))
+        log(f"  ({ds.name}: {time.perf_counter() - start:.0f} s)")
+    return rows
+
+
+def _median(v):
+    return float(np.median(v)) if v else float("nan")
+
+
+def _spread(v):
+    return float(np.std(v)) if len(v) > 1 else 0.0
+
+
+def _fmt(x):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if isinstance(x, str):
+        return x
+    return f"{x:.3g}"
+
+
+def _row_line(row):
+    med = " ".join(
+        f"{_fmt(_median(row['scores'].get(str(e), []))):>8}" for e in EPSILONS if str(e) in row["scores"]
+    )
+    peer = row["peer"]
+    if isinstance(peer, dict):
+        peer_txt = " ".join(f"{_fmt(_median(v)):>8}" for v in peer.values())
+    else:
+        peer_txt = (peer or "")[:40]
+    return (
+        f"  {row['estimator']:<22} {row['data']:<20} {med} | twin {_fmt(row['twin']):>7} free {_fmt(row['free']):>7}"
+        f" | peer {peer_txt}" + (f" | {len(row['errors'])} errors" if row["errors"] else "")
+    )
+
+
+def judge(rows):
+    """The four rules per estimator: ``{estimator: {rule: (passed, detail)}}``."""
+    verdicts = {}
+    for est in dict.fromkeys(r["estimator"] for r in rows):
+        mine = [r for r in rows if r["estimator"] == est]
+        fails1, fails3, peer_cases, peer_wins, silent, errors = [], [], 0, 0, 0, 0
+        for r in mine:
+            errors += len(r["errors"])
+            silent += r["off_silent"]
+            for e in ("1.0", "3.0", "10.0"):
+                v = r["scores"].get(e, [])
+                if not v:
+                    continue
+                if _median(v) < r["free"] - _spread(v) - 1e-12:
+                    fails1.append(
+                        f"{r['data']}@{e}: {_median(v):.3g} < free {r['free']:.3g} (ceiling {_fmt(r['ceiling'])})"
+                    )
+                if isinstance(r["peer"], dict) and r["peer"].get(e):
+                    peer_cases += 1
+                    p = r["peer"][e]
+                    if _median(v) >= _median(p) - max(_spread(v), _spread(p)) - 1e-12:
+                        peer_wins += 1
+            v1, v10 = r["scores"].get("1.0", []), r["scores"].get("10.0", [])
+            if v1 and v10 and _median(v10) < _median(v1) - max(_spread(v1), _spread(v10)) - 1e-12:
+                fails3.append(
+                    f"{r['data']}: eps10 {_median(v10):.3g} < eps1 {_median(v1):.3g} (ceiling {_fmt(r['ceiling'])})"
+                )
+        peer_notes = {r["peer"] for r in mine if isinstance(r["peer"], str)}
+        if peer_cases:
+            share = peer_wins / peer_cases
+            rule2 = (share >= 0.8, f"{peer_wins}/{peer_cases} cases at least the peer ({share:.0%})")
+        elif peer_notes == {"none"}:
+            rule2 = (None, "no peer")
+        else:
+            rule2 = (None, "peer not run: " + "; ".join(sorted(peer_notes))[:160])
+        verdicts[est] = {
+            "1": (
+                not fails1 and not errors,
+                "; ".join(fails1) or ("ok" if not errors else f"{errors} fits raised"),
+            ),
+            "2": rule2,
+            "3": (not fails3, "; ".join(fails3) or "ok"),
+            "4": (silent == 0, f"{silent} silent fits off by > 100x" if silent else "ok"),
+        }
+    return verdicts
+
+
+def _status(passed):
+    return "n/a" if passed is None else ("PASS" if passed else "FAIL")
+
+
+def print_verdicts(verdicts, log=print):
+    names = {
+        "1": "never below data-free",
+        "2": "peer on >= 80%",
+        "3": "eps10 >= eps1",
+        "4": "off by 100x warned",
+    }
+    for est, rules in verdicts.items():
+        for rule, (passed, detail) in rules.items():
+            log(f"{_status(passed)}: {est} rule {rule} ({names[rule]}): {detail}")
+
+
+# ----------------------------------------------------------------------------
+# Output: JSON (merged per family) and the docs page
+# ----------------------------------------------------------------------------
+def write_results(rows, families, meta):
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"rows": [], "meta": {}}
+    kept = [r for r in old.get("rows", []) if r["family"] not in families]
+    merged = kept + rows
+    meta_all = {**old.get("meta", {}), **{f: meta for f in families}}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"rows": merged, "meta": meta_all}, indent=1, default=float))
+    return merged, meta_all
+
+
+def write_docs(rows, meta):
+    lines = [
+        "# The zoo: defaults on data nobody tuned for",
+        "",
+        "Every estimator runs with its defaults and only what its task requires "
+        "(`epsilon`, the number of clusters or components, `classes`) on data sets of many shapes, "
+        "beside the non-private twin (scikit-learn), the peer where one exists (diffprivlib, in its own "
+        "environment) and a data-free reference computed from the declared domain only. "
+        "Each cell is the median over seeds; higher is better in every column "
+        "(costs and errors are negated). Generated by `python benchmarks/zoo.py`; "
+        "the rules are stated in that script's docstring.",
+        "",
+    ]
+    for family in FAMILIES:
+        mine = [r for r in rows if r["family"] == family]
+        if not mine:
+            continue
+        m = meta.get(family, {})
+        lines += [
+            f"## {family}",
+            "",
+            f"Seeds: {m.get('seeds', '?')}; run: {m.get('date', '?')}, "
+            f"commit {m.get('commit', '?')}, {m.get('seconds', '?')} s.",
+            "",
+        ]
+        eps = [e for e in EPSILONS if any(str(e) in r["scores"] for r in mine)]
+        head = "| estimator | data (n x d) | metric | " + " | ".join(f"eps {e:g}" for e in eps)
+        head += " | peer eps 1 | twin | free | ceiling |"
+        lines += [head, "|" + "---|" * (head.count("|") - 1)]
+        for r in mine:
+            cells = [_fmt(_median(r["scores"].get(str(e), []))) for e in eps]
+            peer = r["peer"]
+            if isinstance(peer, dict):
+                peer_cell = _fmt(_median(peer.get("1.0", [])))
+            elif peer == "none":
+                peer_cell = "none"
+            else:
+                peer_cell = "not run"
+            n, d = r["shape"]
+            lines.append(
+                f"| {r['estimator']} | {r['data']} ({n} x {d}) | {r['metric']} | "
+                + " | ".join(cells)
+                + f" | {peer_cell} | {_fmt(r['twin'])} | {_fmt(r['free'])} | {_fmt(r['ceiling'])} |"
+            )
+        notes = sorted({r["peer"] for r in mine if isinstance(r["peer"], str) and r["peer"] != "none"})
+        if notes:
+            lines += [
+                "",
+                "Peer not run: "
+                + "; ".join(n.split(": run")[0] for n in notes)
+                + " (`python benchmarks/peers/make_env.py diffprivlib` builds it).",
+            ]
+        lines += ["", "Rules:", ""]
+        log = []
+        print_verdicts(judge(mine), log=log.append)
+        lines += [f"- {line}" for line in log]
+        lines.append("")
+    DOCS.write_text("\n".join(lines) + "\n")
+
+
+def _commit():
+    import subprocess
+
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+        ).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--family", action="append", choices=sorted(FAMILIES), help="repeat for several (default all)"
+    )
+    parser.add_argument("--quick", action="store_true", help="a few data sets, 2 seeds")
+    parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5; 2 with --quick)")
+    parser.add_argument("--data", action="append", help="only these data sets (names)")
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--no-ceiling", action="store_true")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    families = args.family or list(FAMILIES)
+    sets = make_datasets()
+    if args.quick:
+        sets = [s for s in sets if s.quick]
+    if args.data:
+        sets = [s for s in sets if s.name in args.data]
+    seeds = list(range(args.seeds if args.seeds is not None else (2 if args.quick else 5)))
+    all_rows = []
+    for family in families:
+        start = time.perf_counter()
+        print(f"== {family}: {len(sets)} data sets, seeds {seeds}, eps {EPSILONS}")
+        rows = run_family(family, sets, seeds, EPSILONS, peers=not args.no_peers, ceiling=not args.no_ceiling)
+        print_verdicts(judge(rows))
+        meta = {
+            "seeds": len(seeds),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "commit": _commit(),
+            "seconds": round(time.perf_counter() - start),
+            "quick": args.quick,
+        }
+        all_rows += rows
+        if not args.no_write:
+            merged, meta_all = write_results(rows, [family], meta)
+            write_docs(merged, meta_all)
+    return all_rows
+
+
+if __name__ == "__main__":
+    main()
