@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import numbers
 import warnings
@@ -136,6 +137,31 @@ _NET_RELEASED_ATTRIBUTES = frozenset(
         "input_scale_",
     }
 )
+
+
+_MISSING = object()
+
+
+def _same(value, default):
+    """Whether a parameter is at its default (for the repr); arrays and lists compared by value."""
+    if default is _MISSING:
+        return False
+    try:
+        return (
+            bool(np.array_equal(value, default)) if not isinstance(value, (str, type)) else value == default
+        )
+    except Exception:  # noqa: BLE001 - a value that cannot be compared is shown
+        return value is default
+
+
+def _short_repr(value):
+    if isinstance(value, type):
+        return value.__name__
+    if isinstance(value, torch.nn.Module):
+        return f"{type(value).__name__}(...)"
+    if isinstance(value, np.ndarray):
+        return repr(value.tolist())
+    return repr(value)
 
 
 def _is_auto(v):
@@ -250,6 +276,31 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             at = names.index("print_log") if "print_log" in names else len(callbacks)
             callbacks.insert(at, ("epsilon", EpsilonSpent()))
         return callbacks
+
+    #: Parameters the repr always shows (the privacy target and the training length).
+    _repr_always = ("epsilon", "max_epochs")
+
+    def __repr__(self):
+        """scikit-learn's style: the class, the privacy target, then every parameter set away from its default.
+
+        (skorch's repr lists the module only.)  Classes and modules are
+        shown by name, a module instance as ``Name(...)``.
+        """
+        defaults = {}
+        for cls in reversed(type(self).__mro__):
+            init = cls.__dict__.get("__init__")
+            if init is None:
+                continue
+            for name, param in inspect.signature(init).parameters.items():
+                if param.default is not inspect.Parameter.empty:
+                    defaults[name] = param.default
+        params = self.get_params(deep=False)
+        names = [n for n in self._repr_always if n in params]
+        names += sorted(
+            n for n, v in params.items() if n not in names and not _same(v, defaults.get(n, _MISSING))
+        )
+        body = ", ".join(f"{n}={_short_repr(params[n])}" for n in names)
+        return f"{type(self).__name__}({body})"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -1219,6 +1270,7 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         )
 
     _default_softmax = True
+    _repr_always = ("epsilon", "classes", "max_epochs")
 
     def _check_params(self):
         super()._check_params()
