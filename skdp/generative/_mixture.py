@@ -13,12 +13,11 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
 )
-from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import FitInput
 from .._random import check_generator, child_generator
-from .._renamed_params import DEPRECATED, deprecated_value
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import (
     ADD_REMOVE,
@@ -424,15 +423,6 @@ class DPGenerativeMixture(
         carried by the estimator to worker processes.
         DP-SGD has no secure sampler: a secure setting makes ``fit`` raise
         ``ValueError`` before any data is touched.
-    clipping : "adaptive" or float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm``
-        (``"adaptive"`` is ``clip_norm="auto"``; a float is the same float).
-    clip_max : float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_max``.
-    clip_bins : int
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_bins``.
-    clip_noise_ratio : float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_noise_ratio``.
 
     Attributes
     ----------
@@ -566,15 +556,6 @@ class DPGenerativeMixture(
         "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
         "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
         "clip_norm_noise_ratio": [Interval(Real, 0, None, closed="neither")],
-        # Deprecated spellings (until 0.3).
-        "clipping": [
-            StrOptions({"adaptive"}),
-            Interval(Real, 0, None, closed="neither"),
-            Hidden(StrOptions({DEPRECATED})),
-        ],
-        "clip_max": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({DEPRECATED}))],
-        "clip_bins": [Interval(Integral, 1, None, closed="left"), Hidden(StrOptions({DEPRECATED}))],
-        "clip_noise_ratio": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({DEPRECATED}))],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str],
@@ -612,10 +593,6 @@ class DPGenerativeMixture(
         accountant=None,
         random_state=None,
         secure_noise=None,
-        clipping=DEPRECATED,
-        clip_max=DEPRECATED,
-        clip_bins=DEPRECATED,
-        clip_noise_ratio=DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.generator = generator
@@ -645,10 +622,6 @@ class DPGenerativeMixture(
         self.accountant = accountant
         self.random_state = random_state
         self.secure_noise = secure_noise
-        self.clipping = clipping
-        self.clip_max = clip_max
-        self.clip_bins = clip_bins
-        self.clip_noise_ratio = clip_noise_ratio
 
     # -- helpers ---------------------------------------------------------------
 
@@ -657,24 +630,9 @@ class DPGenerativeMixture(
         # [0, 1] is the model's public domain: clipping is per record.
         return np.clip(X, 0.0, 1.0)
 
-    def _clip_norm_options(self, *, warn=False):
-        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)`` in effect.
-
-        The deprecated spellings mapped: ``clipping="adaptive"`` is
-        ``clip_norm="auto"``, a float ``clipping`` the same ``clip_norm``.
-        """
-        values = []
-        for old, new in (
-            ("clipping", "clip_norm"),
-            ("clip_max", "clip_norm_max"),
-            ("clip_bins", "clip_norm_bins"),
-            ("clip_noise_ratio", "clip_norm_noise_ratio"),
-        ):
-            value = deprecated_value(self, old, new, warn=warn)
-            values.append(getattr(self, new) if value is None else value)
-        if isinstance(values[0], str) and values[0] == "adaptive":
-            values[0] = "auto"
-        return tuple(values)
+    def _clip_norm_options(self):
+        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)``."""
+        return self.clip_norm, self.clip_norm_max, self.clip_norm_bins, self.clip_norm_noise_ratio
 
     def _clip_ratio(self):
         clip_norm, _, _, ratio = self._clip_norm_options()
@@ -839,7 +797,6 @@ class DPGenerativeMixture(
             self._blocks(int(shape[1]))
 
     def _check_params(self):
-        self._clip_norm_options(warn=True)
         self._partition_mode()
         if self.categorical is not None and self.generator != "marginals":
             raise ValueError(
