@@ -763,3 +763,15 @@ def test_marginals_block_outside_the_columns_is_refused_before_the_reservation()
     with pytest.raises(ValueError, match=r"categorical\[0\]"):
         DPGenerativeMixture(categorical=[[0, Z.shape[1]]], accountant=budget, random_state=0).fit(Z)
     assert budget.spent.epsilon == 0.0
+
+
+def test_declared_data_range_maps_records_and_samples():
+    # Pixels on 0..16 (digits' public domain): declared, the records are
+    # mapped onto [0, 1] and the samples come back on the declared domain.
+    X = binary_data() * 16.0
+    gm = DPGenerativeMixture(n_clusters=1, data_range=(0.0, 16.0), random_state=0).fit(X)
+    out = gm.sample(200, random_state=0)
+    assert out.min() >= 0.0 and out.max() == 16.0
+    assert set(np.unique(out)) <= {0.0, 16.0}
+    with pytest.raises(ValueError, match="data_range"):
+        DPGenerativeMixture(n_clusters=1, data_range=(1.0, 1.0)).fit(X)
