@@ -271,7 +271,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # (verbose >= 1); silent fits (the default) skip it.
         dropped = {"train_loss", "epoch_timer"}
         callbacks = [(name, cb) for name, cb in super()._default_callbacks if name not in dropped]
-        if self.verbose:
+        silent = isinstance(self.verbose, numbers.Integral) and not self.verbose
+        if not silent:
             names = [name for name, _ in callbacks]
             at = names.index("print_log") if "print_log" in names else len(callbacks)
             callbacks.insert(at, ("epsilon", EpsilonSpent()))
