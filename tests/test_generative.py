@@ -608,47 +608,13 @@ def test_sample_with_an_int_never_replays_the_fit_stream():
     assert not np.array_equal(gm.sample(50), gm.sample(50))
 
 
-# ------------------------------------------- deprecated DPNorm spellings ---
+# ------------------------------------------------------------- parameters ---
 
 
-@pytest.mark.parametrize(
-    "old, new",
-    [
-        ({"clipping": 0.5}, {"clip_norm": 0.5}),
-        (
-            {"clipping": "adaptive", "clip_max": 4.0, "clip_bins": 20, "clip_noise_ratio": 3.0},
-            {"clip_norm": "auto", "clip_norm_max": 4.0, "clip_norm_bins": 20, "clip_norm_noise_ratio": 3.0},
-        ),
-    ],
-)
-def test_deprecated_dpnorm_names_warn_and_fit_as_the_new_names(old, new):
-    X = binary_data()
-    with pytest.warns(FutureWarning) as record:
-        gm_old = small(n_clusters=1, **old).fit(X)
-    warned = {str(w.message) for w in record if issubclass(w.category, FutureWarning)}
-    assert len(warned) == len(old)
-    assert all(any(f"use {name} instead" in m for m in warned) for name in new)
-    gm_new = small(n_clusters=1, **new).fit(X)
-    assert gm_old.privacy_spent_ == gm_new.privacy_spent_
-    assert gm_old.clip_noise_multiplier_ == gm_new.clip_noise_multiplier_
-    np.testing.assert_array_equal(gm_old.sample(50, random_state=0), gm_new.sample(50, random_state=0))
-
-
-# A valid old name met before the conflicting one has warned already.
-@pytest.mark.filterwarnings("ignore::FutureWarning")
-@pytest.mark.parametrize(
-    "params",
-    [
-        {"clipping": 0.5, "clip_norm": 0.6},
-        {"clip_max": 4.0, "clip_norm_max": 5.0},
-        {"clip_bins": 20, "clip_norm_bins": 30},
-        {"clip_noise_ratio": 3.0, "clip_norm_noise_ratio": 4.0},
-    ],
-)
-def test_deprecated_and_new_dpnorm_names_together_raise(params):
-    old, new = params
-    with pytest.raises(ValueError, match=f"{old}=.*{new}="):
-        small(n_clusters=1, **params).fit(binary_data())
+def test_no_parameter_defaults_to_the_string_deprecated():
+    params = DPGenerativeMixture().get_params()
+    assert "deprecated" not in {v for v in params.values() if isinstance(v, str)}
+    assert not {"clipping", "clip_max", "clip_bins", "clip_noise_ratio"} & set(params)
 
 
 # --------------------------------------------------------------------------
@@ -820,3 +786,15 @@ def test_marginals_block_outside_the_columns_is_refused_before_the_reservation()
     with pytest.raises(ValueError, match=r"categorical\[0\]"):
         DPGenerativeMixture(categorical=[[0, Z.shape[1]]], accountant=budget, random_state=0).fit(Z)
     assert budget.spent.epsilon == 0.0
+
+
+def test_declared_data_range_maps_records_and_samples():
+    # Pixels on 0..16 (digits' public domain): declared, the records are
+    # mapped onto [0, 1] and the samples come back on the declared domain.
+    X = binary_data() * 16.0
+    gm = DPGenerativeMixture(n_clusters=1, data_range=(0.0, 16.0), random_state=0).fit(X)
+    out = gm.sample(200, random_state=0)
+    assert out.min() >= 0.0 and out.max() == 16.0
+    assert set(np.unique(out)) <= {0.0, 16.0}
+    with pytest.raises(ValueError, match="data_range"):
+        DPGenerativeMixture(n_clusters=1, data_range=(1.0, 1.0)).fit(X)

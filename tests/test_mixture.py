@@ -587,8 +587,10 @@ def test_reproducible_with_random_state():
 def test_data_norm_none_warns_and_public_init():
     X = _blobs(100, seed=20)
     with pytest.warns(PrivacyLeakWarning, match="data_norm"):
-        est = DPGaussianMixture(3, random_state=0).fit(X)
+        # The non-private mode is opt-in (data_norm=None); the default is "auto".
+        est = DPGaussianMixture(3, data_norm=None, random_state=0).fit(X)
     assert est.data_norm_ == pytest.approx(np.linalg.norm(X, axis=1).max())
+    assert DPGaussianMixture().data_norm == "auto"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         est = DPGaussianMixture(
@@ -1044,3 +1046,22 @@ def test_init_auto_rule_and_budget_check():
     assert gm.n_iter_ == 5  # a public start: no histogram
     with pytest.raises(ValueError, match="init_budget"):
         _DPGaussianMixture(2, data_norm="auto", init_budget=0.5, bounds_budget=0.5).fit(X3[:, :2])
+
+
+def test_covariance_eigenvalues_are_floored_at_the_noise_level():
+    # 13 columns, 178 rows, epsilon 1 (the moderate-dimension case where
+    # clipping at reg_covar alone gave a held-out log-likelihood of about -300
+    # per row): no eigenvalue of a released covariance is below the noise
+    # std of one entry of the released second moments over the component's
+    # public count, in the unit-ball scale.
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(250, 13, centers=3, cluster_std=2.0, random_state=0)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0)) - 0.5
+    radius = np.sqrt(13) / 2
+    gm = DPGaussianMixture(3, data_norm=radius, epsilon=1.0, random_state=0).fit(X[:178])
+    vals = np.linalg.eigvalsh(gm.covariances_ / radius**2)
+    assert vals.min() > 10 * gm.reg_covar
+    # The held-out density stays within a few nats per row per dimension of
+    # the uniform density on the declared ball (log(1 / vol) = -7.6 here).
+    assert gm.score(X[178:]) > -7.6 - 2 * 13

@@ -297,7 +297,7 @@ def test_calibration_meets_the_target_exactly():
 
 def test_fit_privacy_spent_matches_calibration_and_ledger(data):
     X, y = data
-    net = _net(noise_multiplier=None, epsilon=1.5, max_epochs=3).fit(X, y)
+    net = _net(noise_multiplier=None, epsilon=1.5, max_epochs=3, verbose=1).fit(X, y)
     # PLD calibration: within its 1e-4 bisection of the target, from below.
     assert net.privacy_spent_.epsilon == pytest.approx(1.5, rel=1e-3) and net.privacy_spent_.epsilon <= 1.5
     assert net.privacy_spent_.delta == DELTA
@@ -558,10 +558,19 @@ def test_accountant_is_charged_what_was_spent(data):
     assert budget.spent.epsilon == pytest.approx(net.privacy_spent_.epsilon)
 
 
-def test_classes_none_warns_about_the_label_leak(data):
+def test_classes_none_is_refused_before_the_budget(data):
+    X, y = data
+    budget = BudgetAccountant(epsilon=10.0, delta=1e-3, neighbouring="add_remove")
+    with pytest.raises(ValueError, match="declare the labels.*classes='from_y'"):
+        _net(classes=None, max_epochs=1, accountant=budget).fit(X, y)
+    assert budget.spent.epsilon == 0
+
+
+def test_classes_from_y_is_the_opt_in_non_private_mode(data):
     X, y = data
     with pytest.warns(PrivacyLeakWarning, match="classes"):
-        _net(classes=None, max_epochs=1).fit(X, y)
+        net = _net(classes="from_y", max_epochs=1).fit(X, y)
+    np.testing.assert_array_equal(net.classes_, [0, 1])
 
 
 def test_verbose_table_has_epsilon_column(data, capsys):
@@ -639,7 +648,9 @@ def test_string_labels_map_through_classes(data):
 def test_default_module_is_sized_from_the_data(data):
     X, y = data
     with pytest.warns(PrivacyLeakWarning):
-        net = DPNeuralNetClassifier(noise_multiplier=1.0, epsilon=None, max_epochs=1, verbose=0).fit(X, y)
+        net = DPNeuralNetClassifier(
+            classes="from_y", noise_multiplier=1.0, epsilon=None, max_epochs=1, verbose=0
+        ).fit(X, y)
     assert net.module_.hidden.in_features == 4 and net.module_.output.out_features == 2
     with pytest.raises(ValueError, match="features"):
         net.predict(X[:, :3])
@@ -947,56 +958,11 @@ def _trained(net, X, y):
     return [p.detach().numpy().copy() for p in net.module_.parameters()], clip_norms, net.privacy_spent_
 
 
-@pytest.mark.parametrize(
-    "old, new",
-    [
-        ({"max_grad_norm": 0.4}, {"clip_norm": 0.4}),
-        (
-            {"clipping": "adaptive", "max_grad_norm": 3.0, "clipping_bins": 7, "clipping_noise_ratio": 2.0},
-            {"clip_norm": "auto", "clip_norm_max": 3.0, "clip_norm_bins": 7, "clip_norm_noise_ratio": 2.0},
-        ),
-    ],
-)
-def test_deprecated_dpnorm_names_warn_and_fit_as_the_new_names(data, old, new):
-    X, y = data
-    with pytest.warns(FutureWarning) as record:
-        params_old, clips_old, spent_old = _trained(_net(**old), X, y)
-    warned = {str(w.message) for w in record if issubclass(w.category, FutureWarning)}
-    assert len(warned) == len(old)
-    # Each warning names the new spelling the old value maps to.
-    assert all(any(f"use {name} instead" in m for m in warned) for name in new)
-    params_new, clips_new, spent_new = _trained(_net(**new), X, y)
-    assert clips_old == clips_new and spent_old == spent_new
-    for a, b in zip(params_old, params_new, strict=True):
-        np.testing.assert_array_equal(a, b)
-    # The parameters themselves are not rewritten by fit.
-    assert _net(**old).get_params()["clip_norm"] == 1.0
-
-
-# A valid old name met before the conflicting one has warned already.
-@pytest.mark.filterwarnings("ignore::FutureWarning")
-@pytest.mark.parametrize(
-    "params, old, new",
-    [
-        ({"max_grad_norm": 0.4, "clip_norm": 0.5}, "max_grad_norm", "clip_norm"),
-        (
-            {"clipping": "adaptive", "max_grad_norm": 2.0, "clip_norm_max": 3.0},
-            "max_grad_norm",
-            "clip_norm_max",
-        ),
-        ({"clipping": "adaptive", "clip_norm": "auto"}, "clipping", "clip_norm"),
-        ({"clipping_bins": 5, "clip_norm_bins": 6}, "clipping_bins", "clip_norm_bins"),
-        (
-            {"clipping_noise_ratio": 2.0, "clip_norm_noise_ratio": 3.0},
-            "clipping_noise_ratio",
-            "clip_norm_noise_ratio",
-        ),
-    ],
-)
-def test_deprecated_and_new_dpnorm_names_together_raise(data, params, old, new):
-    X, y = data
-    with pytest.raises(ValueError, match=f"{old}=.*{new}="):
-        _net(**params).fit(X, y)
+def test_no_parameter_defaults_to_the_string_deprecated():
+    for cls in (DPNeuralNetClassifier, DPNeuralNetRegressor):
+        params = cls(classes=[0, 1]).get_params() if cls is DPNeuralNetClassifier else cls().get_params()
+        assert "deprecated" not in {v for v in params.values() if isinstance(v, str)}
+        assert not {"max_grad_norm", "clipping", "clipping_bins", "clipping_noise_ratio"} & set(params)
 
 
 # ------------------------------------------------------------ composition ---
@@ -1020,7 +986,7 @@ def test_default_composition_is_pld_and_the_ledger_composes_with_it(data):
 
 def test_rdp_composition_reproduces_the_old_calibration(data):
     X, y = data
-    net = _net(noise_multiplier=None, epsilon=1.5, max_epochs=3, composition="rdp").fit(X, y)
+    net = _net(noise_multiplier=None, epsilon=1.5, max_epochs=3, composition="rdp", verbose=1).fit(X, y)
     assert net.noise_multiplier_ == pytest.approx(OLD_RDP_MULTIPLIER, rel=1e-12)
     assert net.privacy_ledger_.composition == "rdp"
     steps = [dpsgd_step_event(OLD_RDP_MULTIPLIER, 0.25, count=12)]
@@ -1076,3 +1042,48 @@ def test_pld_calibration_matches_dp_accounting():
     assert ours == pytest.approx(theirs, rel=5e-3)
     # RDP needs visibly more noise: the comparison can tell the two apart.
     assert calibrate_dpsgd_noise(1.0, DELTA, q, steps, composition="rdp") > theirs * 1.03
+
+
+# ------------------------------------------------------- the "auto" defaults ---
+
+
+def test_default_net_learns_on_unscaled_inputs(capsys):
+    # Defaults only (classes and epsilon): two separable classes at scale
+    # 1e3 around an offset of 5e3.  The skorch-era defaults (lr=0.01 on raw
+    # inputs) predicted the majority class; the private input scaling and
+    # the "auto" schedule must beat it by far.
+    rng = np.random.default_rng(0)
+    n = 1500
+    y = (rng.random(n) < 0.6).astype(np.int64)
+    X = (rng.normal(size=(n, 5)) + 2.0 * y[:, None]) * 1e3 + 5e3
+    net = DPNeuralNetClassifier(classes=[0, 1], epsilon=3.0, random_state=0).fit(X[:1000], y[:1000])
+    majority = max(np.mean(y[1000:]), 1 - np.mean(y[1000:]))
+    assert net.score(X[1000:], y[1000:]) >= majority + 0.2
+    # Silent by default; the plan and the scaling are released attributes.
+    assert capsys.readouterr().out == ""
+    assert net.input_centre_.shape == (5,) and net.input_scale_ > 0
+    assert net.batch_size_ >= 32 and net.max_epochs_ >= 1 and net.lr_ == 0.5
+    # The scaling's releases are on the ledger and within the target.
+    assert net.privacy_spent_.epsilon <= 3.0 * (1 + 1e-3)
+    assert len(net.privacy_ledger_.events) >= 3
+
+
+def test_auto_schedule_is_a_public_rule():
+    from skdp.nn._defaults import auto_schedule
+
+    small, large = auto_schedule(500, 8, 2, 1.0, 1e-5), auto_schedule(50_000, 8, 2, 1.0, 1e-5)
+    assert small.batch_size == 32 and large.batch_size == 1024
+    # About 400 steps either way.
+    for s, n in ((small, 500), (large, 50_000)):
+        assert 400 <= s.max_epochs * math.ceil(n / s.batch_size) <= 800
+    # More budget never narrows the net.
+    widths = [auto_schedule(2000, 30, 2, e, 1e-5).hidden_units for e in (0.1, 0.3, 1, 3, 10)]
+    assert widths == sorted(widths) and widths[0] == 8
+    # A value given by the user is kept.
+    assert auto_schedule(500, 8, 2, 1.0, 1e-5, lr=0.1, batch_size=7).batch_size == 7
+
+
+def test_repr_shows_the_privacy_target_like_scikit_learn():
+    text = repr(DPNeuralNetClassifier(classes=[0, 1], epsilon=2.0, lr=0.3))
+    assert text == "DPNeuralNetClassifier(epsilon=2.0, classes=[0, 1], max_epochs='auto', lr=0.3)"
+    assert repr(DPNeuralNetRegressor()) == "DPNeuralNetRegressor(epsilon=1.0, max_epochs='auto')"

@@ -13,12 +13,11 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
 )
-from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import FitInput
 from .._random import check_generator, child_generator
-from .._renamed_params import DEPRECATED, deprecated_value
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..cluster import DPKernelKMeans
 from ..privacy import (
@@ -439,15 +438,14 @@ class DPGenerativeMixture(
         carried by the estimator to worker processes.
         DP-SGD has no secure sampler: a secure setting makes ``fit`` raise
         ``ValueError`` before any data is touched.
-    clipping : "adaptive" or float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm``
-        (``"adaptive"`` is ``clip_norm="auto"``; a float is the same float).
-    clip_max : float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_max``.
-    clip_bins : int
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_bins``.
-    clip_noise_ratio : float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_noise_ratio``.
+    data_range : (lo, hi), default=(0.0, 1.0)
+        The declared public domain of the columns: scalars, or arrays of one
+        value per column (one-hot columns keep ``(0, 1)``).  Every record is
+        mapped by ``(x - lo) / (hi - lo)`` onto ``[0, 1]``, the models'
+        domain, and clipped there (per record, nothing is read off the
+        data); :meth:`sample` maps back onto ``[lo, hi]``.  Declare it for
+        data outside ``[0, 1]`` (digits' pixels: ``(0, 16)``): with the
+        default such values are clipped to 1.
 
     Attributes
     ----------
@@ -581,19 +579,11 @@ class DPGenerativeMixture(
         "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
         "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
         "clip_norm_noise_ratio": [Interval(Real, 0, None, closed="neither")],
-        # Deprecated spellings (until 0.3).
-        "clipping": [
-            StrOptions({"adaptive"}),
-            Interval(Real, 0, None, closed="neither"),
-            Hidden(StrOptions({DEPRECATED})),
-        ],
-        "clip_max": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({DEPRECATED}))],
-        "clip_bins": [Interval(Integral, 1, None, closed="left"), Hidden(StrOptions({DEPRECATED}))],
-        "clip_noise_ratio": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({DEPRECATED}))],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str],
         "composition": [StrOptions(set(COMPOSITIONS))],
+        "data_range": [tuple, list],
     }
 
     def __init__(
@@ -627,10 +617,7 @@ class DPGenerativeMixture(
         accountant=None,
         random_state=None,
         secure_noise=None,
-        clipping=DEPRECATED,
-        clip_max=DEPRECATED,
-        clip_bins=DEPRECATED,
-        clip_noise_ratio=DEPRECATED,
+        data_range=(0.0, 1.0),
     ):
         self.n_clusters = n_clusters
         self.generator = generator
@@ -660,36 +647,35 @@ class DPGenerativeMixture(
         self.accountant = accountant
         self.random_state = random_state
         self.secure_noise = secure_noise
-        self.clipping = clipping
-        self.clip_max = clip_max
-        self.clip_bins = clip_bins
-        self.clip_noise_ratio = clip_noise_ratio
+        self.data_range = data_range
 
     # -- helpers ---------------------------------------------------------------
 
+    def _data_range(self, n_features):
+        """The declared ``(lo, hi)``, each broadcast to ``(n_features,)``; ValueError naming ``data_range``."""
+        try:
+            lo, hi = (np.broadcast_to(np.asarray(v, dtype=float), (n_features,)) for v in self.data_range)
+        except (TypeError, ValueError):
+            raise ValueError(
+                "data_range must be (lo, hi) with scalars or arrays of one value per column, "
+                f"got {self.data_range!r}."
+            ) from None
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(hi > lo)):
+            raise ValueError(
+                f"data_range must be finite with hi > lo in every column, got {self.data_range!r}."
+            )
+        return lo, hi
+
     def _validate_X(self, X, reset):
         X = validate_data(self, X, reset=reset, dtype=np.float64)
-        # [0, 1] is the model's public domain: clipping is per record.
-        return np.clip(X, 0.0, 1.0)
+        # The declared data_range is the model's public domain, mapped onto
+        # [0, 1]: the map and the clipping are per record (no data read).
+        lo, hi = self._data_range(X.shape[1])
+        return np.clip((X - lo) / (hi - lo), 0.0, 1.0)
 
-    def _clip_norm_options(self, *, warn=False):
-        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)`` in effect.
-
-        The deprecated spellings mapped: ``clipping="adaptive"`` is
-        ``clip_norm="auto"``, a float ``clipping`` the same ``clip_norm``.
-        """
-        values = []
-        for old, new in (
-            ("clipping", "clip_norm"),
-            ("clip_max", "clip_norm_max"),
-            ("clip_bins", "clip_norm_bins"),
-            ("clip_noise_ratio", "clip_norm_noise_ratio"),
-        ):
-            value = deprecated_value(self, old, new, warn=warn)
-            values.append(getattr(self, new) if value is None else value)
-        if isinstance(values[0], str) and values[0] == "adaptive":
-            values[0] = "auto"
-        return tuple(values)
+    def _clip_norm_options(self):
+        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)``."""
+        return self.clip_norm, self.clip_norm_max, self.clip_norm_bins, self.clip_norm_noise_ratio
 
     def _clip_ratio(self):
         clip_norm, _, _, ratio = self._clip_norm_options()
@@ -852,7 +838,6 @@ class DPGenerativeMixture(
             self._blocks(int(shape[1]))
 
     def _check_params(self):
-        self._clip_norm_options(warn=True)
         self._partition_mode()
         if self.categorical is not None and self.generator != "marginals":
             raise ValueError(
@@ -1291,7 +1276,8 @@ class DPGenerativeMixture(
         -------
         X : ndarray of shape (n_samples, n_features)
             Binary records for the Bernoulli VAE and the RBM, values in
-            ``[0, 1]`` for the Gaussian VAE.
+            ``[0, 1]`` for the Gaussian VAE, mapped onto ``data_range``
+            (``lo`` for 0, ``hi`` for 1).
         clusters : ndarray of shape (n_samples,)
             Only when ``return_clusters`` is True.
         """
@@ -1308,7 +1294,7 @@ class DPGenerativeMixture(
             raise ValueError(f"cluster must be None or an integer in [0, {k}), got {cluster!r}.")
         if self.generator == "marginals":
             binary, blocks = column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
-            out = sample_marginals(self.marginals_, binary, blocks, clusters, rng)
+            out = self._to_data_range(sample_marginals(self.marginals_, binary, blocks, clusters, rng))
             return (out, clusters) if return_clusters else out
         import torch
 
@@ -1323,7 +1309,15 @@ class DPGenerativeMixture(
             for s in np.unique(clusters):
                 mask = clusters == s
                 out[mask] = draw(self.generators_[s], int(mask.sum()), gen).numpy()
+        out = self._to_data_range(out)
         return (out, clusters) if return_clusters else out
+
+    def _to_data_range(self, out):
+        """Samples on ``[0, 1]`` mapped back onto the declared ``data_range`` (identity for the default)."""
+        lo, hi = self._data_range(self.n_features_in_)
+        if np.all(lo == 0.0) and np.all(hi == 1.0):
+            return out
+        return lo + out * (hi - lo)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

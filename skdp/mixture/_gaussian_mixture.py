@@ -234,11 +234,15 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         used to stop early.
     reg_covar : float, default=1e-3
         Floor on the eigenvalues of each covariance, in the unit-ball scale
-        (that is, relative to ``data_norm ** 2``).
-    data_norm : float, "auto" or None, default=None
-        Public bound on the L2 norm of a row; rows are clipped to it.  ``None``
-        uses the data's largest row norm and warns (a privacy leak).
-        ``"auto"`` releases a private centre ``c`` and a private bound ``R``
+        (that is, relative to ``data_norm ** 2``).  The floor in effect is
+        the larger of ``reg_covar`` and the noise level of the released
+        second moments (the per-entry noise std over the component's public
+        count): directions the noise cannot resolve are not trusted.
+    data_norm : float, "auto" or None, default="auto"
+        Public bound on the L2 norm of a row; rows are clipped to it.
+        ``None`` is a non-private mode, opt-in: it uses the data's largest
+        row norm and warns (a privacy leak outside ``privacy_spent_``).
+        ``"auto"`` (the default, private) releases a private centre ``c`` and a private bound ``R``
         on ``||x - c||`` with a share ``bounds_budget`` of the budget
         (:mod:`skdp.privacy.centring`, :doc:`/bounds`) and fits on ``x - c``
         clipped to ``R``: no bound to know, and an uncentred dataset costs
@@ -431,7 +435,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         max_iter="auto",
         tol=1e-3,
         reg_covar=1e-3,
-        data_norm=None,
+        data_norm="auto",
         bounds_budget=DEFAULT_BOUNDS_BUDGET,
         init_params="auto",
         init_budget=DEFAULT_INIT_BUDGET,
@@ -943,11 +947,12 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             noisy_second = tied_second
             # MAP: N + nu0 + d + 1 + K = N + c + K - 1 (tied_covariance).
             den = n_samples + c + k - 1 if is_map else float(n_samples)
+            floor = self._noise_floor(z_second, d, np.array([den]), second_family, tied=True)
             covariances = clip_eigenvalues(
                 tied_covariance(
                     noisy_second, means, n_tilde, kappa0 if is_map else 0.0, den, s0 if is_map else 0.0
                 )[np.newaxis],
-                self.reg_covar,
+                floor,
                 1.0,
             )[0]
             bound = expected_complete_log_likelihood(
@@ -958,7 +963,14 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         cov_den = n_tilde + c if is_map else n_tilde
         per_unit = cov_den[:, np.newaxis, np.newaxis] if second.ndim == 3 else cov_den
         covariances = self._covariances_from_moments(
-            noisy_second / per_unit, means, n_tilde, kappa0, cov_den, s0, is_map
+            noisy_second / per_unit,
+            means,
+            n_tilde,
+            kappa0,
+            cov_den,
+            s0,
+            is_map,
+            self._noise_floor(z_second, d, cov_den, second_family),
         )
         bound = expected_complete_log_likelihood(
             weights,
@@ -1006,20 +1018,53 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         noisy = mech.release(block_diag(*second), rng, ledger)
         return np.stack([noisy[j * d : (j + 1) * d, j * d : (j + 1) * d] for j in range(k)])
 
-    def _covariances_from_moments(self, noisy_second, means, n_tilde, kappa0, cov_den, s0, is_map):
-        """Post-processing: noisy second moment -> covariance with eigenvalues in [reg_covar, 1]."""
+    def _noise_floor(self, z, d, den, family, tied=False):
+        """Eigenvalue floor of each released covariance: ``reg_covar`` or the noise's own level.
+
+        Post-processing of public quantities.  The second moments carry
+        symmetric noise of per-entry std ``s = z * sensitivity`` (``sqrt(2)``
+        times the scale for Laplace), so after the division by the public
+        denominator ``den_k`` each variance is known only to within
+        ``s / den_k``: a smaller eigenvalue is not resolved, and a Gaussian
+        that believes it assigns densities far below the data's (with the
+        paper's clipping at ``reg_covar`` the held-out log-likelihood falls
+        under a uniform density on the domain in moderate dimension, where
+        ``d (d + 1) / 2`` noisy entries push the smallest eigenvalues down by
+        up to ``2 s sqrt(d) / den_k``).  The floor lifts every such direction
+        to the noise level ``s / den_k`` instead, capped at 1 (the unit ball's
+        largest variance); it vanishes as ``n epsilon`` grows.  For
+        ``"spherical"`` the released trace has noise ``s`` and the variance
+        is the trace over ``d``.
+        """
+        norm = "l2" if family is GaussianEvent else "l1"
+        joint = self.component_releases == "joint"
+        cov_type = "full" if tied else self.covariance_type
+        k = 1 if tied else self.n_components
+        sens = second_moment_sensitivity(d, cov_type, norm, joint=joint and not tied, n_components=k)
+        entry_std = z * sens * (1.0 if family is GaussianEvent else math.sqrt(2.0))
+        level = entry_std / d if cov_type == "spherical" else entry_std
+        return np.clip(level / np.asarray(den, dtype=float), self.reg_covar, 1.0)
+
+    def _covariances_from_moments(
+        self, noisy_second, means, n_tilde, kappa0, cov_den, s0, is_map, floor=None
+    ):
+        """Post-processing: noisy second moment -> covariance with eigenvalues in ``[floor, 1]``.
+
+        ``floor`` (per component) defaults to ``reg_covar``; see :meth:`_noise_floor`.
+        """
         d = means.shape[1]
+        floor = self.reg_covar if floor is None else floor
         if self.covariance_type == "spherical":
             # The trace of the matrix formula (MLE or MAP), divided by d.
             prior_trace = np.trace(s0) / cov_den if is_map else 0.0
             ratio = (n_tilde + kappa0) / cov_den if is_map else 1.0
             var = (noisy_second + prior_trace - ratio * np.sum(means**2, axis=1)) / d
-            return np.clip(var, self.reg_covar, 1.0)
+            return np.clip(var, floor, 1.0)
         if is_map:
             covs = map_covariance(noisy_second, means, n_tilde, kappa0, cov_den, s0)
         else:
             covs = mle_covariance(noisy_second, means)
-        return clip_eigenvalues(covs, self.reg_covar, 1.0)
+        return clip_eigenvalues(covs, floor, 1.0)
 
     def _set_parameters(self, weights, means, covariances, scale, centre=None):
         """Fitted attributes in the user's original scale (and coordinates: ``+ centre``)."""

@@ -366,7 +366,8 @@ def clip_eigenvalues(covariances, floor, cap):
     """
     sym = 0.5 * (covariances + np.swapaxes(covariances, 1, 2))
     vals, vecs = np.linalg.eigh(sym)
-    vals = np.clip(vals, floor, cap)
+    # A floor per matrix (shape (n,)) or one for all.
+    vals = np.clip(vals, np.reshape(floor, (-1, 1)) if np.ndim(floor) else floor, cap)
     return np.einsum("kij,kj,klj->kil", vecs, vals, vecs)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import numbers
 import warnings
@@ -41,7 +42,6 @@ from skorch import NeuralNet, NeuralNetClassifier, NeuralNetRegressor
 from skorch.dataset import unpack_data
 from skorch.utils import TeeGenerator, is_dataset, to_tensor
 
-from .._renamed_params import DEPRECATED, deprecated_value
 from ..base import (
     DPEstimatorMixin,
     PrivacyPlan,
@@ -52,6 +52,12 @@ from ..base import (
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, COMPOSITIONS, DEFAULT_COMPOSITION, BudgetAccountant, PrivacySpent, compose
 from ..privacy.accountant import accountant_for
+from ..privacy.centring import (
+    DEFAULT_BOUNDS_BUDGET,
+    calibrate_auto_bounds,
+    can_locate_quantile,
+    private_centring,
+)
 from ..privacy.dpsgd import (
     calibrate_dpsgd_noise,
     count_noise_multiplier,
@@ -63,6 +69,7 @@ from ..privacy.dpsgd import (
 from ..privacy.torch_noise import TorchGaussianMechanism
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
+from ._defaults import auto_schedule
 from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
 
 __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
@@ -81,12 +88,15 @@ _DP_PARAMS = (
     "accountant",
     "random_state",
     "n_samples",
-    # Deprecated spellings of the DPNorm options (until 0.3).
-    "max_grad_norm",
-    "clipping",
-    "clipping_bins",
-    "clipping_noise_ratio",
+    "scale_inputs",
+    "bounds_budget",
 )
+
+#: Largest share of the budget ``scale_inputs`` may take on a small ``n epsilon``.
+_MAX_SCALE_SHARE = 0.5
+
+#: Batch size of prediction when ``batch_size="auto"`` (not part of any plan).
+_PREDICT_BATCH = 1024
 
 #: What a fitted net holds besides its parameters (see
 #: ``DPEstimatorMixin._released_attributes``).  skorch's own state: the
@@ -119,8 +129,43 @@ _NET_RELEASED_ATTRIBUTES = frozenset(
         "n_steps_",
         "noisy_n_samples_",
         "clipping_mode_",
+        # the "auto" schedule and the private input scaling
+        "batch_size_",
+        "max_epochs_",
+        "lr_",
+        "input_centre_",
+        "input_scale_",
     }
 )
+
+
+_MISSING = object()
+
+
+def _same(value, default):
+    """Whether a parameter is at its default (for the repr); arrays and lists compared by value."""
+    if default is _MISSING:
+        return False
+    try:
+        return (
+            bool(np.array_equal(value, default)) if not isinstance(value, (str, type)) else value == default
+        )
+    except Exception:  # noqa: BLE001 - a value that cannot be compared is shown
+        return value is default
+
+
+def _short_repr(value):
+    if isinstance(value, type):
+        return value.__name__
+    if isinstance(value, torch.nn.Module):
+        return f"{type(value).__name__}(...)"
+    if isinstance(value, np.ndarray):
+        return repr(value.tolist())
+    return repr(value)
+
+
+def _is_auto(v):
+    return isinstance(v, str) and v == "auto"
 
 
 def _is_positive_real(v):
@@ -221,12 +266,42 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # epoch_timer (the wall time of Poisson batches of unnoised sizes) are
         # releases outside the guarantee: not installed.  The validation
         # scorers only act when the user sets train_split (warned in fit).
+        # The epsilon column (composed by the accountant at each epoch's end,
+        # seconds under PLD) is installed when the table is printed
+        # (verbose >= 1); silent fits (the default) skip it.
         dropped = {"train_loss", "epoch_timer"}
         callbacks = [(name, cb) for name, cb in super()._default_callbacks if name not in dropped]
-        names = [name for name, _ in callbacks]
-        at = names.index("print_log") if "print_log" in names else len(callbacks)
-        callbacks.insert(at, ("epsilon", EpsilonSpent()))
+        silent = isinstance(self.verbose, numbers.Integral) and not self.verbose
+        if not silent:
+            names = [name for name, _ in callbacks]
+            at = names.index("print_log") if "print_log" in names else len(callbacks)
+            callbacks.insert(at, ("epsilon", EpsilonSpent()))
         return callbacks
+
+    #: Parameters the repr always shows (the privacy target and the training length).
+    _repr_always = ("epsilon", "max_epochs")
+
+    def __repr__(self):
+        """scikit-learn's style: the class, the privacy target, then every parameter set away from its default.
+
+        (skorch's repr lists the module only.)  Classes and modules are
+        shown by name, a module instance as ``Name(...)``.
+        """
+        defaults = {}
+        for cls in reversed(type(self).__mro__):
+            init = cls.__dict__.get("__init__")
+            if init is None:
+                continue
+            for name, param in inspect.signature(init).parameters.items():
+                if param.default is not inspect.Parameter.empty:
+                    defaults[name] = param.default
+        params = self.get_params(deep=False)
+        names = [n for n in self._repr_always if n in params]
+        names += sorted(
+            n for n, v in params.items() if n not in names and not _same(v, defaults.get(n, _MISSING))
+        )
+        body = ", ".join(f"{n}={_short_repr(params[n])}" for n in names)
+        return f"{type(self).__name__}({body})"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -242,9 +317,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         if not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
             raise ValueError(f"delta must be in (0, 1) (DP-SGD adds Gaussian noise), got {self.delta!r}.")
         _check_dpsgd_composition(self.composition)
-        if self.clipping not in (DEPRECATED, "fixed", "adaptive"):
-            raise ValueError(f"clipping must be 'fixed' or 'adaptive', got {self.clipping!r}.")
-        clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio = self._clip_norm_options(warn=True)
+        clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio = self._clip_norm_options()
         if clip_norm != "auto" and not _is_positive_real(clip_norm):
             raise ValueError(f"clip_norm must be 'auto' or a positive finite number, got {clip_norm!r}.")
         if not _is_positive_real(clip_norm_max):
@@ -265,8 +338,22 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             raise TypeError(
                 f"accountant must be a BudgetAccountant or None, got {type(self.accountant).__name__}."
             )
-        if not (isinstance(self.max_epochs, numbers.Integral) and self.max_epochs >= 1):
-            raise ValueError(f"max_epochs must be a positive integer, got {self.max_epochs!r}.")
+        if not (
+            _is_auto(self.max_epochs)
+            or (isinstance(self.max_epochs, numbers.Integral) and self.max_epochs >= 1)
+        ):
+            raise ValueError(f"max_epochs must be 'auto' or a positive integer, got {self.max_epochs!r}.")
+        if not (_is_auto(self.lr) or _is_positive_real(self.lr)):
+            raise ValueError(f"lr must be 'auto' or a positive finite number, got {self.lr!r}.")
+        if not (_is_auto(self.scale_inputs) or isinstance(self.scale_inputs, bool)):
+            raise ValueError(f"scale_inputs must be 'auto', True or False, got {self.scale_inputs!r}.")
+        if self.scale_inputs is True and self.noise_multiplier is not None:
+            raise ValueError(
+                "scale_inputs=True spends a share of epsilon on the input scaling: it needs epsilon "
+                "(noise_multiplier=None); with noise_multiplier given set scale_inputs=False or 'auto'."
+            )
+        if not (_is_positive_real(self.bounds_budget) and self.bounds_budget < 1):
+            raise ValueError(f"bounds_budget must be in (0, 1), got {self.bounds_budget!r}.")
         if not (
             (isinstance(self.n_samples, str) and self.n_samples == "auto")
             or (
@@ -277,10 +364,10 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         ):
             raise ValueError(f"n_samples must be 'auto' or a positive integer, got {self.n_samples!r}.")
         batch_size = self._batch_size_param()
-        if batch_size != -1 and not (
+        if not (_is_auto(batch_size) or batch_size == -1) and not (
             isinstance(batch_size, numbers.Integral) and not isinstance(batch_size, bool) and batch_size >= 1
         ):
-            raise ValueError(f"batch_size must be a positive integer or -1, got {batch_size!r}.")
+            raise ValueError(f"batch_size must be 'auto', a positive integer or -1, got {batch_size!r}.")
         if self.warm_start:
             raise ValueError(
                 "warm_start=True would continue training outside the privacy plan of a fit; "
@@ -296,38 +383,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 stacklevel=_user_stacklevel(),
             )
 
-    def _clip_norm_options(self, *, warn=False):
-        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)`` in effect.
-
-        The deprecated spellings mapped: ``clipping="adaptive"`` is
-        ``clip_norm="auto"``; ``max_grad_norm`` was the fixed bound
-        (``clip_norm``), or DPNorm's ``C_max`` (``clip_norm_max``) with
-        ``clipping="adaptive"``, so it may be set with neither of them.
-        """
-        clip_norm, clip_norm_max = self.clip_norm, self.clip_norm_max
-        if deprecated_value(self, "clipping", "clip_norm", warn=warn) == "adaptive":
-            clip_norm = "auto"
-        auto = isinstance(clip_norm, str) and clip_norm == "auto"
-        max_grad_norm = deprecated_value(
-            self,
-            "max_grad_norm",
-            "clip_norm_max" if auto else "clip_norm",
-            warn=warn,
-            conflicts=("clip_norm", "clip_norm_max"),
-        )
-        if max_grad_norm is not None:
-            if auto:
-                clip_norm_max = max_grad_norm
-            else:
-                clip_norm = max_grad_norm
-        bins = deprecated_value(self, "clipping_bins", "clip_norm_bins", warn=warn)
-        ratio = deprecated_value(self, "clipping_noise_ratio", "clip_norm_noise_ratio", warn=warn)
-        return (
-            clip_norm,
-            clip_norm_max,
-            self.clip_norm_bins if bins is None else bins,
-            self.clip_norm_noise_ratio if ratio is None else ratio,
-        )
+    def _clip_norm_options(self):
+        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)`` in effect."""
+        return self.clip_norm, self.clip_norm_max, self.clip_norm_bins, self.clip_norm_noise_ratio
 
     def _clip_noise_ratio(self):
         # DPNorm's histogram noise over the gradient's; None with fixed clipping.
@@ -351,8 +409,21 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # CrossEntropyLoss takes logits (skorch's predict_proba then applies the softmax).
         softmax = self._default_softmax and not issubclass(crit, torch.nn.CrossEntropyLoss)
         kwargs.setdefault("softmax", softmax)
+        schedule = None if state is None else state.schedule
+        if schedule is not None and "hidden_units" not in kwargs:
+            # The width of the "auto" rule (skdp.nn._defaults.auto_width).
+            kwargs["hidden_units"] = schedule.hidden_units
         self.module_ = DefaultMLP(*shape, **kwargs)
         return self
+
+    def get_params_for_optimizer(self, prefix, named_parameters):
+        """skorch's optimiser arguments, with ``lr="auto"`` resolved (the schedule's rate)."""
+        args, kwargs = super().get_params_for_optimizer(prefix, named_parameters)
+        if _is_auto(kwargs.get("lr")):
+            state = getattr(self, "_dp_fit", None)
+            schedule = None if state is None else state.schedule
+            kwargs["lr"] = auto_schedule(1, None, None, None, 0.5).lr if schedule is None else schedule.lr
+        return args, kwargs
 
     # -- data validation -----------------------------------------------------
 
@@ -386,7 +457,15 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
     def _validate_predict_X(self, X):
         if _passes_through(X):
             return X
-        return validate_data(self, X, reset=False, dtype=np.float32, allow_nd=True)
+        X = validate_data(self, X, reset=False, dtype=np.float32, allow_nd=True)
+        return self._scale(X)
+
+    def _scale(self, X):
+        """``(X - c) / s`` with the released centre and scale of ``scale_inputs`` (identity without)."""
+        centre = getattr(self, "input_centre_", None)
+        if centre is None:
+            return X
+        return ((X - centre.astype(np.float32)) / np.float32(self.input_scale_)).astype(np.float32)
 
     def predict_proba(self, X):
         """skorch's ``predict_proba`` after validating ``X`` like ``fit`` did."""
@@ -450,12 +529,14 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         batch_size = self._batch_size_param()
         ratio = self._clip_noise_ratio()
         z = None if self.noise_multiplier is None else float(self.noise_multiplier)
-        plan = count_std = None
+        plan = count_std = schedule = input_bounds = None
         if self.n_samples == "auto":
             # The size is released with noise in fit_loop; its noise is fixed now.
             count_std = count_noise_multiplier(self.epsilon, self.delta, self.noise_multiplier)
         else:
-            plan = dpsgd_plan(self.n_samples, batch_size, self.max_epochs)
+            schedule = self._schedule(self.n_samples)
+            plan = dpsgd_plan(self.n_samples, schedule.batch_size, schedule.max_epochs)
+            input_bounds = self._input_bounds_plan(self.n_samples)
         epsilon, delta = self.epsilon, self.delta
         if z is None and plan is not None:
             z = calibrate_dpsgd_noise(
@@ -464,6 +545,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 plan.sampling_rate,
                 plan.n_steps,
                 ratio,
+                extra_events=() if input_bounds is None else input_bounds.events(),
                 composition=self.composition,
             )
         elif z is not None:
@@ -476,8 +558,63 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             "dpsgd_plan": plan,
             "noise_multiplier": z,
             "count_noise_std": count_std,
+            "schedule": schedule,
+            "input_bounds": input_bounds,
         }
         return PrivacyPlan(epsilon, delta, self.composition, settings=settings)
+
+    def _scales_inputs(self):
+        # "auto": the default module, when epsilon drives the plan.
+        return self.scale_inputs is True or (
+            _is_auto(self.scale_inputs) and self.module is None and self.noise_multiplier is None
+        )
+
+    def _input_bounds_plan(self, n_public):
+        """The releases of ``scale_inputs`` for a public size (:class:`~skdp.privacy.centring.AutoBounds`), or None.
+
+        A centre and a quantile of ``||x - c||`` at the share
+        ``bounds_budget`` when that share locates a quantile
+        (:func:`~skdp.privacy.centring.can_locate_quantile`, a function of
+        the public size and epsilon only); otherwise one quantile of the
+        raw norms (no centre: the whole share on one release), the share
+        raised in steps of 25 % until it locates, at most ``_MAX_SCALE_SHARE``
+        of the budget.  None when inputs are not scaled, or when no share
+        up to that locates a quantile (a warning names the parameter).
+        """
+        if not self._scales_inputs():
+            return None
+        eps, delta, share = float(self.epsilon), float(self.delta), float(self.bounds_budget)
+        plan = calibrate_auto_bounds(eps, delta, share, neighbouring=ADD_REMOVE)
+        if can_locate_quantile(n_public, plan.quantile_epsilon):
+            return plan
+        while share <= _MAX_SCALE_SHARE:
+            plan = calibrate_auto_bounds(eps, delta, share, centre=False, neighbouring=ADD_REMOVE)
+            if can_locate_quantile(n_public, plan.quantile_epsilon):
+                return plan
+            share *= 1.25
+        # A statement about the public size and epsilon, not about the data.
+        warnings.warn(
+            f"scale_inputs: about {int(n_public)} records at epsilon={eps:g} cannot locate the input "
+            "scale privately; the inputs are used as given. Standardise X with public constants "
+            "(and set scale_inputs=False), or raise epsilon.",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
+        return None
+
+    def _schedule(self, n_public, n_features=None, n_outputs=None):
+        """The :class:`~skdp.nn._defaults.TrainingSchedule` for a public size (``"auto"`` entries resolved)."""
+        return auto_schedule(
+            n_public,
+            n_features,
+            n_outputs,
+            self.epsilon if self.noise_multiplier is None else None,
+            self.delta,
+            batch_size=self._batch_size_param(),
+            max_epochs=self.max_epochs,
+            lr=self.lr,
+            hidden_units=self.get_params_for("module").get("hidden_units", "auto"),
+        )
 
     def _planned_events(self, noise_multiplier, plan, count_std=None):
         """Events of the fit at gradient noise multiplier ``noise_multiplier``.
@@ -502,14 +639,67 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             rng=rng,
             engine=None,
             default_sizes=data.default_sizes,
+            noisy_n=None,
             **plan.settings,
         )
+        X = self._prepare_inputs(state, data)
         with _torch_seeded(rng if self.random_state is not None else None):
             # NeuralNet.fit without its call to the (refused) public partial_fit.
             self.initialize()
-            NeuralNet.partial_fit(self, data.X, data.y, _routing_method="fit")
+            NeuralNet.partial_fit(self, X, data.y, _routing_method="fit")
         # Ghost clipping may have fallen back to vmap during training.
         self.clipping_mode_ = state.engine.clipping_mode
+
+    def _prepare_inputs(self, state, data):
+        """Release what the default module needs before it is built; return the inputs skorch trains on.
+
+        With an array ``X`` and no validation split (the training set is
+        then all of ``X``), the noisy count of ``n_samples='auto'`` is
+        released here rather than in ``fit_loop``: the ``"auto"`` width and
+        the input scaling need the public size.  ``scale_inputs`` then
+        releases the centre ``c`` and a norm quantile ``R`` of ``x - c``
+        (:func:`~skdp.privacy.centring.private_centring`, add/remove
+        neighbours, public size in the rank target) and the module is
+        trained on ``(x - c) sqrt(d) / R``, rows of unit scale per
+        coordinate; ``predict`` applies the same released map.
+        """
+        self.input_centre_ = self.input_scale_ = None
+        X = data.X
+        if data.default_sizes is None or self.train_split is not None:
+            return X
+        n_public = self._public_size(state, X.shape[0])
+        state.schedule = self._schedule(n_public, *data.default_sizes)
+        if self.n_samples == "auto":
+            state.input_bounds = self._input_bounds_plan(n_public)
+        if state.input_bounds is None:
+            return X
+        n_features = X.shape[1]
+        with warnings.catch_warnings():
+            # The core's message names data_norm; the one above names this estimator's parameter.
+            warnings.filterwarnings("ignore", message='data_norm="auto"', category=UserWarning)
+            centre, bound = private_centring(
+                lambda fn, *args: fn(X.astype(np.float64), *args),
+                n_public,
+                n_features,
+                state.input_bounds,
+                state.rng,
+                state.ledger,
+            )
+        self.input_centre_ = np.asarray(centre, dtype=np.float64)
+        self.input_scale_ = float(bound) / math.sqrt(n_features)
+        return self._scale(X)
+
+    def _public_size(self, state, n_rows):
+        """The declared ``n_samples``, or the noisy count of ``n_rows`` (released once per fit)."""
+        if self.n_samples != "auto":
+            return self.n_samples
+        if state.noisy_n is None:
+            # Rounded (post-processing): a count is a whole number, and whole
+            # numbers repeat across fits, so their RDP curves are cached.
+            state.noisy_n = max(
+                1, round(release_dataset_size(n_rows, state.count_noise_std, state.rng, state.ledger))
+            )
+        return state.noisy_n
 
     def _end_private_fit(self, ledger):
         if self.noise_multiplier is None:
@@ -561,7 +751,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         on_epoch_kwargs = {"dataset_train": dataset_train, "dataset_valid": dataset_valid}
         iterator_train = self.get_iterator(dataset_train, training=True)
         iterator_valid = None if dataset_valid is None else self.get_iterator(dataset_valid, training=False)
-        for _ in range(self.max_epochs):
+        for _ in range(self.max_epochs_):
             self.notify("on_epoch_begin", **on_epoch_kwargs)
             self.run_single_epoch(iterator_train, training=True, prefix="train", step_fn=self.train_step)
             self.run_single_epoch(
@@ -573,13 +763,14 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
     def _plan_training(self, state, dataset):
         if len(dataset) < 1:
             raise ValueError("The training set is empty.")
+        # The input scaling's releases (an array X) are on the ledger already:
+        # the staged calibration below counts them in the first stage.
         if state.dpsgd_plan is None:
-            # Rounded (post-processing): a count is a whole number, and whole
-            # numbers repeat across fits, so their RDP curves are cached.
-            noisy_n = max(
-                1, round(release_dataset_size(len(dataset), state.count_noise_std, state.rng, state.ledger))
-            )
-            state.dpsgd_plan = plan = dpsgd_plan(noisy_n, state.batch_size, self.max_epochs)
+            noisy_n = self._public_size(state, len(dataset))
+            if state.schedule is None:
+                state.schedule = self._schedule(noisy_n)
+            plan = dpsgd_plan(noisy_n, state.schedule.batch_size, state.schedule.max_epochs)
+            state.dpsgd_plan = plan
             if state.noise_multiplier is None:
                 # A staged plan: the steps are planned from the noisy count,
                 # so the template's filter calibrates them (valid whatever
@@ -599,6 +790,12 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         else:
             self.noisy_n_samples_ = None
         plan, z = state.dpsgd_plan, state.noise_multiplier
+        schedule = state.schedule
+        self.batch_size_, self.max_epochs_, self.lr_ = schedule.batch_size, schedule.max_epochs, schedule.lr
+        if _is_auto(self.lr) and "lr" not in self.get_params_for("optimizer"):
+            for group in self.optimizer_.param_groups:
+                # skorch built the optimiser before the public size was known.
+                group["lr"] = schedule.lr
         clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
         if state.clip_noise_ratio is not None:
             clipping = DPNormClipping(clip_norm_max, clip_norm_bins, state.clip_noise_ratio * z)
@@ -635,6 +832,11 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         only sets how many coins are flipped, never ``q`` or the steps.
         """
         if not training:
+            if _is_auto(self.batch_size) and "batch_size" not in self.get_params_for("iterator_valid"):
+                # Inference batches are not part of any plan.
+                return self.iterator_valid(
+                    dataset, **{**self.get_params_for("iterator_valid"), "batch_size": _PREDICT_BATCH}
+                )
             return super().get_iterator(dataset, training=False)
         state = getattr(self, "_dp_fit", None)
         if state is None or state.engine is None:
@@ -875,20 +1077,42 @@ _COMMON_DOC = """
         rows); a wrong value only changes the realised batch sizes.
         ``"auto"``: the size is released with Gaussian noise on the ledger
         (see Privacy) and the plan made from the rounded noisy count.
-    max_grad_norm : float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm`` (with
-        ``clipping="adaptive"``: ``clip_norm_max``).
-    clipping : {"fixed", "adaptive"}
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm``
-        (``"adaptive"`` is ``clip_norm="auto"``).
-    clipping_bins : int
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_bins``.
-    clipping_noise_ratio : float
-        Deprecated since 0.2, removed in 0.3: use ``clip_norm_noise_ratio``.
+    scale_inputs : {"auto", True, False}, default="auto"
+        Scale the inputs privately, as part of the model: a share
+        ``bounds_budget`` of ``(epsilon, delta)`` releases a centre ``c``
+        (noisy mean of rows clipped to a private norm quantile) and a private
+        quantile ``R`` of ``||x - c||`` (add/remove neighbours;
+        :mod:`skdp.privacy.centring`), and the module sees
+        ``(x - c) sqrt(d) / R`` in ``fit`` and ``predict`` (``input_centre_``,
+        ``input_scale_``).  Inputs of any scale or offset then reach the
+        module at unit scale, which the default learning rate assumes.
+        ``"auto"``: with the default module (``module=None``) when epsilon
+        drives the plan (``noise_multiplier=None``); ``True``: also with a
+        given module (needs epsilon); ``False``: inputs as given (already
+        scaled with public constants).  Only for an array ``X`` trained
+        without ``train_split``.
+    bounds_budget : float in (0, 1), default=0.1
+        Share of ``(epsilon, delta)`` spent by ``scale_inputs``; the steps are
+        calibrated to spend the rest (composed with it by ``composition``).
+    lr : float or "auto", default="auto"
+        skorch's learning rate.  ``"auto"``: ``0.5`` (plain SGD on the mean of
+        gradients clipped to ``clip_norm``; see :doc:`/nn`).
+    max_epochs : int or "auto", default="auto"
+        Epochs of the plan.  ``"auto"``: about 400 steps,
+        ``ceil(400 batch_size / n)`` epochs for the public size ``n``
+        (declared ``n_samples`` or the noisy count), at most 100.
+    batch_size : int, -1 or "auto", default="auto"
+        Expected Poisson batch size ``L``.  ``"auto"``: ``n / 25`` within
+        ``[32, 1024]`` (a sampling rate of about 4 %).
+    verbose : int, default=0
+        0: silent.  1: skorch's epoch table, with the ``epsilon`` column
+        (the epsilon spent so far, composed by the accountant at each epoch's
+        end: seconds per epoch under ``"pld"``, so only when asked).
     **kwargs
-        Any other skorch parameter (``lr``, ``max_epochs``, ``batch_size``,
-        ``optimizer``, ``callbacks``, ``device``, ``module__*``, ...).
-        ``batch_size`` is the *expected* Poisson batch size ``L``.
+        Any other skorch parameter (``optimizer``, ``callbacks``, ``device``,
+        ``module__*``, ...).  ``module__hidden_units`` sets the width of the
+        default module; without it the width follows ``n epsilon`` (from 8
+        for a small ``n epsilon`` to 64, :doc:`/nn`).
 
     Attributes
     ----------
@@ -908,10 +1132,20 @@ _COMMON_DOC = """
         with ``n_samples='auto'``; None when ``n_samples`` is declared.
     clipping_mode_ : str
         The strategy used (``"ghost"``, or ``"vmap"`` after a fallback).
+    batch_size_, max_epochs_ : int
+        The plan's expected batch size and number of epochs (``"auto"``
+        resolved from the public size).
+    lr_ : float
+        The learning rate in effect.
+    input_centre_ : ndarray of shape (n_features,) or None
+        The released centre of ``scale_inputs`` (None when inputs are not scaled).
+    input_scale_ : float or None
+        The released scale ``R / sqrt(d)`` of ``scale_inputs``.
     history_ : skorch History
-        skorch's history with only released columns: ``epsilon`` (spent so
-        far) and ``train_batch_count`` (the plan's) per epoch, ``clip_norm``
-        per batch.  No ``train_loss``, ``train_batch_size`` or ``dur``.
+        skorch's history with only released columns: ``train_batch_count``
+        (the plan's) per epoch, ``clip_norm`` per batch, and with
+        ``verbose >= 1`` ``epsilon`` (spent so far) per epoch.  No
+        ``train_loss``, ``train_batch_size`` or ``dur``.
 
     Raises
     ------
@@ -928,11 +1162,15 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
 """
         + _COMMON_DOC
         + """
-    classes : array-like or None, default=None
-        Class labels, in the order of the module's outputs.  None reads them
-        off ``y`` (sorted), which leaks the label set (a PrivacyLeakWarning
-        says so).  The module is trained on class indices (skorch's
-        convention) and ``predict`` returns labels from ``classes_``.
+    classes : array-like, "from_y" or None, default=None
+        Class labels, in the order of the module's outputs: public, declared
+        by the user.  None (not declared) is refused by ``fit`` before
+        anything is reserved, with a message saying to declare them.
+        ``"from_y"`` opts into the non-private mode that reads them off ``y``
+        (sorted): the label set is then released outside the guarantee (a
+        PrivacyLeakWarning says so).  The module is trained on class indices
+        (skorch's convention) and ``predict`` returns labels from
+        ``classes_``.
 
     See Also
     --------
@@ -983,13 +1221,24 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         random_state=None,
         train_split=None,
         n_samples="auto",
-        max_grad_norm=DEPRECATED,
-        clipping=DEPRECATED,
-        clipping_bins=DEPRECATED,
-        clipping_noise_ratio=DEPRECATED,
+        scale_inputs="auto",
+        bounds_budget=DEFAULT_BOUNDS_BUDGET,
+        lr="auto",
+        max_epochs="auto",
+        batch_size="auto",
+        verbose=0,
         **kwargs,
     ):
-        super().__init__(module, *args, train_split=train_split, **kwargs)
+        super().__init__(
+            module,
+            *args,
+            train_split=train_split,
+            lr=lr,
+            max_epochs=max_epochs,
+            batch_size=batch_size,
+            verbose=verbose,
+            **kwargs,
+        )
         self._store_dp_params(
             epsilon=epsilon,
             delta=delta,
@@ -1004,18 +1253,26 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
             accountant=accountant,
             random_state=random_state,
             n_samples=n_samples,
-            max_grad_norm=max_grad_norm,
-            clipping=clipping,
-            clipping_bins=clipping_bins,
-            clipping_noise_ratio=clipping_noise_ratio,
+            scale_inputs=scale_inputs,
+            bounds_budget=bounds_budget,
         )
 
     _default_softmax = True
+    _repr_always = ("epsilon", "classes", "max_epochs")
+
+    def _check_params(self):
+        super()._check_params()
+        if self.classes is None:
+            raise ValueError(
+                "classes is not declared: declare the labels the data may hold, classes=[...] (public, "
+                "in the order of the module's outputs); classes='from_y' reads them off y outside the "
+                "privacy guarantee (non-private)."
+            )
 
     def _validate_target(self, y):
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
-        if self.classes is None:
+        if isinstance(self.classes, str) and self.classes == "from_y":
             warn_privacy_leak("classes", "the set of class labels")
             classes = np.unique(y)
             self.classes_inferred_ = classes
@@ -1038,6 +1295,18 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
 
     def _n_outputs(self, y):
         return len(self.classes_)
+
+    @property
+    def classes_(self):
+        """The declared ``classes`` (an array), or the labels read off ``y`` with ``classes="from_y"``."""
+        if isinstance(self.classes, str) and self.classes == "from_y":
+            try:
+                return self.classes_inferred_
+            except AttributeError:
+                raise AttributeError(
+                    f"{type(self).__name__} has no attribute 'classes_' before fit."
+                ) from None
+        return NeuralNetClassifier.classes_.fget(self)
 
     def check_data(self, X, y):
         # In fit, y holds class indices: classes_ come from ``classes`` or from
@@ -1115,13 +1384,24 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         random_state=None,
         train_split=None,
         n_samples="auto",
-        max_grad_norm=DEPRECATED,
-        clipping=DEPRECATED,
-        clipping_bins=DEPRECATED,
-        clipping_noise_ratio=DEPRECATED,
+        scale_inputs="auto",
+        bounds_budget=DEFAULT_BOUNDS_BUDGET,
+        lr="auto",
+        max_epochs="auto",
+        batch_size="auto",
+        verbose=0,
         **kwargs,
     ):
-        super().__init__(module, *args, train_split=train_split, **kwargs)
+        super().__init__(
+            module,
+            *args,
+            train_split=train_split,
+            lr=lr,
+            max_epochs=max_epochs,
+            batch_size=batch_size,
+            verbose=verbose,
+            **kwargs,
+        )
         self._store_dp_params(
             epsilon=epsilon,
             delta=delta,
@@ -1136,10 +1416,8 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
             accountant=accountant,
             random_state=random_state,
             n_samples=n_samples,
-            max_grad_norm=max_grad_norm,
-            clipping=clipping,
-            clipping_bins=clipping_bins,
-            clipping_noise_ratio=clipping_noise_ratio,
+            scale_inputs=scale_inputs,
+            bounds_budget=bounds_budget,
         )
 
     _default_softmax = False

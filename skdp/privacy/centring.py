@@ -263,9 +263,13 @@ def clipped_sum(chunk, bound):
     return clip_rows(chunk, bound).sum(axis=0)
 
 
-def _norm_bound(counts, n_samples, quantile, epsilon, grid, rng, ledger):
-    """:func:`~skdp.privacy.quantiles.private_norm_bound` from rank counts (chunked or not)."""
-    mechanism = ExponentialMechanism(epsilon, RANK_SENSITIVITY)
+def _norm_bound(counts, n_samples, quantile, epsilon, grid, rng, ledger, neighbouring=REPLACE_ONE):
+    """:func:`~skdp.privacy.quantiles.private_norm_bound` from rank counts (chunked or not).
+
+    Each rank count moves by at most 1 under either relation (the target
+    ``quantile * n_samples`` is public), so the sensitivity is the same.
+    """
+    mechanism = ExponentialMechanism(epsilon, RANK_SENSITIVITY, neighbouring)
     distance = _cell_distances(counts[0], n_samples, quantile * n_samples)
     return float(grid[1:][mechanism.select(-distance, rng, ledger)])
 
@@ -310,10 +314,10 @@ def private_centring(reduce, n_samples, n_features, bounds, rng, ledger):
     centre = np.zeros(n_features)
     if bounds.centre:
         counts = reduce(centred_norm_counts, centre, grid)
-        raw = _norm_bound(counts, n_samples, quantile, eps, grid, rng, ledger)
+        raw = _norm_bound(counts, n_samples, quantile, eps, grid, rng, ledger, bounds.neighbouring)
         total = bounds.centre_mechanism(raw, n_features).release(reduce(clipped_sum, raw), rng, ledger)
         # Post-processing: the mean of rows clipped to R0 lies in that ball.
         centre = clip_rows((total / n_samples)[None, :], raw)[0]
     counts = reduce(centred_norm_counts, centre, grid)
-    bound = _norm_bound(counts, n_samples, quantile, eps, grid, rng, ledger)
+    bound = _norm_bound(counts, n_samples, quantile, eps, grid, rng, ledger, bounds.neighbouring)
     return centre, bound

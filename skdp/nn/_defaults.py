@@ -1,0 +1,134 @@
+"""The DP nets' ``"auto"`` training schedule: batch size, epochs, learning rate and width.
+
+A function of public quantities only: the declared or noisy dataset size
+``n`` (under add/remove neighbours ``len(X)`` is private), the number of
+features ``d`` and outputs ``k`` (the data's shape), and the target
+``epsilon``.  Nothing here reads a value of the data, and nothing was tuned on
+an evaluation set: each constant is argued below and in :doc:`/nn`.
+
+**Why the schedule barely matters, and the width does.**  Linearise DP-SGD
+around its path: ``T`` steps of the mean clipped gradient (norm at most
+``C``) plus Gaussian noise of std ``sigma C / B`` per coordinate.  At a fixed
+number of steps the calibrated ``sigma`` grows like ``q sqrt(T)`` (Poisson
+amplification, ``q = B / n``), so the noise of the mean gradient,
+``sigma / B ~ sqrt(T log(1/delta)) / (n epsilon)``, does not depend on the
+batch size; the signal accumulated over ``T`` steps grows like ``T`` and the
+noise (a random walk in ``P`` coordinates) like ``sqrt(T) sqrt(T P) / (n
+epsilon)``, so their ratio is about ``n epsilon / sqrt(P log(1/delta))``:
+neither ``T`` nor ``B`` moves it, the number of parameters ``P`` does.  The
+schedule is therefore chosen for the optimiser and the wall clock, and the
+width for the noise:
+
+* ``TARGET_STEPS = 400`` steps: enough for SGD at the learning rate below to
+  converge on a small MLP with inputs of unit scale, few enough that the
+  fit and its PLD calibration stay in seconds;
+* ``B = n / STEPS_PER_EPOCH`` (``STEPS_PER_EPOCH = 25``) within
+  ``[MIN_BATCH, MAX_BATCH] = [32, 1024]``: a sampling rate of about 4 %,
+  in the amplified regime, and batches large enough that the noise of one
+  step is averaged over many records;
+* ``epochs = ceil(TARGET_STEPS B / n)``, at most ``MAX_EPOCHS = 100``;
+* ``lr = LEARNING_RATE = 0.5`` (plain SGD): the mean of gradients clipped
+  to ``C = 1`` has norm at most 1, and with inputs of unit scale (the nets'
+  private input scaling) a step of at most 0.5 in parameter space is the
+  size that neither diverges nor stalls on softmax and squared losses;
+* the hidden width ``h`` keeps the signal-to-noise ratio above
+  ``TARGET_SNR = 8``: ``P ~ h (d + k)`` parameters, so
+  ``h = (n epsilon / (8 sqrt(2 log(1/delta))))^2 / (d + k)``, rounded down
+  to a power of two within ``[MIN_WIDTH, MAX_WIDTH] = [8, 64]``.  Small ``n epsilon``
+  gets a narrow, nearly linear net; more budget buys width (a larger
+  ``epsilon`` never gets a narrower net).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["TrainingSchedule", "auto_schedule"]
+
+TARGET_STEPS = 400
+STEPS_PER_EPOCH = 25
+MIN_BATCH, MAX_BATCH = 32, 1024
+MAX_EPOCHS = 100
+LEARNING_RATE = 0.5
+TARGET_SNR = 8.0
+MIN_WIDTH, MAX_WIDTH = 8, 64
+#: Width when no epsilon drives the plan (``noise_multiplier`` given).
+DEFAULT_WIDTH = 32
+
+
+@dataclass(frozen=True)
+class TrainingSchedule:
+    """The resolved ``batch_size``, ``max_epochs``, ``lr`` and hidden width of a fit."""
+
+    batch_size: int
+    max_epochs: int
+    lr: float
+    hidden_units: int
+
+
+def auto_batch_size(n_samples):
+    """``n / STEPS_PER_EPOCH`` within ``[MIN_BATCH, MAX_BATCH]``, at most ``n``: public ``n`` only."""
+    n = max(1.0, float(n_samples))
+    return int(max(1, min(max(round(n / STEPS_PER_EPOCH), MIN_BATCH), MAX_BATCH, math.ceil(n))))
+
+
+def auto_epochs(n_samples, batch_size):
+    """``ceil(TARGET_STEPS B / n)`` within ``[1, MAX_EPOCHS]``."""
+    n = max(1.0, float(n_samples))
+    return int(min(max(math.ceil(TARGET_STEPS * batch_size / n), 1), MAX_EPOCHS))
+
+
+def auto_width(n_samples, n_features, n_outputs, epsilon, delta):
+    """Hidden width from the signal-to-noise rule (module docstring); ``DEFAULT_WIDTH`` without epsilon."""
+    if epsilon is None:
+        return DEFAULT_WIDTH
+    noise = TARGET_SNR * math.sqrt(2.0 * math.log(1.0 / float(delta)))
+    raw = (max(1.0, float(n_samples)) * float(epsilon) / noise) ** 2 / max(1, n_features + n_outputs)
+    width = 2 ** math.floor(math.log2(max(raw, 1.0)))
+    return int(min(max(width, MIN_WIDTH), MAX_WIDTH))
+
+
+def auto_schedule(
+    n_samples,
+    n_features,
+    n_outputs,
+    epsilon,
+    delta,
+    *,
+    batch_size="auto",
+    max_epochs="auto",
+    lr="auto",
+    hidden_units="auto",
+):
+    """The :class:`TrainingSchedule` with every ``"auto"`` entry resolved (module docstring).
+
+    Parameters
+    ----------
+    n_samples : float
+        Public size: declared ``n_samples``, or the noisy count.
+    n_features, n_outputs : int or None
+        The data's public shape (None when unknown: the width is then
+        ``DEFAULT_WIDTH``).
+    epsilon : float or None
+        The fit's target epsilon (None when ``noise_multiplier`` is given).
+    delta : float
+    batch_size, max_epochs, lr, hidden_units : "auto" or value
+        A value given by the user is kept.
+    """
+    b = auto_batch_size(n_samples) if _auto(batch_size) else batch_size
+    e = auto_epochs(n_samples, b if b != -1 else n_samples) if _auto(max_epochs) else max_epochs
+    rate = LEARNING_RATE if _auto(lr) else lr
+    if _auto(hidden_units):
+        h = (
+            DEFAULT_WIDTH
+            if n_features is None
+            else auto_width(n_samples, n_features, n_outputs, epsilon, delta)
+        )
+    else:
+        h = hidden_units
+    return TrainingSchedule(b, e, rate, h)
+
+
+def _auto(value):
+    return isinstance(value, str) and value == "auto"
