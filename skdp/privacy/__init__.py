@@ -7,7 +7,7 @@ never imports torch).
 """
 
 from .accountant import COMPOSITIONS, DEFAULT_COMPOSITION, PrivacyLedger, PrivacySpent, compose
-from .budget import BudgetAccountant, BudgetReservation
+from .budget import BudgetAccountant, BudgetRemaining, BudgetReservation
 from .calibration import (
     calibrate_noise_multiplier,
     gaussian_noise_multiplier,
@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_ORDERS",
     "REPLACE_ONE",
     "BudgetAccountant",
+    "BudgetRemaining",
     "BudgetReservation",
     "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent",
