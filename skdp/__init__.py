@@ -68,17 +68,35 @@ _SUBMODULES = frozenset(
     }
 )
 
-__all__ = sorted(
-    [
-        *_LAZY,
-        "BudgetExceededError",
-        "PrivacyLeakWarning",
-        "__version__",
-        "config_context",
-        "get_config",
-        "set_config",
-    ]
-)
+#: Every public name (``_LAZY``'s and the ones imported above); a test checks they agree.
+__all__ = [
+    "BudgetAccountant",
+    "BudgetExceededError",
+    "BudgetRemaining",
+    "DPBetaBernoulli",
+    "DPGaussianMixture",
+    "DPGenerativeMixture",
+    "DPGridSearchCV",
+    "DPKMeans",
+    "DPKernelKMeans",
+    "DPMinMaxScaler",
+    "DPNaiveBayesHMM",
+    "DPNeuralNetClassifier",
+    "DPNeuralNetRegressor",
+    "DPPCA",
+    "DPPipeline",
+    "DPRandomizedSearchCV",
+    "DPSEPRegressor",
+    "DPStandardScaler",
+    "PrivacyLeakWarning",
+    "PrivacySpent",
+    "SQLiteBudgetAccountant",
+    "__version__",
+    "config_context",
+    "get_config",
+    "make_pipeline",
+    "set_config",
+]
 
 if TYPE_CHECKING:  # static analysers and IDEs see the real imports
     from .bayes import DPBetaBernoulli, DPNaiveBayesHMM

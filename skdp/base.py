@@ -60,6 +60,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 
 from ._config import resolve_secure_noise
+from ._cv_warnings import once_per_cross_validation
 from ._input import validate_fit_input
 from ._random import check_generator, generator_after_fit
 from .exceptions import PrivacyLeakWarning, without_data_values
@@ -149,7 +150,8 @@ def private_fit_context(prefer_skip_nested_validation=True):
 
     def decorator(method):
         validated = _fit_context(prefer_skip_nested_validation=prefer_skip_nested_validation)(method)
-        return errors_without_data_values(functools.wraps(method)(validated))
+        # Under scikit-learn's cross-validation, each distinct warning once (skdp._cv_warnings).
+        return errors_without_data_values(once_per_cross_validation(functools.wraps(method)(validated)))
 
     return decorator
 

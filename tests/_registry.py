@@ -534,7 +534,11 @@ def _composites():
 
     def pipeline():
         return make_pipeline(
-            DPStandardScaler(bounds=(-4.0, 4.0)), _KMeans(2, data_norm=6.0), epsilon=2.0, delta=1e-5, random_state=0
+            DPStandardScaler(bounds=(-4.0, 4.0)),
+            _KMeans(2, data_norm=6.0),
+            epsilon=2.0,
+            delta=1e-5,
+            random_state=0,
         )
 
     def named_pipeline():
@@ -545,13 +549,17 @@ def _composites():
             random_state=0,
         )
 
-    search_params = dict(epsilon=2.0, delta=1e-5, n_trials_mean=2.0, score_bounds=(-20.0, 0.0), random_state=0)
+    search_params = dict(
+        epsilon=2.0, delta=1e-5, n_trials_mean=2.0, score_bounds=(-20.0, 0.0), random_state=0
+    )
 
     def grid():
         return DPGridSearchCV(DPGaussianMixture(data_norm=6.0), {"n_components": [1, 2]}, **search_params)
 
     def randomized():
-        return DPRandomizedSearchCV(DPGaussianMixture(data_norm=6.0), {"n_components": [1, 2]}, n_iter=2, **search_params)
+        return DPRandomizedSearchCV(
+            DPGaussianMixture(data_norm=6.0), {"n_components": [1, 2]}, n_iter=2, **search_params
+        )
 
     def blobs(rng):
         return np.concatenate([rng.normal(-2.0, 0.5, size=(300, 2)), rng.normal(2.0, 0.5, size=(300, 2))])

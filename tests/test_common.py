@@ -202,8 +202,7 @@ def test_import_skdp_is_light():
     name that needs it (the module's ``__getattr__``), so the import itself takes milliseconds."""
     heavy = ("numpy", "scipy", "sklearn", "pandas", "torch", "skorch", "dask", "dp_accounting", "joblib")
     loaded = _run(
-        "import sys, skdp; "
-        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))"
+        f"import sys, skdp; print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))"
     )
     assert loaded.strip() == "[]", loaded
     # A name resolves on first access, and is then a plain module attribute.
@@ -219,3 +218,16 @@ def test_unknown_name_raises_attribute_error():
         skdp.DPLinearRegression  # noqa: B018
     with pytest.raises(ImportError):
         exec("from skdp import DPLinearRegression", {})
+
+
+def test_all_lists_the_lazy_names_and_the_eager_ones():
+    eager = {
+        "BudgetExceededError",
+        "PrivacyLeakWarning",
+        "__version__",
+        "config_context",
+        "get_config",
+        "set_config",
+    }
+    assert set(skdp.__all__) == set(skdp._LAZY) | eager
+    assert skdp.__all__ == sorted(skdp.__all__)
