@@ -28,7 +28,7 @@ from .base import (
     _warn_under_sklearn_search,
     fitted_without_dp,
 )
-from .exceptions import PrivacyLeakWarning
+from .exceptions import BudgetExceededError, PrivacyLeakWarning
 from .privacy import (
     COMPOSITIONS,
     DEFAULT_COMPOSITION,
@@ -38,6 +38,9 @@ from .privacy import (
     group_guarantee,
 )
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
+
+#: The pipeline's delta when only its epsilon is given: the default of every skdp estimator.
+DEFAULT_DELTA = 1e-5
 
 #: Relative tolerance of the check that the pipeline spent no more than it reserved.
 _RTOL = 1e-9
@@ -129,7 +132,10 @@ class DPPipeline(Pipeline):
         pipeline's request is their sum.
     delta : float, default=None
         The same for delta (split in proportion to the steps' own deltas;
-        equally when they are all 0).  None: each step keeps its own.
+        equally when they are all 0).  None with ``epsilon`` set: ``1e-5``,
+        the default of every skdp estimator, for the whole pipeline (0 when
+        every DP step is pure, ``delta=0``); None with ``epsilon=None`` too:
+        each step keeps its own, and the pipeline's delta is their sum.
     accountant : BudgetAccountant, default=None
         Charged once per fit: reserved before any row is read, settled to
         ``privacy_spent_`` with its events.  Shared, never copied, by
@@ -259,7 +265,10 @@ class DPPipeline(Pipeline):
         reservation = None
         if self.accountant is not None:
             # Last before the data is read; whatever fails afterwards keeps it charged.
-            reservation = self.accountant.reserve(*request, relation, type(self).__name__)
+            try:
+                reservation = self.accountant.reserve(*request, relation, type(self).__name__)
+            except BudgetExceededError as refused:
+                raise _explain_conversion(refused, steps, dp, relation) from None
         self.steps = steps
         try:
             result = fit(X, y, **params)
@@ -316,7 +325,8 @@ class DPPipeline(Pipeline):
                 "A DPPipeline needs at least one skdp (DP) step; use sklearn's Pipeline otherwise."
             )
         requests = [(steps[i][1].epsilon, steps[i][1].delta) for i in dp]
-        shares = split_budget(requests, self.epsilon, self.delta)
+        delta = self._resolved_delta(requests)
+        shares = split_budget(requests, self.epsilon, delta)
         rng = None if self.random_state is None else check_generator(self.random_state)
         for index, (eps, dlt) in zip(dp, shares, strict=True):
             step = steps[index][1]
@@ -334,9 +344,15 @@ class DPPipeline(Pipeline):
             # No conversion: the shares add up to the request (up to rounding), which is reported as given.
             request = PrivacySpent(
                 request.epsilon if self.epsilon is None else float(self.epsilon),
-                request.delta if self.delta is None else float(self.delta),
+                request.delta if delta is None else float(delta),
             )
         return steps, dp, relation, request
+
+    def _resolved_delta(self, requests):
+        """``delta``, or its documented default when only ``epsilon`` is given (class docstring)."""
+        if self.delta is not None or self.epsilon is None:
+            return self.delta
+        return DEFAULT_DELTA if any(d > 0 for _, d in requests) else 0.0
 
     def _warn_about_steps_without_dp(self, steps):
         leaky = [name for name, step in steps if fitted_without_dp(step)]
@@ -349,6 +365,19 @@ class DPPipeline(Pipeline):
                 PrivacyLeakWarning,
                 stacklevel=_user_stacklevel(),
             )
+
+
+def _explain_conversion(refused, steps, dp, relation):
+    """The budget's refusal, saying which steps' shares were converted to the pipeline's relation."""
+    converted = [steps[i][0] for i in dp if steps[i][1]._neighbouring != relation]
+    if not converted:
+        return refused
+    return BudgetExceededError(
+        f"{refused} The pipeline's request is the sum of its DP steps' shares in one relation, "
+        f"replace-one: the share of {', '.join(map(repr, converted))} (add/remove, e.g. DP-SGD's "
+        "Poisson sampling) is converted by group privacy, (2 eps, 2 e^eps delta). Lower that step's "
+        "share, or charge a budget created with neighbouring='add_remove' from add/remove steps only."
+    )
 
 
 def _in_relation(spent, neighbouring, relation):

@@ -86,3 +86,77 @@ def test_remaining_is_named_for_what_it_is():
     left = budget.remaining()
     assert isinstance(left, BudgetRemaining) and left == (0.75, 1e-5)
     assert repr(left) == "BudgetRemaining(epsilon=0.75, delta=1e-05)"
+
+
+def test_cross_validation_on_a_spent_budget_says_the_budget_ran_out():
+    from sklearn.exceptions import FitFailedWarning
+    from sklearn.model_selection import cross_val_score
+
+    from skdp.bayes import DPBetaBernoulli
+
+    X = np.random.default_rng(0).binomial(1, 0.4, size=(90, 3))
+    budget = BudgetAccountant(epsilon=1.5)
+    with pytest.warns(FitFailedWarning, match="BudgetExceededError: Privacy budget exceeded"):
+        scores = cross_val_score(DPBetaBernoulli(epsilon=1.0, accountant=budget), X, cv=3)
+    assert np.isfinite(scores[0]) and np.isnan(scores[1:]).all()
+
+
+def test_pipeline_refusal_names_the_converted_steps():
+    pytest.importorskip("torch")
+    pytest.importorskip("skorch")
+    from skdp.nn import DPNeuralNetClassifier
+    from skdp.pipeline import make_pipeline
+    from skdp.preprocessing import DPStandardScaler
+
+    pipe = make_pipeline(
+        DPStandardScaler(bounds=(-4.0, 4.0)),
+        DPNeuralNetClassifier(classes=[0, 1], max_epochs=1, verbose=0),
+        epsilon=2.0,
+        accountant=BudgetAccountant(10.0, 1e-5),
+    )
+    X = np.zeros((40, 2), dtype="float32")
+    with pytest.raises(BudgetExceededError) as refused:
+        pipe.fit(X, np.arange(40) % 2)
+    message = str(refused.value)
+    assert "'dpneuralnetclassifier' (add/remove" in message and "(2 eps, 2 e^eps delta)" in message
+
+
+def test_pipeline_delta_defaults_to_the_estimators_default_when_only_epsilon_is_given():
+    from skdp.pipeline import DEFAULT_DELTA, make_pipeline
+    from skdp.preprocessing import DPStandardScaler
+
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    pipe = make_pipeline(
+        DPStandardScaler(bounds=(-4.0, 4.0)), DPGaussianMixture(2, data_norm=5.0), epsilon=1.0
+    )
+    assert DEFAULT_DELTA == 1e-5
+    assert pipe.fit(X).privacy_spent_.delta == pytest.approx(1e-5)  # not the steps' sum, 2e-5
+    pure = make_pipeline(DPStandardScaler(bounds=(-4.0, 4.0), delta=0.0), epsilon=1.0)
+    assert pure.fit(X).privacy_spent_.delta == 0.0
+    # Neither given: each step keeps its own, the pipeline's delta is their sum.
+    both = make_pipeline(DPStandardScaler(bounds=(-4.0, 4.0)), DPGaussianMixture(2, data_norm=5.0))
+    assert both.fit(X).privacy_spent_.delta == pytest.approx(2e-5)
+
+
+@pytest.mark.parametrize(
+    ("params", "cause"),
+    [
+        ({"epsilon": 1e-9}, "epsilon=1e-09, delta=1e-05 under 'pld' composition: epsilon is too small"),
+        ({"delta": 0.5}, "epsilon=1, delta=0.5 under 'pld' composition: delta is too large"),
+    ],
+)
+def test_calibration_failure_names_the_parameter_and_the_cause(params, cause):
+    from skdp.bnn import DPSEPRegressor
+
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    model = DPSEPRegressor(feature_bounds=(-3.0, 3.0), target_bounds=(-3.0, 3.0), **params)
+    with pytest.raises(ValueError, match="No noise level meets") as failed:
+        model.fit(X, X[:, 0])
+    assert cause in str(failed.value) and "nan" not in str(failed.value)
+
+
+def test_calibration_at_delta_zero_with_gaussian_noise_says_so():
+    from skdp.privacy import GaussianEvent, calibrate_noise_multiplier
+
+    with pytest.raises(ValueError, match="Gaussian noise needs delta > 0"):
+        calibrate_noise_multiplier(lambda z: [GaussianEvent(1, "replace_one", z)], 1.0, 0.0, "pld")

@@ -469,7 +469,7 @@ class BudgetAccountant:
                 if relation == self.neighbouring
                 else f" (its add/remove (epsilon={asked[0]:g}, delta={asked[1]:g}) converted to this "
                 "replace-one budget by group privacy, (2 eps, 2 e^eps delta); a budget created with "
-                "BudgetAccountant(..., neighbouring='add_remove') charges it as it is)"
+                "BudgetAccountant(..., neighbouring='add_remove') charges it as it is, and refuses replace-one fits)"
             )
             raise BudgetExceededError(
                 f"Privacy budget exceeded: this fit needs (epsilon={epsilon:g}, delta={delta:g}){converted} "
