@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import numbers
 import os
 import sys
 import warnings
@@ -197,6 +198,41 @@ def warn_privacy_leak(parameter, quantity):
         f"privacy outside the reported guarantee. Set {parameter} from public knowledge "
         "to remove this leak.",
         PrivacyLeakWarning,
+        stacklevel=_user_stacklevel(),
+    )
+
+
+def _public_n_samples(estimator, X):
+    """The number of training rows where it is public, or None (nothing of ``X`` is read).
+
+    Under replace-one neighbours the size is public by definition (neighbours
+    have the same size): the length of ``X``.  Under add/remove it is private:
+    only a size the user declared (``n_samples=int``) counts.
+    """
+    if getattr(estimator, "_neighbouring", REPLACE_ONE) != REPLACE_ONE:
+        declared = estimator.get_params().get("n_samples")
+        return int(declared) if isinstance(declared, numbers.Integral) else None
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) >= 1 and isinstance(shape[0], numbers.Integral):
+        return int(shape[0])
+    return len(X) if isinstance(X, list | tuple) else None
+
+
+def _warn_if_delta_reaches_one_over_n(estimator, X):
+    """Warn when ``delta >= 1/n``: then releasing one row at random meets the guarantee.
+
+    Fires before the reservation and only from a public (or declared) size,
+    so whether it fires releases nothing (rule 2 of the brief).
+    """
+    delta = getattr(estimator, "delta", 0.0)
+    n = _public_n_samples(estimator, X)
+    if not delta or n is None or delta * n < 1:
+        return
+    warnings.warn(
+        f"delta={delta:g} is not below 1/n_samples (n_samples={n}, public): at such a delta, "
+        "publishing one training row at random meets the guarantee. Use a delta well below "
+        "1/n_samples (1e-5, the default, or 1/n_samples**1.1).",
+        UserWarning,
         stacklevel=_user_stacklevel(),
     )
 
@@ -454,6 +490,7 @@ class DPEstimatorMixin:
             self._refuse_secure_noise_without_exact_sampler()
         self._check_params()
         self._check_public_input(X, y, **fit_params)
+        _warn_if_delta_reaches_one_over_n(self, X)
         plan = replace(self._privacy_plan(), secure_noise=secure)
         if not plan.private:
             rng = self._fit_generator()

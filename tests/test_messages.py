@@ -160,3 +160,22 @@ def test_calibration_at_delta_zero_with_gaussian_noise_says_so():
 
     with pytest.raises(ValueError, match="Gaussian noise needs delta > 0"):
         calibrate_noise_multiplier(lambda z: [GaussianEvent(1, "replace_one", z)], 1.0, 0.0, "pld")
+
+
+def test_delta_at_least_one_over_a_public_n_warns_before_the_data_is_read():
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.warns(UserWarning, match=r"delta=0.05 is not below 1/n_samples \(n_samples=50, public\)"):
+        DPGaussianMixture(2, data_norm=5.0, delta=0.05).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        DPGaussianMixture(2, data_norm=5.0, delta=1e-3).fit(X)
+
+
+def test_delta_under_add_remove_warns_only_from_a_declared_size():
+    from skdp.base import _public_n_samples
+    from skdp.generative import DPGenerativeMixture
+
+    X = np.zeros((50, 3))
+    assert _public_n_samples(DPGenerativeMixture(2), X) is None  # the size is private
+    assert _public_n_samples(DPGenerativeMixture(2, n_samples=40), X) == 40
+    assert _public_n_samples(DPGaussianMixture(2), X) == 50
