@@ -7,6 +7,7 @@ right before it runs pytest; without a build they are skipped. Build it with
 
 import html
 import math
+import os
 import re
 import subprocess
 import sys
@@ -83,8 +84,10 @@ def test_landing_page_example_runs_as_written():
     code, shown = _rst_block(text, "landing-example"), _rst_block(text, "landing-example-output")
     assert 8 <= len([line for line in code.splitlines() if line.strip()]) <= 16
     assert "make_blobs" in code  # makes its own data
+    # This checkout's skdp (not an installed copy elsewhere).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT / "docs"
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT / "docs", env=env
     )
     assert run.returncode == 0, run.stderr
     assert _same_output(shown, run.stdout), f"docs/index.rst shows:\n{shown}\nthe code prints:\n{run.stdout}"
