@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import re
 
 from .accountant import DEFAULT_COMPOSITION, _check_composition, compose
 from .accountants import get_accountant
@@ -82,7 +83,7 @@ def _explain_failure(calibrate):
         except (ValueError, OverflowError, ZeroDivisionError) as exc:
             message = str(exc)
             unreachable = message.startswith("No noise level meets") or (
-                "must be a positive finite number" in message and message.endswith(("nan.", "inf."))
+                "must be a positive finite number" in message and re.search(r"got \S*(nan|inf)", message)
             )
             if isinstance(exc, ValueError) and not unreachable:
                 raise  # another cause (an event no accountant supports, ...): its own message
