@@ -92,7 +92,7 @@ class _QuickstartFirst:
 
 
 _quick = bool(os.environ.get("SKDP_DOCS_QUICK"))
-# The README demo quickstart.py (a few seconds) and every plot_*.py are
+# The README demo quickstart.py (about a minute on 2 idle cores) and every plot_*.py are
 # executed; SKDP_DOCS_QUICK=1 skips those whose names end in "_slow".
 _executed = r"quickstart|plot_(?!.*_slow)\w+" if _quick else r"quickstart|plot_\w+"
 sphinx_gallery_conf = {

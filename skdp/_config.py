@@ -33,9 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
-
-import numpy as np
 
 #: Environment variable giving the process-wide ``secure_noise`` at import
 #: (read once, when skdp is imported; :func:`set_config` never writes it).
@@ -79,10 +78,17 @@ def _overrides():
     return stack
 
 
+def _is_bool(value):
+    # numpy is not imported here (``import skdp`` stays light): a value can
+    # only be a numpy boolean if numpy is already loaded.
+    numpy = sys.modules.get("numpy")
+    return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
+
+
 def _check_secure_noise(value):
     # numpy booleans are accepted (they come out of parameter grids); 0/1 are
     # not, so a misplaced argument cannot switch the noise silently.
-    if value is not None and not isinstance(value, (bool, np.bool_)):
+    if value is not None and not _is_bool(value):
         raise TypeError(f"secure_noise must be True, False or None, got {value!r}.")
     return None if value is None else bool(value)
 
@@ -188,6 +194,6 @@ def resolve_secure_noise(value):
     """
     if value is None:
         return get_config()["secure_noise"]
-    if not isinstance(value, (bool, np.bool_)):
+    if not _is_bool(value):
         raise ValueError(f"secure_noise must be None, False or True, got {value!r}.")
     return bool(value)

@@ -53,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import numbers
 import os
 import sys
 import warnings
@@ -68,6 +69,7 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval
 
 from ._config import resolve_secure_noise
+from ._cv_warnings import once_per_cross_validation
 from ._input import validate_fit_input
 from ._random import check_generator, generator_after_fit
 from .exceptions import PrivacyLeakWarning, without_data_values
@@ -166,7 +168,8 @@ def private_fit_context(prefer_skip_nested_validation=True):
 
     def decorator(method):
         validated = _fit_context(prefer_skip_nested_validation=prefer_skip_nested_validation)(method)
-        return errors_without_data_values(functools.wraps(method)(validated))
+        # Under scikit-learn's cross-validation, each distinct warning once (skdp._cv_warnings).
+        return errors_without_data_values(once_per_cross_validation(functools.wraps(method)(validated)))
 
     return decorator
 
@@ -212,6 +215,41 @@ def warn_privacy_leak(parameter, quantity):
         f"privacy outside the reported guarantee. Set {parameter} from public knowledge "
         "to remove this leak.",
         PrivacyLeakWarning,
+        stacklevel=_user_stacklevel(),
+    )
+
+
+def _public_n_samples(estimator, X):
+    """The number of training rows where it is public, or None (nothing of ``X`` is read).
+
+    Under replace-one neighbours the size is public by definition (neighbours
+    have the same size): the length of ``X``.  Under add/remove it is private:
+    only a size the user declared (``n_samples=int``) counts.
+    """
+    if getattr(estimator, "_neighbouring", REPLACE_ONE) != REPLACE_ONE:
+        declared = estimator.get_params().get("n_samples")
+        return int(declared) if isinstance(declared, numbers.Integral) else None
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) >= 1 and isinstance(shape[0], numbers.Integral):
+        return int(shape[0])
+    return len(X) if isinstance(X, list | tuple) else None
+
+
+def _warn_if_delta_reaches_one_over_n(estimator, X):
+    """Warn when ``delta >= 1/n``: then releasing one row at random meets the guarantee.
+
+    Fires before the reservation and only from a public (or declared) size,
+    so whether it fires releases nothing (rule 2 of the brief).
+    """
+    delta = getattr(estimator, "delta", 0.0)
+    n = _public_n_samples(estimator, X)
+    if not delta or n is None or delta * n < 1:
+        return
+    warnings.warn(
+        f"delta={delta:g} is not below 1/n_samples (n_samples={n}, public): at such a delta, "
+        "publishing one training row at random meets the guarantee. Use a delta well below "
+        "1/n_samples (1e-5, the default, or 1/n_samples**1.1).",
+        UserWarning,
         stacklevel=_user_stacklevel(),
     )
 
@@ -549,6 +587,7 @@ class DPEstimatorMixin:
         self._check_params()
         self._refuse_one_dimensional_input(X)
         self._check_public_input(X, y, **fit_params)
+        _warn_if_delta_reaches_one_over_n(self, X)
         plan = replace(self._privacy_plan(), secure_noise=secure)
         if not plan.private:
             rng = self._fit_generator()

@@ -32,7 +32,7 @@ from .base import (
     _warn_under_sklearn_search,
     steps_fitted_without_dp,
 )
-from .exceptions import PrivacyLeakWarning
+from .exceptions import BudgetExceededError, PrivacyLeakWarning
 from .privacy import (
     COMPOSITIONS,
     DEFAULT_COMPOSITION,
@@ -43,6 +43,9 @@ from .privacy import (
     hold,
 )
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
+
+#: The pipeline's delta when only its epsilon is given: the default of every skdp estimator.
+DEFAULT_DELTA = 1e-5
 
 #: Relative tolerance of the check that the pipeline spent no more than it reserved.
 _RTOL = 1e-9
@@ -277,7 +280,10 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
         pipeline's request is their sum.
     delta : float, default=None
         The same for delta (split in proportion to the steps' own deltas;
-        equally when they are all 0).  None: each step keeps its own.
+        equally when they are all 0).  None with ``epsilon`` set: ``1e-5``,
+        the default of every skdp estimator, for the whole pipeline (0 when
+        every DP step is pure, ``delta=0``); None with ``epsilon=None`` too:
+        each step keeps its own, and the pipeline's delta is their sum.
     accountant : BudgetAccountant, default=None
         Charged once per fit: reserved before any row is read, settled to
         ``privacy_spent_`` with its events.  Shared, never copied, by
@@ -415,7 +421,11 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
             self.__dict__.pop(name, None)
         # Last before the data is read: whatever fails afterwards keeps the
         # hold charged (and settles at least what the steps released).
-        with hold(self.accountant, *request, relation, type(self).__name__) as budget_hold:
+        try:
+            budget_hold = hold(self.accountant, *request, relation, type(self).__name__)
+        except BudgetExceededError as refused:
+            raise _explain_conversion(refused, dp, relation) from None
+        with budget_hold:
             self.steps = steps
             try:
                 result = fit(X, y, **params)
@@ -487,7 +497,8 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
                 "A DPPipeline needs at least one skdp (DP) step; use sklearn's Pipeline otherwise."
             )
         requests = [(step.epsilon, step.delta) for _, step in dp]
-        shares = split_budget(requests, self.epsilon, self.delta)
+        delta = self._resolved_delta(requests)
+        shares = split_budget(requests, self.epsilon, delta)
         rng = None if self.random_state is None else check_generator(self.random_state)
         for (_, step), (eps, dlt) in zip(dp, shares, strict=True):
             step.set_params(epsilon=eps, delta=dlt)
@@ -504,9 +515,15 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
             # No conversion: the shares add up to the request (up to rounding), which is reported as given.
             request = PrivacySpent(
                 request.epsilon if self.epsilon is None else float(self.epsilon),
-                request.delta if self.delta is None else float(self.delta),
+                request.delta if delta is None else float(delta),
             )
         return steps, dp, relation, request
+
+    def _resolved_delta(self, requests):
+        """``delta``, or its documented default when only ``epsilon`` is given (class docstring)."""
+        if self.delta is not None or self.epsilon is None:
+            return self.delta
+        return DEFAULT_DELTA if any(d > 0 for _, d in requests) else 0.0
 
     def _warn_about_steps_without_dp(self, steps):
         leaky = [leak for name, step in steps for leak in steps_fitted_without_dp(name, step)]
@@ -520,6 +537,19 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
                 PrivacyLeakWarning,
                 stacklevel=_user_stacklevel(),
             )
+
+
+def _explain_conversion(refused, dp, relation):
+    """The budget's refusal, saying which steps' shares were converted to the pipeline's relation."""
+    converted = [name for name, step in dp if step._neighbouring != relation]
+    if not converted:
+        return refused
+    return BudgetExceededError(
+        f"{refused} The pipeline's request is the sum of its DP steps' shares in one relation, "
+        f"replace-one: the share of {', '.join(map(repr, converted))} (add/remove, e.g. DP-SGD's "
+        "Poisson sampling) is converted by group privacy, (2 eps, 2 e^eps delta). Lower that step's "
+        "share, or charge a budget created with neighbouring='add_remove' from add/remove steps only."
+    )
 
 
 def _in_relation(spent, neighbouring, relation):

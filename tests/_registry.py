@@ -178,7 +178,8 @@ _NO_TRAINING_LABELS = {
 
 
 def _hmm(**params):
-    return DPNaiveBayesHMM(n_iter=20, burn_in=10, random_state=0, **params)
+    # scikit-learn's checks feed data of their own: its categories are read off it (a leak, warned).
+    return DPNaiveBayesHMM(n_iter=20, burn_in=10, categories="auto", random_state=0, **params)
 
 
 def _gmm(**params):
@@ -519,3 +520,72 @@ MODE_CASES = [
     )
     for name, params in _modes()
 ]
+
+
+# --- composites: the public estimators made of other estimators ---------------------------------
+
+
+@dataclass
+class Composite:
+    """A public composite (pipeline, search) with data it accepts.
+
+    scikit-learn's estimator checks do not run on meta-estimators (they need
+    the steps or the estimator they wrap); ``tests/test_common.py`` instead
+    fits each composite here once and checks what every public estimator
+    promises: ``privacy_spent_`` within the request, ``clone`` and pickle round
+    trips that keep the parameters and the output.
+    """
+
+    estimator: Callable  # () -> an unfitted instance
+    make_X: Callable  # (rng) -> X
+    #: Method whose output must survive pickling unchanged.
+    output: str = "predict"
+
+
+def _composites():
+    from skdp.cluster import DPKMeans as _KMeans
+    from skdp.model_selection import DPGridSearchCV, DPRandomizedSearchCV
+    from skdp.pipeline import DPPipeline, make_pipeline
+
+    def pipeline():
+        return make_pipeline(
+            DPStandardScaler(bounds=(-4.0, 4.0)),
+            _KMeans(2, data_norm=6.0),
+            epsilon=2.0,
+            delta=1e-5,
+            random_state=0,
+        )
+
+    def named_pipeline():
+        return DPPipeline(
+            [("scale", DPStandardScaler(bounds=(-4.0, 4.0))), ("gm", DPGaussianMixture(2, data_norm=6.0))],
+            epsilon=2.0,
+            delta=1e-5,
+            random_state=0,
+        )
+
+    search_params = dict(
+        epsilon=2.0, delta=1e-5, n_trials_mean=2.0, score_bounds=(-20.0, 0.0), random_state=0
+    )
+
+    def grid():
+        return DPGridSearchCV(DPGaussianMixture(data_norm=6.0), {"n_components": [1, 2]}, **search_params)
+
+    def randomized():
+        return DPRandomizedSearchCV(
+            DPGaussianMixture(data_norm=6.0), {"n_components": [1, 2]}, n_iter=2, **search_params
+        )
+
+    def blobs(rng):
+        return np.concatenate([rng.normal(-2.0, 0.5, size=(300, 2)), rng.normal(2.0, 0.5, size=(300, 2))])
+
+    return {
+        "DPPipeline(make_pipeline)": Composite(pipeline, blobs),
+        "DPPipeline": Composite(named_pipeline, blobs, output="score_samples"),
+        "DPGridSearchCV": Composite(grid, blobs),
+        "DPRandomizedSearchCV": Composite(randomized, blobs),
+    }
+
+
+#: Public composites (pipelines, searches), by test id.
+COMPOSITES = _composites()

@@ -510,13 +510,31 @@ def test_string_categories_and_auto_categories_warn():
     labels = np.array(["lo", "mid", "hi", "top"], dtype=object)
     Xs = labels[X]
     with pytest.warns(PrivacyLeakWarning, match="categories"):
-        model = DPNaiveBayesHMM(n_iter=4, burn_in=2, random_state=0).fit(Xs, sequence_ids=seq, timesteps=ts)
+        model = DPNaiveBayesHMM(n_iter=4, burn_in=2, categories="auto", random_state=0).fit(
+            Xs, sequence_ids=seq, timesteps=ts
+        )
     assert [list(c) for c in model.categories_] == [sorted(labels[:k]) for k in N_CATEGORIES]
     Xs_new, *_ = model.sample(n_sequences=1, n_timesteps=2, n_records=3)
     assert set(Xs_new.reshape(-1)) <= set(labels)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
         _model().fit(X, sequence_ids=seq, timesteps=ts)  # declared categories: no warning
+
+
+def test_undeclared_categories_refuse_a_private_fit_before_anything_is_charged():
+    X, seq, ts, _ = _hmm_data(n_seq=2, n_steps=4)
+    budget = BudgetAccountant(epsilon=5.0)
+    for mechanism in ("laplace", "ops"):
+        model = DPNaiveBayesHMM(n_iter=4, burn_in=2, mechanism=mechanism, accountant=budget)
+        with pytest.raises(ValueError, match=r"categories must be declared for a private fit: pass each"):
+            model.fit(X, sequence_ids=seq, timesteps=ts)
+    assert budget.history == []
+    # Not private: nothing to protect, the values are read off the data without a warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        model = DPNaiveBayesHMM(n_iter=4, burn_in=2, mechanism="none", random_state=0)
+        model.fit(X, sequence_ids=seq, timesteps=ts)
+    assert [len(c) for c in model.categories_] == [len(np.unique(X[:, d])) for d in range(X.shape[1])]
 
 
 def test_unknown_categories_at_predict_time():

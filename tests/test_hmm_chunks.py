@@ -128,10 +128,10 @@ def test_string_categories_auto_warn_exactly_as_in_memory():
     Xs = labels[X]
     with warnings.catch_warnings(record=True) as in_memory:
         warnings.simplefilter("always")
-        ref = DPNaiveBayesHMM(n_iter=6, burn_in=3, random_state=0).fit(Xs, sequence_ids=seq, timesteps=ts)
+        ref = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="auto", random_state=0).fit(Xs, sequence_ids=seq, timesteps=ts)
     with warnings.catch_warnings(record=True) as chunked:
         warnings.simplefilter("always")
-        out = DPNaiveBayesHMM(n_iter=6, burn_in=3, random_state=0).fit(
+        out = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="auto", random_state=0).fit(
             _factory(Xs, 11), sequence_ids=seq, timesteps=ts
         )
     assert [(w.category, str(w.message)) for w in chunked] == [

@@ -23,7 +23,8 @@ def test_readme_opens_with_a_demo_command_and_a_test_command():
         assert command.startswith('python -m pip install "torch==2.13.0" -e ".[')
     assert demo.endswith("python examples/quickstart.py")
     assert (ROOT / "examples" / "quickstart.py").is_file()
-    assert tests.endswith("python -m pytest")
+    # In parallel (pytest-xdist, in the test extra): the suite is too long for one core.
+    assert tests.endswith("python -m pytest -n auto")
 
 
 def test_ci_runs_the_readme_test_command_last():
@@ -58,3 +59,21 @@ def test_demo_runs_every_estimator_within_the_shared_budget():
     ):
         assert any(line.startswith(name + " ") for line in out.splitlines()), name
     assert "skipped" not in out and "privacy_spent_" in out
+
+
+def test_first_example_runs_and_prints_what_its_comments_say():
+    """The README's Python example, line by line: each commented value is what the line returns."""
+    code = re.findall(r"```python\n(.*?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)[0]
+    namespace = {}
+    for line in code.splitlines():
+        statement, _, comment = line.partition("  #")
+        statement, comment = statement.rstrip(), comment.strip()
+        if re.match(r"^(PrivacySpent|BudgetRemaining)\(", comment):
+            value = eval(statement, namespace)  # noqa: S307 (the README's own line)
+            assert type(value).__name__ == comment.split("(")[0]
+            shown = dict(re.findall(r"(\w+)=([-+.\de]+)", comment))
+            for field, number in shown.items():
+                assert float(getattr(value, field)) == pytest.approx(float(number), rel=0.01), (line, value)
+        else:
+            exec(statement, namespace)  # noqa: S102
+    assert namespace["budget"].remaining().delta > 0  # the second fit left delta for a third

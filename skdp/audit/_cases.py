@@ -13,7 +13,7 @@ shows that it can fail.
 Two DPBetaBernoulli cases audit more than the noise.  The replay attacker
 reads the pickle of a released model and, if it finds a generator there,
 steps it back to the fit's Laplace draws and recovers the exact counts; the
-broken variant keeps its fit's generator (issue 18).  The refusal cases make
+broken variant keeps its fit's generator.  The refusal cases make
 a raised error an observable outcome: an OPS prior that can make the tempered
 posterior improper must be refused on every dataset alike, and the broken
 variant decides it on the counts (all zeros raise, one success releases).

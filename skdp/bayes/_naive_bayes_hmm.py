@@ -144,7 +144,8 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     ``emissionprob_``, ``states_``), or public (``categories_`` when
     declared, ``temperature_`` and ``truncation_``).  With
     ``categories="auto"`` the category values are read off the data and a
-    :class:`~skdp.exceptions.PrivacyLeakWarning` is raised.  With declared
+    :class:`~skdp.exceptions.PrivacyLeakWarning` is raised; the default,
+    None, refuses a private fit until they are declared.  With declared
     ``categories``, a training value outside them makes ``fit`` raise a
     ``ValueError`` after the budget is reserved (the reservation stays
     charged): the guarantee covers datasets inside the declared domain, and
@@ -173,12 +174,16 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Iterations discarded before averaging (must be below ``n_iter``).
     ops_accounting : {"worst_case", "converged"}, default="worst_case"
         OPS accounting, see above.
-    categories : "auto" or list of array-like, default="auto"
+    categories : list of array-like, "auto" or None, default=None
         Categories of each feature, as :class:`~sklearn.preprocessing.OrdinalEncoder`:
         the public domain of the records.  Every training value must be
         among them (``fit`` raises a ``ValueError`` otherwise, without
-        quoting the value).  ``"auto"`` reads them off the data (a leak,
-        with a warning).
+        quoting the value).  None (the default) asks for them: a private fit
+        refuses, before anything is charged, until they are declared (with
+        ``mechanism="none"``, nothing private, they are read off the data).
+        ``"auto"`` reads them off the data in a private fit too: the set of
+        values each feature takes is released outside the guarantee (a
+        :class:`~skdp.exceptions.PrivacyLeakWarning` says so).
     handle_unknown : {"error", "ignore"}, default="error"
         Unknown categories at predict/score time raise, or are left out of
         the likelihood (the feature is treated as missing for that record).
@@ -296,7 +301,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "n_iter": [Interval(Integral, 1, None, closed="left")],
         "burn_in": [Interval(Integral, 0, None, closed="left")],
         "ops_accounting": [StrOptions({"worst_case", "converged"})],
-        "categories": [StrOptions({"auto"}), list],
+        "categories": [StrOptions({"auto"}), list, None],
         "handle_unknown": [StrOptions({"error", "ignore"})],
         "composition": [StrOptions(set(COMPOSITIONS))],
     }
@@ -314,7 +319,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         n_iter=200,
         burn_in=100,
         ops_accounting="worst_case",
-        categories="auto",
+        categories=None,
         handle_unknown="error",
         composition="basic",
         accountant=None,
@@ -369,7 +374,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         X, sequence_ids, timesteps = self._split_frame(X, sequence_ids, timesteps)
         X = validate_data(self, X, reset=reset, dtype=None)
         if reset:
-            self.categories_ = learn_categories(X, self.categories)
+            self.categories_ = learn_categories(X, "auto" if self._reads_categories() else self.categories)
         codes = encode_categories(X, self.categories_, self.handle_unknown, "fit" if reset else "transform")
         layout = build_layout(sequence_ids, timesteps, X.shape[0])
         counts = cell_category_counts(codes, layout.cell_of_record, layout.n_cells, self._n_categories)
@@ -385,7 +390,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         driver: the same array as in memory, exactly (integers).
         """
         records = ChunkedRecords(X, sequence_ids, timesteps)
-        auto = isinstance(self.categories, str)
+        auto = self._reads_categories()
         plan = records.scan_cells(auto_categories=auto)
         set_chunked_features(self, records)
         # A declared codebook is checked against the number of features only.
@@ -440,11 +445,21 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     # plan is the requested budget under ``composition``, or no plan at all
     # for ``mechanism="none"``; the noise is calibrated once the number of
     # features and of categories is known.
+    def _reads_categories(self):
+        """Whether ``fit`` reads the category values off the data (``categories`` docstring)."""
+        return self.categories == "auto" or (self.categories is None and self.mechanism == "none")
+
     def _check_params(self):
+        if self.categories is None and self.mechanism != "none":
+            raise ValueError(
+                "categories must be declared for a private fit: pass each feature's possible values, "
+                "e.g. categories=[[0, 1], ['a', 'b', 'c']] (the public domain of the records). "
+                "categories='auto' reads them off the data, which releases them outside the guarantee."
+            )
         if self.burn_in >= self.n_iter:
             raise ValueError(f"burn_in ({self.burn_in}) must be smaller than n_iter ({self.n_iter}).")
         if self.mechanism == "ops":
-            if not isinstance(self.categories, str):
+            if not self._reads_categories():
                 # K_d is declared: the OPS plan's checks need no data, so a bad
                 # truncation, alpha or beta is refused before the reservation.
                 self._ops_mechanism([np.asarray(c).size for c in self.categories])
@@ -461,7 +476,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
     def _validate_input(self, X, y=None, *, sequence_ids=None, timesteps=None):
         """The per-cell counts and the :class:`CellLayout` (sets ``categories_``)."""
-        if self.mechanism != "none" and isinstance(self.categories, str):
+        if self.mechanism != "none" and self._reads_categories():
             warn_privacy_leak("categories", "the set of category values of each feature")
         if is_chunked_input(X):
             return self._encode_chunked(X, sequence_ids, timesteps)

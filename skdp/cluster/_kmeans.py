@@ -116,12 +116,8 @@ class DPKMeans(_BaseDPLloyd):
         coordinates (``init`` too is given in them).
     max_iter : int or "auto", default=5
         Number ``T`` of Lloyd iterations, all of which are run (the budget is
-        split over them; Su et al. 2016 run DPLloyd for 5 iterations).  The
-        default stays 5: on ``benchmarks/clustering_peers.py`` the ``"auto"``
-        rule below ties it on iris and digits but is worse on blobs at
-        epsilon 1 (objective 1.16x against 1.03x non-private), where 5
-        already meets the 1.2x target of the benchmark.
-        ``"auto"``: Su et al.'s ``T = 5`` as a floor, and more (at most 20,
+        split over them; Su et al. 2016 run DPLloyd for 5 iterations, the
+        default).  ``"auto"``: Su et al.'s ``T = 5`` as a floor, and more (at most 20,
         Acs et al.'s T) while the noise on a centre of average size ``n / k``
         stays below a tenth of the clipping bound
         (:data:`~skdp.cluster._lloyd.KMEANS_AUTO_NOISE_RATIO`,

@@ -326,8 +326,9 @@ class DPGenerativeMixture(
         Number ``k`` of clusters and generative models; ``1`` trains a single
         model on the whole data (no clustering, no clustering budget).
     generator : {"marginals", "vae", "rbm"}, default="marginals"
-        Generative model of each cluster.  ``"marginals"`` is the default
-        since issue 22; pass ``generator="vae"`` for the former default.
+        Generative model of each cluster.  ``"marginals"`` (the default)
+        releases each cluster's latent-class marginals at once; ``"vae"`` and
+        ``"rbm"`` train a network per cluster by DP-SGD.
         The DP-SGD parameters below (``hidden_units`` to ``n_chains``,
         ``n_samples``) apply to ``"vae"`` and ``"rbm"`` only.
     categorical : list of list of int or None, default=None

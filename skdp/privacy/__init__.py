@@ -7,7 +7,7 @@ never imports torch).
 """
 
 from .accountant import COMPOSITIONS, DEFAULT_COMPOSITION, PrivacyLedger, PrivacySpent, compose
-from .budget import BudgetAccountant, BudgetReservation
+from .budget import BudgetAccountant, BudgetRemaining, BudgetReservation
 from .budget_hold import BudgetHold, hold
 from .calibration import (
     calibrate_noise_multiplier,
@@ -57,6 +57,7 @@ __all__ = [
     "REPLACE_ONE",
     "BudgetAccountant",
     "BudgetHold",
+    "BudgetRemaining",
     "BudgetReservation",
     "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent",

@@ -22,6 +22,15 @@ from .events import ADD_REMOVE, REPLACE_ONE, PrivacyEvent, _check_relation
 #: to its request (:meth:`skdp.base.DPEstimatorMixin._end_private_fit`).
 _SETTLE_RTOL = 1e-9
 
+BudgetRemaining = namedtuple("BudgetRemaining", ["epsilon", "delta"])
+BudgetRemaining.__doc__ = """(epsilon, delta) a budget still admits (:meth:`BudgetAccountant.remaining`).
+
+Not a guarantee of anything released: the budget's total minus what it has
+spent, each floored at 0, in the budget's neighbouring relation.  A request
+fits if its epsilon and its delta are both at most these (after conversion
+to the budget's relation).
+"""
+
 
 @dataclass(frozen=True)
 class BudgetReservation:
@@ -221,7 +230,7 @@ class BudgetAccountant:
     >>> budget = BudgetAccountant(epsilon=1.0)
     >>> budget.spend(0.3, 0.0)
     >>> budget.remaining()
-    PrivacySpent(epsilon=0.7, delta=1.0)
+    BudgetRemaining(epsilon=0.7, delta=1.0)
     >>> held = budget.reserve(0.5, 0.0, label="my release")
     >>> budget.reservations
     [(0.5, 0.0, 'my release')]
@@ -482,11 +491,11 @@ class BudgetAccountant:
             return math.inf
 
     def remaining(self):
-        """(epsilon, delta) still available (open reservations count as spent)."""
+        """(epsilon, delta) still available, a :class:`BudgetRemaining` (open reservations count as spent)."""
         return self._remaining(self.spent)
 
     def _remaining(self, spent):
-        return PrivacySpent(max(0.0, self.epsilon - spent.epsilon), max(0.0, self.delta - spent.delta))
+        return BudgetRemaining(max(0.0, self.epsilon - spent.epsilon), max(0.0, self.delta - spent.delta))
 
     def _converted(self, epsilon, delta, neighbouring):
         _check_amount("epsilon", epsilon)
@@ -508,12 +517,21 @@ class BudgetAccountant:
 
     def _check_against(self, spent, epsilon, delta, neighbouring):
         # The request adds by basic composition on top of the composed total.
-        epsilon, delta = self._converted(epsilon, delta, neighbouring or self.neighbouring)
+        relation = neighbouring or self.neighbouring
+        asked = (epsilon, delta)
+        epsilon, delta = self._converted(epsilon, delta, relation)
         eps_left, delta_left = self._remaining(spent)
         tol = 1e-12
         if epsilon > eps_left + tol or delta > delta_left + tol:
+            converted = (
+                ""
+                if relation == self.neighbouring
+                else f" (its add/remove (epsilon={asked[0]:g}, delta={asked[1]:g}) converted to this "
+                "replace-one budget by group privacy, (2 eps, 2 e^eps delta); a budget created with "
+                "BudgetAccountant(..., neighbouring='add_remove') charges it as it is, and refuses replace-one fits)"
+            )
             raise BudgetExceededError(
-                f"Privacy budget exceeded: this fit needs (epsilon={epsilon:g}, delta={delta:g}) "
+                f"Privacy budget exceeded: this fit needs (epsilon={epsilon:g}, delta={delta:g}){converted} "
                 f"but only (epsilon={eps_left:g}, delta={delta_left:g}) remains of "
                 f"(epsilon={self.epsilon:g}, delta={self.delta:g})."
             )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import re
 
 from .accountant import DEFAULT_COMPOSITION, _check_composition, compose
 from .accountants import get_accountant
@@ -65,6 +66,47 @@ def _check_budget(epsilon, delta):
         raise ValueError(f"delta must be in [0, 1), got {delta!r}.")
 
 
+def _explain_failure(calibrate):
+    """Name the parameters and the cause when no finite noise level meets the target.
+
+    The search brackets the multiplier within ``[1e-12, 1e12]`` and its inner
+    steps (the RDP start of a PLD search, an event built from a non-finite
+    multiplier) fail with messages about themselves; the caller asked for an
+    ``(epsilon, delta)`` under one composition, so that is what the error says.
+    """
+
+    @functools.wraps(calibrate)
+    def wrapper(make_events, epsilon, delta=0.0, composition=DEFAULT_COMPOSITION, *args, **kwargs):
+        _check_budget(epsilon, delta)
+        try:
+            return calibrate(make_events, epsilon, delta, composition, *args, **kwargs)
+        except (ValueError, OverflowError, ZeroDivisionError) as exc:
+            message = str(exc)
+            unreachable = message.startswith("No noise level meets") or (
+                "must be a positive finite number" in message and re.search(r"got \S*(nan|inf)", message)
+            )
+            if isinstance(exc, ValueError) and not unreachable:
+                raise  # another cause (an event no accountant supports, ...): its own message
+            if delta == 0:
+                cause = "delta=0, but Gaussian noise needs delta > 0: set delta (1e-5 is the default)"
+            elif delta >= 0.01:
+                cause = (
+                    "delta is too large for a meaningful guarantee (the accountants do not go below "
+                    "the smallest noise it would allow); use a delta well below 1/n_samples, e.g. 1e-5"
+                )
+            else:
+                cause = (
+                    "epsilon is too small: the noise needed is beyond what can be computed (over 1e12 "
+                    "times the sensitivity), so the fit would release noise only; raise epsilon"
+                )
+            raise ValueError(
+                f"No noise level meets epsilon={epsilon:g}, delta={delta:g} under {composition!r} "
+                f"composition: {cause}."
+            ) from None
+
+    return wrapper
+
+
 def _plan_cost(events, delta, composition):
     """Epsilon of the composition of ``events`` at ``delta``, cached by the events."""
     try:
@@ -86,6 +128,7 @@ def _cached_plan_cost(events, delta, composition):
 PLD_RTOL = 1e-4
 
 
+@_explain_failure
 def calibrate_noise_multiplier(
     make_events,
     epsilon,

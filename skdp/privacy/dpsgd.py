@@ -327,7 +327,7 @@ def release_dataset_size(n_samples, noise_std, rng, ledger):
 
 
 def check_noise_setting(secure_noise):
-    """Refuse DP-SGD when ``secure_noise`` (the caller's resolved setting) is True (issue 10).
+    """Refuse DP-SGD when ``secure_noise`` (the caller's resolved setting) is True.
 
     DP-SGD's noise is floating-point Gaussian noise drawn by torch, hundreds of
     thousands of coordinates per step; the exact grid samplers of

@@ -1,0 +1,181 @@
+"""What a new user reads: warnings under scikit-learn's searches, and refusals that name their cause."""
+
+import pathlib
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+
+from skdp import BudgetAccountant, BudgetExceededError, PrivacyLeakWarning
+from skdp.mixture import DPGaussianMixture
+from skdp.privacy import BudgetRemaining
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _search(n_jobs):
+    X = np.random.default_rng(0).normal(size=(120, 2))
+    model = DPGaussianMixture(2, data_norm=None, max_iter=2, random_state=0)  # warns: data_norm not set
+    return GridSearchCV(model, {"epsilon": [0.5, 1.0, 2.0, 4.0]}, cv=3, n_jobs=n_jobs).fit(X)
+
+
+def test_a_search_shows_each_warning_once_at_the_users_line():
+    # 12 fits and a refit: scikit-learn resets Python's "once" memory around
+    # every fit, which printed the undeclared-bound warning 13 times.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        _search(n_jobs=1)
+    leaks = [w for w in caught if issubclass(w.category, PrivacyLeakWarning)]
+    messages = sorted(str(w.message).split(":")[0] for w in leaks)
+    assert messages == [
+        "GridSearchCV fits DPGaussianMixture with its guarantee, but selects the best candidate by "
+        "validation scores computed exactly on private rows",
+        "data_norm was not set",
+    ], messages
+    assert {w.filename for w in leaks} == {__file__}
+
+
+def test_a_users_error_filter_still_raises_under_a_search():
+    # Every fit raises it; scikit-learn then reports that all fits failed, quoting it.
+    with (
+        warnings.catch_warnings(),
+        pytest.raises((PrivacyLeakWarning, ValueError), match="data_norm was not set"),
+    ):
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        _search(n_jobs=1)
+
+
+@pytest.mark.slow
+def test_parallel_search_workers_warn_once_each_without_joblib_lines():
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); import test_messages as t; t._search(n_jobs=2); print('ok')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "data_norm was not set" in line]
+    # At most one per worker (2) and one for the refit in the parent, instead of one per fit (13).
+    assert 1 <= len(lines) <= 3, result.stderr
+    assert "joblib" not in result.stderr and "parallel.py" not in result.stderr
+
+
+def test_budget_refusal_names_the_add_remove_conversion_and_the_parameter():
+    budget = BudgetAccountant(epsilon=3.0, delta=1e-4)
+    with pytest.raises(BudgetExceededError) as refused:
+        budget.reserve(2.0, 1e-5, neighbouring="add_remove")
+    message = str(refused.value)
+    assert "add/remove (epsilon=2, delta=1e-05) converted" in message
+    assert "(2 eps, 2 e^eps delta)" in message and "neighbouring='add_remove'" in message
+    # The same request on an add/remove budget is charged as it is.
+    BudgetAccountant(epsilon=3.0, delta=1e-4, neighbouring="add_remove").reserve(
+        2.0, 1e-5, neighbouring="add_remove"
+    )
+    # A same-relation refusal says nothing about conversions.
+    with pytest.raises(BudgetExceededError) as refused:
+        budget.reserve(4.0, 0.0)
+    assert "converted" not in str(refused.value)
+
+
+def test_remaining_is_named_for_what_it_is():
+    budget = BudgetAccountant(epsilon=1.0, delta=1e-5)
+    budget.spend(0.25, 0.0)
+    left = budget.remaining()
+    assert isinstance(left, BudgetRemaining) and left == (0.75, 1e-5)
+    assert repr(left) == "BudgetRemaining(epsilon=0.75, delta=1e-05)"
+
+
+def test_cross_validation_on_a_spent_budget_says_the_budget_ran_out():
+    from sklearn.exceptions import FitFailedWarning
+    from sklearn.model_selection import cross_val_score
+
+    from skdp.bayes import DPBetaBernoulli
+
+    X = np.random.default_rng(0).binomial(1, 0.4, size=(90, 3))
+    budget = BudgetAccountant(epsilon=1.5)
+    with pytest.warns(FitFailedWarning, match="BudgetExceededError: Privacy budget exceeded"):
+        scores = cross_val_score(DPBetaBernoulli(epsilon=1.0, accountant=budget), X, cv=3)
+    assert np.isfinite(scores[0]) and np.isnan(scores[1:]).all()
+
+
+def test_pipeline_refusal_names_the_converted_steps():
+    pytest.importorskip("torch")
+    pytest.importorskip("skorch")
+    from skdp.nn import DPNeuralNetClassifier
+    from skdp.pipeline import make_pipeline
+    from skdp.preprocessing import DPStandardScaler
+
+    pipe = make_pipeline(
+        DPStandardScaler(bounds=(-4.0, 4.0)),
+        DPNeuralNetClassifier(classes=[0, 1], max_epochs=1, verbose=0),
+        epsilon=2.0,
+        accountant=BudgetAccountant(10.0, 1e-5),
+    )
+    X = np.zeros((40, 2), dtype="float32")
+    with pytest.raises(BudgetExceededError) as refused:
+        pipe.fit(X, np.arange(40) % 2)
+    message = str(refused.value)
+    assert "'dpneuralnetclassifier' (add/remove" in message and "(2 eps, 2 e^eps delta)" in message
+
+
+def test_pipeline_delta_defaults_to_the_estimators_default_when_only_epsilon_is_given():
+    from skdp.pipeline import DEFAULT_DELTA, make_pipeline
+    from skdp.preprocessing import DPStandardScaler
+
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    pipe = make_pipeline(
+        DPStandardScaler(bounds=(-4.0, 4.0)), DPGaussianMixture(2, data_norm=5.0), epsilon=1.0
+    )
+    assert DEFAULT_DELTA == 1e-5
+    assert pipe.fit(X).privacy_spent_.delta == pytest.approx(1e-5)  # not the steps' sum, 2e-5
+    pure = make_pipeline(DPStandardScaler(bounds=(-4.0, 4.0), delta=0.0), epsilon=1.0)
+    assert pure.fit(X).privacy_spent_.delta == 0.0
+    # Neither given: each step keeps its own, the pipeline's delta is their sum.
+    both = make_pipeline(DPStandardScaler(bounds=(-4.0, 4.0)), DPGaussianMixture(2, data_norm=5.0))
+    assert both.fit(X).privacy_spent_.delta == pytest.approx(2e-5)
+
+
+@pytest.mark.parametrize(
+    ("params", "cause"),
+    [
+        ({"epsilon": 1e-9}, "epsilon=1e-09, delta=1e-05 under 'pld' composition: epsilon is too small"),
+        ({"delta": 0.5}, "epsilon=1, delta=0.5 under 'pld' composition: delta is too large"),
+    ],
+)
+def test_calibration_failure_names_the_parameter_and_the_cause(params, cause):
+    from skdp.bnn import DPSEPRegressor
+
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    model = DPSEPRegressor(feature_bounds=(-3.0, 3.0), target_bounds=(-3.0, 3.0), **params)
+    with pytest.raises(ValueError, match="No noise level meets") as failed:
+        model.fit(X, X[:, 0])
+    assert cause in str(failed.value) and "nan" not in str(failed.value)
+
+
+def test_calibration_at_delta_zero_with_gaussian_noise_says_so():
+    from skdp.privacy import GaussianEvent, calibrate_noise_multiplier
+
+    with pytest.raises(ValueError, match="Gaussian noise needs delta > 0"):
+        calibrate_noise_multiplier(lambda z: [GaussianEvent(1, "replace_one", z)], 1.0, 0.0, "pld")
+
+
+def test_delta_at_least_one_over_a_public_n_warns_before_the_data_is_read():
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.warns(UserWarning, match=r"delta=0.05 is not below 1/n_samples \(n_samples=50, public\)"):
+        DPGaussianMixture(2, data_norm=5.0, delta=0.05).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        DPGaussianMixture(2, data_norm=5.0, delta=1e-3).fit(X)
+
+
+def test_delta_under_add_remove_warns_only_from_a_declared_size():
+    from skdp.base import _public_n_samples
+    from skdp.generative import DPGenerativeMixture
+
+    X = np.zeros((50, 3))
+    assert _public_n_samples(DPGenerativeMixture(2), X) is None  # the size is private
+    assert _public_n_samples(DPGenerativeMixture(2, n_samples=40), X) == 40
+    assert _public_n_samples(DPGaussianMixture(2), X) == 50
