@@ -26,6 +26,9 @@ from sklearn.preprocessing import StandardScaler
 
 from skdp.nn import DPNeuralNetClassifier
 
+#: The run of benchmarks/run_all.py (quick mode).
+QUICK_ARGS = ("--quick",)
+
 
 def data_sets(quick=False):
     """(name, X, y): generated shapes and bundled tables (no downloads)."""

@@ -148,7 +148,6 @@ _REFUSES_SECURE = (
     "DPNeuralNet",
     "DPGenerativeMixture",
     "DPBetaBernoulli(ops)",
-    "DPMinMaxScaler",
 )
 
 

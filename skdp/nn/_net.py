@@ -701,6 +701,21 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             )
         return state.noisy_n
 
+    def _discard_fit(self):
+        # skorch's own bookkeeping, set in __init__ and not a release (its
+        # private names and the virtual parameters the user set), survives,
+        # and the net is left uninitialized: predict refuses and the next fit
+        # starts as a fresh net's would.
+        dropped = {"_dp_fit"} | set(self._working_state)  # the fit's state: its generator and ledger
+        kept = {
+            k: v for k, v in vars(self).items() if k.startswith("_") and not k.startswith("__") and k not in dropped
+        }
+        kept["virtual_params_"] = self.__dict__.get("virtual_params_", {})
+        super()._discard_fit()
+        self.__dict__.update(kept)
+        self.initialized_ = False
+        self.history_ = None  # skorch re-creates it on the next initialize
+
     def _end_private_fit(self, ledger):
         if self.noise_multiplier is None:
             super()._end_private_fit(ledger)
