@@ -73,7 +73,7 @@ print(f"the budget: spent {budget.spent}, remaining {budget.remaining()}")
 
 # %%
 # Each candidate on its own, and a non-private baseline
-# ----------------------------------------------------
+# -----------------------------------------------------
 # For the figure only (not private, outside the budget): each epsilon of the
 # grid trained once on the training rows and scored on the test rows, and the
 # same architecture without clipping or noise.

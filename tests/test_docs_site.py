@@ -50,11 +50,8 @@ STALE_CLAIMS = re.compile(
 # Absolute paths of the machine that built the site (a warning's source line, a traceback).
 MACHINE_PATHS = re.compile(r"(?<![\w.])/(?:work|root|home)/\w")
 # User pages (by source name) that still carry such wording (strict: the mark goes with the wording).
-# bnn (issue numbers, a test path), guarantee and model_selection (test paths, "the earlier
-# run") are edited in other passes of the same change.
-PAGES_WITH_WORKING_NOTES = {"bnn", "guarantee", "model_selection"}
-# nn ("the spellings before 0.2"): its deprecated spellings are removed in another pass.
-PAGES_WITH_STALE_CLAIMS = {"nn"}
+PAGES_WITH_WORKING_NOTES = set()
+PAGES_WITH_STALE_CLAIMS = set()
 
 USER_PAGES = sorted(p.stem for p in DOCS.glob("*.md")) + ["index", "api", "estimators", "user_guide"]
 
