@@ -228,6 +228,23 @@ class Case:
     metric: str = ""
 
 
+def _peer_grid(estimator, eps_list, seeds, make_fit, arrays, tuple_params, score):
+    """diffprivlib's ``estimator`` fitted once per (epsilon, seed) in its own environment.
+
+    ``make_fit(eps, seed)`` gives one job of :func:`benchmarks._peers.fit_many`
+    (its params and what to return); ``score(result)`` turns that job's result
+    into the table's number.  Returns ``{eps: [score per seed]}``.
+    """
+    from benchmarks import _peers
+
+    fits = [make_fit(e, s) for e in eps_list for s in seeds]
+    res = _peers.fit_many(
+        "diffprivlib", estimator, fits, arrays, tuple_params=tuple_params, timeout=PEER_TIMEOUT
+    )
+    results = iter(res["fits"])
+    return {e: [score(next(results)) for _ in seeds] for e in eps_list}
+
+
 def _split(ds, seed):
     return train_test_split(
         ds.X, ds.y, test_size=0.25, random_state=seed, stratify=ds.y if ds.task == "class" else None
@@ -267,10 +284,11 @@ def cluster_family(ds):
         return fit
 
     def peer(eps_list, seeds):
-        from benchmarks import _peers
-
-        fits = [
-            {
+        return _peer_grid(
+            "diffprivlib.models.KMeans",
+            eps_list,
+            seeds,
+            lambda e, s: {
                 "params": {
                     "n_clusters": k,
                     "epsilon": e,
@@ -280,26 +298,11 @@ def cluster_family(ds):
                 "X": "X",
                 "predict": ["X"],
                 "attributes": ["cluster_centers_"],
-            }
-            for e in eps_list
-            for s in seeds
-        ]
-        res = _peers.fit_many(
-            "diffprivlib",
-            "diffprivlib.models.KMeans",
-            fits,
+            },
             {"X": X},
-            tuple_params=["bounds"],
-            timeout=PEER_TIMEOUT,
+            ["bounds"],
+            lambda r: -_cost(X, np.asarray(r["attributes"]["cluster_centers_"])) / twin_cost,
         )
-        out, i = {}, 0
-        for e in eps_list:
-            out[e] = []
-            for _ in seeds:
-                centres = np.asarray(res["fits"][i]["attributes"]["cluster_centers_"])
-                out[e].append(-_cost(X, centres) / twin_cost)
-                i += 1
-        return out
 
     return {
         "DPKMeans": Case(make(DPKMeans), -1.0, free, peer, "-cost/cost_twin"),
@@ -354,40 +357,29 @@ def preprocessing_family(ds):
     twin_pca = PCA(k).fit(X_tr)
 
     def peer_standard(eps_list, seeds):
-        from benchmarks import _peers
-
-        fits = [
-            {
+        return _peer_grid(
+            "diffprivlib.models.StandardScaler",
+            eps_list,
+            seeds,
+            lambda e, s: {
                 "params": {"epsilon": e, "bounds": [ds.low.tolist(), ds.high.tolist()], "random_state": s},
                 "X": "X",
                 "attributes": ["mean_", "scale_"],
-            }
-            for e in eps_list
-            for s in seeds
-        ]
-        res = _peers.fit_many(
-            "diffprivlib",
-            "diffprivlib.models.StandardScaler",
-            fits,
+            },
             {"X": X},
-            tuple_params=["bounds"],
-            timeout=PEER_TIMEOUT,
+            ["bounds"],
+            lambda r: (
+                -standard_error(np.asarray(r["attributes"]["mean_"]), np.asarray(r["attributes"]["scale_"]))
+            ),
         )
-        out, i = {}, 0
-        for e in eps_list:
-            out[e] = []
-            for _ in seeds:
-                a = res["fits"][i]["attributes"]
-                out[e].append(-standard_error(np.asarray(a["mean_"]), np.asarray(a["scale_"])))
-                i += 1
-        return out
 
     def peer_pca(eps_list, seeds):
-        from benchmarks import _peers
-
         norm = float(np.linalg.norm(np.maximum(np.abs(ds.low), np.abs(ds.high))))
-        fits = [
-            {
+        return _peer_grid(
+            "diffprivlib.models.PCA",
+            eps_list,
+            seeds,
+            lambda e, s: {
                 "params": {
                     "n_components": k,
                     "epsilon": e,
@@ -397,26 +389,13 @@ def preprocessing_family(ds):
                 },
                 "X": "X",
                 "attributes": ["components_", "mean_"],
-            }
-            for e in eps_list
-            for s in seeds
-        ]
-        res = _peers.fit_many(
-            "diffprivlib",
-            "diffprivlib.models.PCA",
-            fits,
+            },
             {"X": X_tr},
-            tuple_params=["bounds"],
-            timeout=PEER_TIMEOUT,
+            ["bounds"],
+            lambda r: captured(
+                np.asarray(r["attributes"]["components_"]), np.asarray(r["attributes"]["mean_"])
+            ),
         )
-        out, i = {}, 0
-        for e in eps_list:
-            out[e] = []
-            for _ in seeds:
-                a = res["fits"][i]["attributes"]
-                out[e].append(captured(np.asarray(a["components_"]), np.asarray(a["mean_"])))
-                i += 1
-        return out
 
     middle = (ds.low + ds.high) / 2
     uniform_sd = (ds.high - ds.low) / math.sqrt(12)
@@ -464,34 +443,20 @@ def mixture_family(ds):
 
 def _supervised_peer(ds, X_tr, y_tr, X_te, y_te, estimator, extra):
     def peer(eps_list, seeds):
-        from benchmarks import _peers
-
-        fits = [
-            {
+        return _peer_grid(
+            estimator,
+            eps_list,
+            seeds,
+            lambda e, s: {
                 "params": {"epsilon": e, "random_state": s, **extra},
                 "X": "X",
                 "y": "y",
                 "score": [["Xt", "yt"]],
-            }
-            for e in eps_list
-            for s in seeds
-        ]
-        tuples = [p for p in ("bounds", "bounds_X", "bounds_y") if p in extra]
-        res = _peers.fit_many(
-            "diffprivlib",
-            estimator,
-            fits,
+            },
             {"X": X_tr, "y": y_tr, "Xt": X_te, "yt": y_te},
-            tuple_params=tuples,
-            timeout=PEER_TIMEOUT,
+            [p for p in ("bounds", "bounds_X", "bounds_y") if p in extra],
+            lambda r: float(r["score"][0]),
         )
-        out, i = {}, 0
-        for e in eps_list:
-            out[e] = []
-            for _ in seeds:
-                out[e].append(float(res["fits"][i]["score"][0]))
-                i += 1
-        return out
 
     return peer
 
