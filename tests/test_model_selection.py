@@ -410,13 +410,11 @@ def test_release_walk_catches_a_search_that_keeps_its_trials():
     assert any("generator" in p for p in problems)
 
 
-def test_dp_sgd_nets_can_be_searched():
-    # DP-SGD's Poisson steps (add/remove) become replace-one
-    # WeakTrianglePoissonEvents, whose RDP curve the selection's theorem uses;
-    # n_samples="auto" is declared to the (public) split sizes.
-    torch = pytest.importorskip("torch")
+def _small_net_problem():
+    """120 rows of a linearly separable 3-feature problem and a one-layer DP net for it."""
+    import torch
+
     from skdp.nn import DPNeuralNetClassifier
-    from skdp.privacy.repeat_select import WeakTrianglePoissonEvent
 
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
@@ -424,6 +422,17 @@ def test_dp_sgd_nets_can_be_searched():
     y = (X[:, 0] > 0).astype(np.int64)
     module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Softmax(dim=-1))
     net = DPNeuralNetClassifier(module, classes=[0, 1], batch_size=40, max_epochs=1, verbose=0)
+    return X, y, net
+
+
+def test_dp_sgd_nets_can_be_searched():
+    # DP-SGD's Poisson steps (add/remove) become replace-one
+    # WeakTrianglePoissonEvents, whose RDP curve the selection's theorem uses;
+    # n_samples="auto" is declared to the (public) split sizes.
+    pytest.importorskip("torch")
+    from skdp.privacy.repeat_select import WeakTrianglePoissonEvent
+
+    X, y, net = _small_net_problem()
     search = DPGridSearchCV(net, {"lr": [0.5]}, epsilon=4.0, n_trials_mean=2.0, random_state=0).fit(X, y)
     spent = search.privacy_spent_
     assert 0.95 * 4.0 < spent.epsilon <= 4.0 * (1 + 1e-9)
@@ -561,17 +570,11 @@ def test_a_pipeline_with_a_net_is_searched_like_the_net():
     # SubsampledGaussianEvent (replace_one); use 'pld' or 'rdp'": the search
     # forced the pipeline's own composition to "rdp", and the net's
     # n_samples="auto" inside the pipeline planned from a noisy count.
-    torch = pytest.importorskip("torch")
-    from skdp.nn import DPNeuralNetClassifier
+    pytest.importorskip("torch")
     from skdp.pipeline import make_pipeline
     from skdp.preprocessing import DPStandardScaler
 
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(120, 3)).astype(np.float32)
-    y = (X[:, 0] > 0).astype(np.int64)
-    module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Softmax(dim=-1))
-    net = DPNeuralNetClassifier(module, classes=[0, 1], batch_size=40, max_epochs=1, verbose=0)
+    X, y, net = _small_net_problem()
     pipe = make_pipeline(DPStandardScaler(bounds=(-4.0, 4.0)), net)
     search = DPGridSearchCV(
         pipe, {"dpneuralnetclassifier__lr": [0.1, 0.3]}, epsilon=4.0, n_trials_mean=2.0, random_state=0
