@@ -285,14 +285,6 @@ def _warn_under_sklearn_search(estimator):
     )
 
 
-def fitted_without_dp(step):
-    """Whether a pipeline step, or an estimator nested in it, learns from the data without DP.
-
-    See :func:`steps_fitted_without_dp`, which names them.
-    """
-    return bool(steps_fitted_without_dp("", step))
-
-
 def _declared_categories(step):
     # An encoder whose categories are declared (not "auto") and that keeps no
     # frequency rule (min_frequency / max_categories count the rows) learns

@@ -350,7 +350,7 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
         return SKLEARN_METADATA | PRIVACY_METADATA | {PRIVACY_OWNER}
 
     #: Tells skdp's estimators not to warn about this pipeline's other steps:
-    #: the pipeline warns about all of them itself (skdp.base.fitted_without_dp).
+    #: the pipeline warns about all of them itself (skdp.base.steps_fitted_without_dp).
     _warns_about_its_steps = True
 
     def __init__(
