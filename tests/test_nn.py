@@ -1087,3 +1087,25 @@ def test_repr_shows_the_privacy_target_like_scikit_learn():
     text = repr(DPNeuralNetClassifier(classes=[0, 1], epsilon=2.0, lr=0.3))
     assert text == "DPNeuralNetClassifier(epsilon=2.0, classes=[0, 1], max_epochs='auto', lr=0.3)"
     assert repr(DPNeuralNetRegressor()) == "DPNeuralNetRegressor(epsilon=1.0, max_epochs='auto')"
+
+
+def test_a_failed_fit_leaves_a_fresh_uninitialized_net():
+    # A fit that fails after its hold forgets what it fitted (the template's
+    # _discard_fit); the net keeps skorch's own bookkeeping, so predict
+    # refuses and the next fit trains as a fresh net would.
+    from skorch.exceptions import NotInitializedError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    net = DPNeuralNetClassifier(
+        classes=[0, 1], batch_size=20, max_epochs=1, noise_multiplier=1.0, epsilon=None, random_state=0
+    )
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError):
+        net.fit(bad, y)
+    assert not net.initialized_ and "privacy_spent_" not in vars(net)
+    with pytest.raises(NotInitializedError):
+        net.predict(X)
+    assert net.fit(X, y).predict(X).shape == (80,)

@@ -43,6 +43,8 @@ from skorch.dataset import unpack_data
 from skorch.utils import TeeGenerator, is_dataset, to_tensor
 
 from ..base import (
+    AFTER_FIT_COUNTER,
+    PRIVACY_OWNER,
     DPEstimatorMixin,
     PrivacyPlan,
     _user_stacklevel,
@@ -706,7 +708,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # private names and the virtual parameters the user set), survives,
         # and the net is left uninitialized: predict refuses and the next fit
         # starts as a fresh net's would.
-        dropped = {"_dp_fit"} | set(self._working_state)  # the fit's state: its generator and ledger
+        # Not kept: the fit's state (its generator and ledger), and skdp's own
+        # fitted metadata (the draw counter, the owning composite).
+        dropped = {"_dp_fit", AFTER_FIT_COUNTER, PRIVACY_OWNER} | set(self._working_state)
         kept = {
             k: v for k, v in vars(self).items() if k.startswith("_") and not k.startswith("__") and k not in dropped
         }
