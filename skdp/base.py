@@ -597,7 +597,7 @@ class DPEstimatorMixin:
                 data = self._validate_input(X, y, **fit_params)
                 plan = self._calibrate(data, plan)
                 self._fit_private(data, plan, rng, ledger)
-                self._end_private_fit(ledger)
+                self._end_private_fit(ledger, plan)
         except BaseException:
             # Whatever the failed fit set may hold unaccounted releases.
             self._discard_fit()
@@ -749,73 +749,122 @@ class DPEstimatorMixin:
         self._staged_filter = staged
         return staged.calibrate(make_events)
 
-    def _end_private_fit(self, ledger):
-        """Set ``privacy_spent_`` from the fit's ledger and settle the user's budget."""
-        spent = ledger.privacy_spent(self.delta)
+    def _guarantee(self, ledger, plan):
+        """What this fit's releases cost: the ledger's composition at the plan's delta.
+
+        A composite overrides it (:class:`~skdp.pipeline.DPPipeline`: the
+        smaller of the composition and the basic sum of its steps'
+        guarantees; a search: its worst case over the refits it could have
+        made).
+        """
+        return ledger.privacy_spent(plan.delta)
+
+    def _settled_events(self, ledger, spent):
+        """The events the budget composes for this fit, or ``()`` to add ``spent`` by basic composition.
+
+        The budget composes an entry by its events only when ``spent`` is
+        exactly their guarantee (:class:`~skdp.privacy.BudgetAccountant`).
+        """
+        return ledger.events
+
+    def _overspent_message(self, spent, plan):
+        """The error of a fit that released more than its plan reserved."""
+        return (
+            f"Internal error: {type(self).__name__}'s fit spent {tuple(spent)} > the "
+            f"({plan.epsilon}, {plan.delta}) it reserved; the budget was charged what was spent and "
+            "the fit was discarded."
+        )
+
+    def _end_private_fit(self, ledger, plan):
+        """Set ``privacy_spent_`` from the fit's ledger, check it against ``plan``'s request, settle the budget."""
+        spent = self._guarantee(ledger, plan)
         staged = self.__dict__.pop("_staged_filter", None)
         if staged is not None:
             # A staged plan: the filter's claim holds whatever the first
             # release's outcome; the ledger's own composition of this
             # outcome's events does not (it assumes a fixed plan).
             spent = PrivacySpent(max(spent.epsilon, staged.epsilon), max(spent.delta, staged.delta))
-        if spent.epsilon > self.epsilon * (1 + 1e-9) or spent.delta > self.delta * (1 + 1e-9):
+        if spent.epsilon > plan.epsilon * (1 + 1e-9) or spent.delta > plan.delta * (1 + 1e-9):
             # A calibration bug, never a user error: refuse to release.  The
             # noise was drawn already, so the budget is charged what was
             # really spent (settle records an excess before it complains),
             # and the model forgets the fit: it must not predict from it.
             with contextlib.suppress(ValueError):
                 self._settle_budget(spent, ledger.events)
+            message = self._overspent_message(spent, plan)
             self._discard_fit()
-            raise RuntimeError(
-                f"Internal error: the fit spent {tuple(spent)} > requested ({self.epsilon}, {self.delta})."
-            )
+            raise RuntimeError(message)
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self.privacy_ledger_ = ledger
         # Cannot raise: the amount is within the hold.  A staged fit adds to
         # the budget by basic composition (its events are one outcome's).
-        self._settle_budget(self.privacy_spent_, () if staged is not None else ledger.events)
+        events = () if staged is not None else self._settled_events(ledger, self.privacy_spent_)
+        self._settle_budget(self.privacy_spent_, events)
 
     def _spend_after_fit(self, ledger_events):
-        """Account releases made after ``fit`` (e.g. further OPS samples).
+        """Account releases made after ``fit`` (e.g. further OPS samples), before they are drawn.
 
-        Called before the release is made.  Its exact cost is known, so it is
-        charged at once, to the owner of the fit: the composite that fitted
-        this estimator (:data:`PRIVACY_OWNER`: a
-        :class:`~skdp.pipeline.DPPipeline`, a private search), whose
-        ``privacy_spent_``, ledger and budget grow
-        (:meth:`skdp.pipeline.PostFitOwnerMixin._charge_after_fit`), or else
-        this estimator's own budget, by ``spend`` (one atomic
-        check-and-record, a reservation settled on the spot).  A refusal
-        raises :class:`~skdp.exceptions.BudgetExceededError` before anything
-        is drawn or recorded, and two concurrent calls cannot both pass a
-        check only one fits.  ``privacy_spent_`` grows to the composition of
-        everything released so far.
-
-        The budget is charged the guarantee of the new releases *on their
-        own*, with their events, so that the entry joins the budget's
-        composed group (:class:`~skdp.privacy.BudgetAccountant`, whose
-        validity argument needs every entry's amount to be a guarantee of its
-        own events).  The increase of ``privacy_spent_`` is not such a
-        guarantee in general (a sublinear composition makes it smaller than
-        the new releases' own cost); for pure-DP releases (OPS samples) the
-        two are equal.
+        Charged to the composite that owns the fit (:data:`PRIVACY_OWNER`: a
+        :class:`~skdp.pipeline.DPPipeline`, a private search), or else to
+        this estimator's budget; ``privacy_spent_`` grows to cover everything
+        released so far.  A refusal raises
+        :class:`~skdp.exceptions.BudgetExceededError` before anything is
+        drawn or recorded.  See :func:`account_after_fit`.
         """
-        trial = PrivacyLedger(self.privacy_ledger_.composition, self._neighbouring)
-        trial.events = list(self.privacy_ledger_.events)
-        alone = PrivacyLedger(self.privacy_ledger_.composition, self._neighbouring)
-        for event in ledger_events:
-            trial.record(event)
-            alone.record(event)
-        total = trial.privacy_spent(self.delta)
-        owner = self.__dict__.get(PRIVACY_OWNER)
-        if owner is not None:
-            # The composite charges its own ledger, budget and owner first;
-            # a refusal there leaves this model unchanged.
-            owner._charge_after_fit(alone.events, type(self).__name__)
-        elif self.accountant is not None:
-            self.accountant.spend(
-                *alone.privacy_spent(self.delta), self._neighbouring, type(self).__name__, events=alone.events
-            )
-        self.privacy_ledger_ = trial
-        self.privacy_spent_ = PrivacySpent(float(total.epsilon), float(total.delta))
-        return trial
+        return account_after_fit(self, ledger_events, type(self).__name__, self.delta)
+
+
+def account_after_fit(holder, events, label, delta, *, composes=True):
+    """Charge ``events``, released by ``holder`` after its fit, and grow its guarantee; return its new ledger.
+
+    The one path of every release made after ``fit``, for an estimator
+    (:meth:`DPEstimatorMixin._spend_after_fit`) and a composite that owns
+    fitted models (:meth:`skdp.pipeline.PostFitOwnerMixin._charge_after_fit`).
+    Called before the release is drawn:
+
+    1. the events are put in ``holder``'s relation and costed on their own
+       (at ``delta``);
+    2. they are charged to ``holder``'s owner (:data:`PRIVACY_OWNER`, the
+       composite that fitted it), which charges its own owner or budget the
+       same way, or else to ``holder``'s budget by ``spend`` (one atomic
+       check-and-record); a refusal raises
+       :class:`~skdp.exceptions.BudgetExceededError` before anything is
+       drawn, and nothing is recorded anywhere;
+    3. ``holder``'s ledger gains the events and its ``privacy_spent_``
+       becomes the smaller of their composition with everything released so
+       far and the basic sum of the guarantee before and the new releases'
+       own (``composes=False``: that sum only, for a holder whose
+       ``privacy_spent_`` covers more than its ledger's events, a search's
+       worst case over its refits).
+
+    The budget is charged the new releases' own guarantee, with their
+    events, so that the entry joins the budget's composed group (its
+    validity argument needs every entry's amount to be a guarantee of its
+    own events); the increase of ``privacy_spent_`` is not such a guarantee
+    in general.
+    """
+    ledger, before = holder.privacy_ledger_, holder.privacy_spent_
+    events = [event.to_relation(ledger.neighbouring) for event in events]
+    alone = PrivacyLedger(ledger.composition, ledger.neighbouring)
+    alone.events = list(events)
+    alone_spent = alone.privacy_spent(delta)
+    basic = PrivacySpent(
+        float(before.epsilon + alone_spent.epsilon), float(min(1.0, before.delta + alone_spent.delta))
+    )
+    trial = PrivacyLedger(ledger.composition, ledger.neighbouring)
+    trial.events = [*ledger.events, *events]
+    total = basic
+    if composes:
+        composed = trial.privacy_spent(delta)
+        if math.isfinite(composed.epsilon) and composed.epsilon <= basic.epsilon:
+            total = PrivacySpent(float(composed.epsilon), float(composed.delta))
+    owner = holder.__dict__.get(PRIVACY_OWNER)
+    if owner is not None:
+        # The owner charges its own ledger, budget and owner first; a
+        # refusal there leaves this holder unchanged.
+        owner._charge_after_fit(events, label)
+    elif holder.accountant is not None:
+        holder.accountant.spend(*alone_spent, ledger.neighbouring, label, events=alone.events)
+    holder.privacy_ledger_ = trial
+    holder.privacy_spent_ = total
+    return trial

@@ -11,7 +11,6 @@ step fitted without DP.  The design and its justification are in
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 from numbers import Real
@@ -22,14 +21,15 @@ from sklearn.pipeline import Pipeline, _name_estimators
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 
-from ._random import check_generator, child_generator
+from ._random import child_generator
 from .base import (
     PRIVACY_METADATA,
     PRIVACY_OWNER,
     SKLEARN_METADATA,
     DPEstimatorMixin,
+    PrivacyPlan,
     _user_stacklevel,
-    _warn_under_sklearn_search,
+    account_after_fit,
     steps_fitted_without_dp,
 )
 from .exceptions import BudgetExceededError, PrivacyLeakWarning
@@ -37,10 +37,8 @@ from .privacy import (
     COMPOSITIONS,
     DEFAULT_COMPOSITION,
     BudgetAccountant,
-    PrivacyLedger,
     PrivacySpent,
     group_guarantee,
-    hold,
 )
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
 
@@ -112,10 +110,6 @@ class PostFitOwnerMixin:
     #: more than the ledger's events (a search's worst case over its refits).
     _post_fit_composes = True
 
-    def _owned_event(self, event):
-        """``event`` under this composite's relation, as its ledger records it."""
-        return event.to_relation(self.privacy_ledger_.neighbouring)
-
     def _charge_after_fit(self, events, label):
         """Charge ``events`` (released after this composite's fit by a model it owns); see the class docstring."""
         if "privacy_ledger_" not in self.__dict__:
@@ -123,28 +117,13 @@ class PostFitOwnerMixin:
                 f"The {type(self).__name__} that fitted this model holds no ledger (it was not fitted, or its "
                 "fit failed): a release after fit cannot be charged to it. Refit the composite."
             )
-        events = [self._owned_event(e) for e in events]
-        ledger, before = self.privacy_ledger_, self.privacy_spent_
-        trial = PrivacyLedger(ledger.composition, ledger.neighbouring)
-        trial.events = [*ledger.events, *events]
-        alone = PrivacyLedger(ledger.composition, ledger.neighbouring)
-        alone.events = list(events)
-        alone_spent = alone.privacy_spent(before.delta)
-        if self._post_fit_composes:
-            total = _composed_or_basic(trial, [before, alone_spent], before.delta)
-        else:
-            total = PrivacySpent(
-                float(before.epsilon + alone_spent.epsilon), float(min(1.0, before.delta + alone_spent.delta))
-            )
-        owner = self.__dict__.get(PRIVACY_OWNER)
-        if owner is not None:
-            owner._charge_after_fit(events, f"{type(self).__name__}: {label}")
-        elif self.accountant is not None:
-            self.accountant.spend(
-                *alone_spent, ledger.neighbouring, f"{type(self).__name__}: {label}", events=alone.events
-            )
-        self.privacy_ledger_ = trial
-        self.privacy_spent_ = total
+        account_after_fit(
+            self,
+            events,
+            f"{type(self).__name__}: {label}",
+            self.privacy_spent_.delta,
+            composes=self._post_fit_composes,
+        )
 
 
 def _is_composite(obj):
@@ -221,7 +200,7 @@ def fitted_dp_estimators(root):
     return found
 
 
-class DPPipeline(PostFitOwnerMixin, Pipeline):
+class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
     """A ``Pipeline`` of DP steps that reports one guarantee and charges one budget.
 
     Fits like scikit-learn's :class:`~sklearn.pipeline.Pipeline`, and also:
@@ -373,18 +352,10 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
         self.composition = composition
         self.random_state = random_state
 
-    def __getstate__(self):
-        # A Generator or RandomState passed as random_state has been stepped
-        # past the steps' noise draws and can be run backwards to them.
-        state = super().__getstate__()
-        if isinstance(state.get("random_state"), np.random.Generator | np.random.RandomState):
-            state = dict(state, random_state=None)
-        return state
-
     # --- fit, fit_transform, fit_predict: one life cycle ----------------------
 
     def fit(self, X, y=None, **params):
-        """Fit the steps (class docstring: plan, reserve, fit, settle).
+        """Fit the steps (class docstring: plan, hold, fit, settle, own).
 
         Parameters
         ----------
@@ -398,78 +369,140 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
         -------
         self : DPPipeline
         """
-        return self._private_fit(super().fit, X, y, **params)
+        self._fit_as("fit", X, y, **params)
+        return self
 
     @available_if(_super_has("fit_transform"))
     def fit_transform(self, X, y=None, **params):
         """Fit as :meth:`fit` and return the last step's ``fit_transform`` output."""
-        return self._private_fit(super().fit_transform, X, y, **params)
+        return self._fit_as("fit_transform", X, y, **params)
 
     @available_if(_super_has("fit_predict"))
     def fit_predict(self, X, y=None, **params):
         """Fit as :meth:`fit` and return the last step's ``fit_predict`` output."""
-        return self._private_fit(super().fit_predict, X, y, **params)
+        return self._fit_as("fit_predict", X, y, **params)
 
-    def _private_fit(self, fit, X, y, **params):
-        """Plan, hold, fit, compose and settle (class docstring); return ``fit``'s result."""
-        _warn_under_sklearn_search(self)
+    def _fit_as(self, method, X, y, **params):
+        """Run the template (:meth:`skdp.base.DPEstimatorMixin._private_fit`) around ``Pipeline.<method>``.
+
+        Returns what ``Pipeline.<method>`` returned.  The steps passed in are
+        kept aside for the fit's duration: a failed fit puts them back.
+        """
+        self._fit_method, self._given_steps = method, list(self.steps)
+        try:
+            self._private_fit(X, y, **params)
+            return self.__dict__.get("_fit_output")
+        finally:
+            for name in ("_fit_method", "_given_steps", "_fit_output"):
+                self.__dict__.pop(name, None)
+
+    # --- the template's steps (skdp.base.DPEstimatorMixin) ---------------------
+
+    @property
+    def _neighbouring(self):
+        """The pipeline's relation, from its steps' classes (public): add/remove only if every DP step's is."""
+        relations = {
+            step._neighbouring
+            for name, step in self.steps
+            if step is not None and not isinstance(step, str)
+            for _, step in dp_estimators_in(name, step)
+        }
+        return ADD_REMOVE if relations == {ADD_REMOVE} else REPLACE_ONE
+
+    def _accepts_one_dimensional_input(self):
+        # The first step reads X: a 1-D X is refused here, before the hold,
+        # when that step is a DP estimator that would refuse it after.
+        for _, step in self.steps:
+            if step is None or isinstance(step, str):
+                continue
+            return not isinstance(step, DPEstimatorMixin) or step._accepts_one_dimensional_input()
+        return True
+
+    def _check_params(self):
         self._validate_params()
-        given = list(self.steps)
-        steps, dp, relation, request = self._plan()
-        self._warn_about_steps_without_dp(steps)
         for name in ("privacy_spent_", "privacy_ledger_"):
             self.__dict__.pop(name, None)
-        # Last before the data is read: whatever fails afterwards keeps the
-        # hold charged (and settles at least what the steps released).
+
+    def _privacy_plan(self):
+        """The pipeline's request and its cloned steps with their shares (:meth:`_plan`); warns about leaky steps."""
+        steps, dp, relation, request = self._plan()
+        self._warn_about_steps_without_dp(steps)
+        return PrivacyPlan(
+            request.epsilon,
+            request.delta,
+            self.composition,
+            settings={"steps": steps, "dp": dp, "relation": relation},
+        )
+
+    def _begin_private_fit(self, plan):
         try:
-            budget_hold = hold(self.accountant, *request, relation, type(self).__name__)
+            return super()._begin_private_fit(plan)
         except BudgetExceededError as refused:
-            raise _explain_conversion(refused, dp, relation) from None
-        with budget_hold:
-            self.steps = steps
-            try:
-                result = fit(X, y, **params)
-                fitted = fitted_dp_estimators(self.steps)
-            except BaseException:
-                # A failed fit keeps no fitted step (the hold stays charged).
-                self.steps = given
-                raise
-            finally:
-                if self.random_state is not None:
-                    # The generators handed to the steps were stepped past
-                    # their noise draws: no step keeps one, fitted or not
-                    # (containers fit clones of their parameters).
-                    for _, template in dp:
-                        template.set_params(random_state=None)
-                    for step in fitted_dp_estimators(steps):
-                        step.set_params(random_state=None)
-            ledger = PrivacyLedger(self.composition, relation)
-            guarantees = []
-            for step in fitted:
-                for event in step.privacy_ledger_.events:
-                    ledger.record(event.to_relation(relation))
-                guarantees.append(_in_relation(step.privacy_spent_, step._neighbouring, relation))
-            spent = _composed_or_basic(ledger, guarantees, request.delta)
-            if spent.epsilon > request.epsilon * (1 + _RTOL) or spent.delta > request.delta * (1 + _RTOL):
-                # The steps released more than was planned (a step's plan read
-                # the data, or a container fitted a DP step more than once):
-                # the budget is charged what was really spent, and the fitted
-                # steps, whose releases the pipeline cannot vouch for, are
-                # dropped before the error is raised.
-                self.steps = given
-                with contextlib.suppress(ValueError):  # settle records the excess, then complains
-                    budget_hold.settle(*spent, events=list(ledger.events))
-                raise RuntimeError(
-                    f"The pipeline's DP steps spent {tuple(spent)} > the {tuple(request)} it reserved "
-                    f"({len(fitted)} fitted DP estimators for {len(dp)} planned); the budget was charged "
-                    "what they spent and the pipeline is left unfitted."
-                )
-            budget_hold.settle(*spent, events=list(ledger.events))
-        self.privacy_ledger_ = ledger
-        self.privacy_spent_ = spent
-        for step in fitted:
+            raise _explain_conversion(refused, plan.settings["dp"], plan.settings["relation"]) from None
+
+    def _validate_input(self, X, y=None, **params):
+        # The steps read and validate the data, each in its own fit.
+        return X, y, params
+
+    def _fit_private(self, data, plan, rng, ledger):
+        """Fit the cloned steps (``Pipeline.<method>``); record every fitted DP estimator's events on ``ledger``."""
+        X, y, params = data
+        steps, dp = plan.settings["steps"], plan.settings["dp"]
+        if self.random_state is not None:
+            # One independent stream per DP step, from the fit's generator.
+            for _, step in dp:
+                step.set_params(random_state=child_generator(rng))
+        self.steps = steps
+        try:
+            self._fit_output = getattr(Pipeline, self._fit_method)(self, X, y, **params)
+        finally:
+            if self.random_state is not None:
+                # The generators handed to the steps were stepped past their
+                # noise draws: no step keeps one, fitted or not (containers
+                # fit clones of their parameters).
+                for _, template in dp:
+                    template.set_params(random_state=None)
+                for step in fitted_dp_estimators(steps):
+                    step.set_params(random_state=None)
+        for step in fitted_dp_estimators(self.steps):
+            for event in step.privacy_ledger_.events:
+                ledger.record(event.to_relation(ledger.neighbouring))
+
+    def _guarantee(self, ledger, plan):
+        # The smaller of the events' composition and the basic sum of the
+        # fitted DP estimators' own guarantees (both valid for the same releases).
+        guarantees = [
+            _in_relation(step.privacy_spent_, step._neighbouring, ledger.neighbouring)
+            for step in fitted_dp_estimators(self.steps)
+        ]
+        return _composed_or_basic(ledger, guarantees, plan.delta)
+
+    def _settled_events(self, ledger, spent):
+        # Exact only when the composition was reported (not the basic sum).
+        composed = ledger.privacy_spent(spent.delta)
+        return ledger.events if composed.epsilon == spent.epsilon else ()
+
+    def _overspent_message(self, spent, plan):
+        # Not a calibration bug: a step's plan read the data, or a container
+        # fitted a DP step more than once.
+        fitted = fitted_dp_estimators(self.steps)
+        return (
+            f"The pipeline's DP steps spent {tuple(spent)} > the {(plan.epsilon, plan.delta)} it reserved "
+            f"({len(fitted)} fitted DP estimators for {len(plan.settings['dp'])} planned); the budget was "
+            "charged what they spent and the pipeline is left unfitted."
+        )
+
+    def _end_private_fit(self, ledger, plan):
+        super()._end_private_fit(ledger, plan)
+        # Own: a release a fitted DP step makes after fit is charged here.
+        for step in fitted_dp_estimators(self.steps):
             step.__dict__[PRIVACY_OWNER] = self
-        return result
+
+    def _discard_fit(self):
+        # A failed fit keeps no fitted step (the hold stays charged).
+        super()._discard_fit()
+        if "_given_steps" in self.__dict__:
+            self.steps = self._given_steps
 
     def _plan(self):
         """Cloned steps with their budgets and streams, from the parameters alone (no data read).
@@ -499,11 +532,8 @@ class DPPipeline(PostFitOwnerMixin, Pipeline):
         requests = [(step.epsilon, step.delta) for _, step in dp]
         delta = self._resolved_delta(requests)
         shares = split_budget(requests, self.epsilon, delta)
-        rng = None if self.random_state is None else check_generator(self.random_state)
         for (_, step), (eps, dlt) in zip(dp, shares, strict=True):
             step.set_params(epsilon=eps, delta=dlt)
-            if rng is not None:
-                step.set_params(random_state=child_generator(rng))
         relations = {step._neighbouring for _, step in dp}
         relation = ADD_REMOVE if relations == {ADD_REMOVE} else REPLACE_ONE
         converted = [

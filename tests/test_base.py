@@ -37,7 +37,7 @@ class _ToyMean(DPEstimatorMixin, BaseEstimator):
         self.mean_ = mech.release(X.mean(), rng, ledger)
         if self.fail:
             raise RuntimeError("interrupted after the release")
-        self._end_private_fit(ledger)
+        self._end_private_fit(ledger, plan)
         return self
 
 

@@ -720,9 +720,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         self.initialized_ = False
         self.history_ = None  # skorch re-creates it on the next initialize
 
-    def _end_private_fit(self, ledger):
+    def _end_private_fit(self, ledger, plan):
         if self.noise_multiplier is None:
-            super()._end_private_fit(ledger)
+            super()._end_private_fit(ledger, plan)
             return
         # epsilon is reported, not enforced, when the noise was given; the
         # hold covers the planned steps before they were taken (extended
