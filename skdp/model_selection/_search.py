@@ -12,6 +12,7 @@ import contextlib
 import math
 import numbers
 import warnings
+from dataclasses import replace
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -21,11 +22,10 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted, indexable
 
-from .._config import resolve_secure_noise
-from ..base import PRIVACY_METADATA, PRIVACY_OWNER, SKLEARN_METADATA
+from ..base import PRIVACY_METADATA, PRIVACY_OWNER, SKLEARN_METADATA, DPEstimatorMixin, PrivacyPlan
 from ..exceptions import PrivacyLeakWarning
 from ..pipeline import PostFitOwnerMixin
-from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose, hold
+from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
 from ..privacy.accountant import DEFAULT_COMPOSITION
 from ..privacy.accountants.rdp import RDPAccountant
 from ..privacy.clipping import clip_rows
@@ -83,7 +83,7 @@ def _fit_trial(estimator, params, X, y, rng, verbose=0, label=""):
     return model
 
 
-class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
+class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, BaseEstimator):
     """Repeat-and-select search (docstring of :class:`DPGridSearchCV`)."""
 
     _neighbouring = REPLACE_ONE
@@ -104,17 +104,6 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
     def _release_surface(cls):
         """Every attribute name a fitted search may hold besides its parameters."""
         return SKLEARN_METADATA | PRIVACY_METADATA | {PRIVACY_OWNER} | cls._released_attributes
-
-    def __getstate__(self):
-        # A Generator or RandomState passed as random_state was stepped by
-        # fit (the search's entropy was drawn from it); its state can be run
-        # back to that draw, hence to every split, pick and noise draw.  The
-        # user holds the object; a pickle of the search must not carry it
-        # (DPEstimatorMixin.__getstate__'s rule).
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
-        if isinstance(state.get("random_state"), np.random.Generator | np.random.RandomState):
-            state = dict(state, random_state=None)
-        return state
 
     def __init__(
         self,
@@ -153,7 +142,7 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
 
     # --- checks of the parameters (public: nothing reserved yet) -------------
 
-    def _check_params(self):
+    def _check_search_params(self):
         def positive(name, value, upper=None, closed=False):
             ok = isinstance(value, numbers.Real) and math.isfinite(value) and value > 0
             if ok and upper is not None:
@@ -446,10 +435,11 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Select a candidate privately (Papernot & Steinke 2022) and fit it.
 
-        Checks, plan (from the parameters and the shape of ``X``), hold of the
-        whole ``(epsilon, delta)`` on ``accountant``, the trials, the
-        selection, the refit, then settlement of ``privacy_spent_``: in this
-        order, as every skdp fit (:mod:`skdp.base`).  A fit whose trials or
+        Runs the template of every skdp fit (:mod:`skdp.base`): checks of the
+        parameters and of the public shape of ``X``, the plan (per-trial
+        budget, from dry runs on stand-in data), hold of the whole
+        ``(epsilon, delta)`` on ``accountant``, the trials, the selection, the
+        refit, then settlement of ``privacy_spent_``.  A fit whose trials or
         refit released more than their dry runs planned settles what they
         really spent, keeps no fitted attribute and raises ``RuntimeError``.
 
@@ -462,17 +452,8 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
         -------
         self
         """
-        self._check_params()
-        self._secure = resolve_secure_noise(None)
-        candidates = self._candidate_list()
-        if not candidates:
-            raise ValueError("The search has no candidate (empty param_grid / param_distributions).")
-        self._check_budget_grid(candidates)
-        for name in (*self._released_attributes, "privacy_spent_", "privacy_ledger_", "n_features_in_"):
-            self.__dict__.pop(name, None)
-        self._candidates = candidates
         try:
-            return self._fit_held(X, y)
+            return self._private_fit(X, y)
         finally:
             for name in (
                 "_candidates",
@@ -484,8 +465,86 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
                 "_n_features",
                 "_n_validation",
                 "_epsilon_scale",
+                "_worst_case",
             ):
                 self.__dict__.pop(name, None)
+
+    # --- the template's steps (skdp.base.DPEstimatorMixin) ---------------------
+
+    def _check_params(self):
+        self._check_search_params()
+        self._secure = self._resolve_secure_noise()
+        candidates = self._candidate_list()
+        if not candidates:
+            raise ValueError("The search has no candidate (empty param_grid / param_distributions).")
+        self._check_budget_grid(candidates)
+        for name in (*self._released_attributes, "privacy_spent_", "privacy_ledger_", "n_features_in_"):
+            self.__dict__.pop(name, None)
+        self._candidates = candidates
+
+    def _accepts_one_dimensional_input(self):
+        # The searched estimator reads X: refuse a 1-D X here, before the
+        # hold, when it would refuse it after.
+        inner = self.estimator
+        return not isinstance(inner, DPEstimatorMixin) or inner._accepts_one_dimensional_input()
+
+    def _check_public_input(self, X, y=None):
+        # The number of rows and columns (public under replace-one) fix the split's sizes.
+        n = _num_samples(X)
+        self._n_features = _num_features(X)
+        self._supervised = y is not None
+        self._n_validation = max(1, int(round(self.validation_fraction * n)))
+        self._n_train = n - self._n_validation
+        if self._n_train < 2:
+            raise ValueError("validation_fraction leaves fewer than 2 training rows.")
+
+    def _privacy_plan(self):
+        """The whole ``(epsilon, delta)``, and the search's plan from public quantities (:meth:`_plan`)."""
+        self._inner = self._inner_estimator()
+        self._dry_cache = {}
+        n = self._n_train + self._n_validation
+        trial_epsilon, search_event, t_refit, total = self._plan(n)
+        fit_epsilon = (1.0 - self.score_share) * trial_epsilon
+        score_event = self._score_mechanism(trial_epsilon).event(secure_noise=self._secure)
+        settings = {
+            "n_rows": n,
+            "trial_epsilon": trial_epsilon,
+            "fit_epsilon": fit_epsilon,
+            "search_event": search_event,
+            "t_refit": t_refit,
+            "worst_case": total,
+            "planned": [
+                _curve(self._trial_events(p, fit_epsilon) + (score_event,)) for p in self._candidates
+            ],
+        }
+        return PrivacyPlan(self.epsilon, self.delta, DEFAULT_COMPOSITION, settings=settings)
+
+    def _begin_private_fit(self, plan):
+        # The search's ledger composes what the trials' and the refit's own
+        # ledgers recorded (each enforced secure_noise on its releases); it
+        # releases nothing itself.
+        return super()._begin_private_fit(replace(plan, secure_noise=False))
+
+    def _validate_input(self, X, y=None):
+        return indexable(X, y)
+
+    def _guarantee(self, ledger, plan):
+        # The worst case over the refits the selection could have chosen (the
+        # ledger holds the chosen one's events only), or their composition if larger.
+        composed = ledger.privacy_spent(plan.delta)
+        return PrivacySpent(float(max(plan.settings["worst_case"], composed.epsilon)), float(plan.delta))
+
+    def _settled_events(self, ledger, spent):
+        # The budget composes an entry's events only when its amount is
+        # exactly their guarantee (the chosen refit is the worst case).
+        composed = ledger.privacy_spent(spent.delta)
+        return ledger.events if spent.epsilon == composed.epsilon else ()
+
+    def _end_private_fit(self, ledger, plan):
+        super()._end_private_fit(ledger, plan)
+        if "best_estimator_" in self.__dict__:
+            # A release the chosen model makes after fit is charged here.
+            self.best_estimator_.__dict__[PRIVACY_OWNER] = self
 
     def _plan(self, n):
         """The search's plan from public quantities: per-trial budget, events, refit budget and total."""
@@ -519,115 +578,92 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
             total = self._curve_cost(search_curve)
         return trial_epsilon, search_event, t_refit, total
 
-    def _fit_held(self, X, y):
+    def _fit_private(self, data, plan, rng, ledger):
+        """The trials, the selection and the refit, inside the template's hold; events on ``ledger``."""
+        X, y = data
         candidates = self._candidates
-        X, y = indexable(X, y)
-        n = _num_samples(X)
-        self._n_features = _num_features(X)
-        self._supervised = y is not None
-        self._n_validation = max(1, int(round(self.validation_fraction * n)))
-        self._n_train = n - self._n_validation
-        if self._n_train < 2:
-            raise ValueError("validation_fraction leaves fewer than 2 training rows.")
-        self._inner = self._inner_estimator()
-        self._dry_cache = {}
+        settings = plan.settings
+        n, trial_epsilon, t_refit = settings["n_rows"], settings["trial_epsilon"], settings["t_refit"]
+        search_event, planned, fit_epsilon = (
+            settings["search_event"],
+            settings["planned"],
+            settings["fit_epsilon"],
+        )
+        # The search's own streams: splits, picks and the trials' seeds, from one entropy.
         seeds = np.random.SeedSequence(self._entropy())
         rng = np.random.default_rng(seeds.spawn(1)[0])
-
-        # The plan (public: the parameters, the shape of X, the stand-in runs).
-        trial_epsilon, search_event, t_refit, total = self._plan(n)
-        fit_epsilon = (1.0 - self.score_share) * trial_epsilon
-        score_event = self._score_mechanism(trial_epsilon).event(secure_noise=self._secure)
-        planned = [_curve(self._trial_events(p, fit_epsilon) + (score_event,)) for p in candidates]
         label = type(self).__name__
+        budget_hold = self._budget_hold
+        order = rng.permutation(n)
+        validation, train = order[: self._n_validation], order[self._n_validation :]
+        X_train, X_val = _safe_indexing(X, train), _safe_indexing(X, validation)
+        y_train = None if y is None else _safe_indexing(y, train)
+        y_val = None if y is None else _safe_indexing(y, validation)
 
-        # The whole budget, before any row is read; trials charge nothing.
-        # Whatever fails from here on keeps the hold charged.
-        with hold(self.accountant, self.epsilon, self.delta, self._neighbouring, label) as budget_hold:
-            order = rng.permutation(n)
-            validation, train = order[: self._n_validation], order[self._n_validation :]
-            X_train, X_val = _safe_indexing(X, train), _safe_indexing(X, validation)
-            y_train = None if y is None else _safe_indexing(y, train)
-            y_val = None if y is None else _safe_indexing(y, validation)
-
-            n_trials = self._draw_n_trials(rng)
-            picks = rng.integers(len(candidates), size=n_trials)
-            trial_rngs = [np.random.default_rng(s) for s in seeds.spawn(n_trials)]
-            inner = clone(self._inner)
-            inner.set_params(**self._public_size(inner, self._n_train))
-            jobs = []
-            for c in picks:
-                params = {k: v for k, v in candidates[c].items() if k not in _BUDGET_PARAMS}
-                eps, dlt = self._trial_budget(candidates[c], fit_epsilon)
-                jobs.append({**params, "epsilon": eps, "delta": dlt})
-            models = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_trial)(inner, job, X_train, y_train, r, self.verbose, f"{label} trial {k + 1}")
-                for k, (job, r) in enumerate(zip(jobs, trial_rngs, strict=True))
+        n_trials = self._draw_n_trials(rng)
+        picks = rng.integers(len(candidates), size=n_trials)
+        trial_rngs = [np.random.default_rng(s) for s in seeds.spawn(n_trials)]
+        inner = clone(self._inner)
+        inner.set_params(**self._public_size(inner, self._n_train))
+        jobs = []
+        for c in picks:
+            params = {k: v for k, v in candidates[c].items() if k not in _BUDGET_PARAMS}
+            eps, dlt = self._trial_budget(candidates[c], fit_epsilon)
+            jobs.append({**params, "epsilon": eps, "delta": dlt})
+        models = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_trial)(inner, job, X_train, y_train, r, self.verbose, f"{label} trial {k + 1}")
+            for k, (job, r) in enumerate(zip(jobs, trial_rngs, strict=True))
+        )
+        mechanism = self._score_mechanism(trial_epsilon)
+        best, excess = None, []
+        for k, (c, model) in enumerate(zip(picks, models, strict=True)):
+            score_ledger = PrivacyLedger("rdp", self._neighbouring, secure_noise=self._secure)
+            score = float(mechanism.release(self._mean_score(model, X_val, y_val), rng, score_ledger)[()])
+            events = self._spent_events(model, score_ledger)
+            if np.any(_curve(events) > planned[c] * (1 + _CURVE_RTOL) + 1e-12):
+                excess.append(events)
+            # Ties (probability 0 under continuous noise) go to the earlier trial.
+            if best is None or score > best[0]:
+                best = (score, int(c), k)
+        if excess:
+            # Every trial ran and released its score: the selection's
+            # event covers the plans the trials really had.
+            real = RepeatAndSelectEvent(
+                1,
+                self._neighbouring,
+                (*search_event.inner_events, *excess),
+                search_event.mean,
+                search_event.shape,
             )
-            mechanism = self._score_mechanism(trial_epsilon)
-            best, excess = None, []
-            for k, (c, model) in enumerate(zip(picks, models, strict=True)):
-                ledger = PrivacyLedger("rdp", self._neighbouring, secure_noise=self._secure)
-                score = float(mechanism.release(self._mean_score(model, X_val, y_val), rng, ledger)[()])
-                events = self._spent_events(model, ledger)
-                if np.any(_curve(events) > planned[c] * (1 + _CURVE_RTOL) + 1e-12):
-                    excess.append(events)
-                # Ties (probability 0 under continuous noise) go to the earlier trial.
-                if best is None or score > best[0]:
-                    best = (score, int(c), k)
-            if excess:
-                # Every trial ran and released its score: the selection's
-                # event covers the plans the trials really had.
-                real = RepeatAndSelectEvent(
-                    1,
-                    self._neighbouring,
-                    (*search_event.inner_events, *excess),
-                    search_event.mean,
-                    search_event.shape,
-                )
-                self._refuse_excess(budget_hold, [real], "a trial")
-            ledger = PrivacyLedger(DEFAULT_COMPOSITION, self._neighbouring)
-            ledger.record(search_event)
-            if best is None:
-                # K = 0 (Poisson only): the procedure outputs nothing; a candidate
-                # drawn uniformly (public randomness) stands in for the choice.
-                warnings.warn(
-                    "The search drew 0 trials (Poisson): best_params_ was drawn at random.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-                best_index, best_score, trial_model = int(rng.integers(len(candidates))), math.nan, None
-            else:
-                best_score, best_index, trial_model = best[0], best[1], models[best[2]]
-            models = None  # the other trials' models are never released
-            best_estimator = trial_model
-            if self.refit:
-                best_estimator = self._refit(X, y, candidates[best_index], t_refit, n, seeds, ledger)
-                refit_spent = self._spent_events(best_estimator, None)
-                planned_refit = _curve(self._refit_events(candidates[best_index], t_refit, n))
-                if np.any(_curve(refit_spent) > planned_refit * (1 + _CURVE_RTOL) + 1e-12):
-                    self._refuse_excess(budget_hold, [search_event, *refit_spent], "the refit")
-                for e in refit_spent:
-                    ledger.record(e)
-            composed = ledger.privacy_spent(self.delta)
-            spent = PrivacySpent(float(max(total, composed.epsilon)), float(self.delta))
-            if spent.epsilon > self.epsilon * (1 + 1e-9):
-                self._refuse_excess(budget_hold, list(ledger.events), "the search", spent)
-            # The budget composes an entry's events only when its amount is
-            # exactly their guarantee (the chosen refit is the worst case).
-            exact = spent.epsilon == composed.epsilon
-            budget_hold.settle(*spent, events=list(ledger.events) if exact else None)
-
-        self.privacy_ledger_ = ledger
-        self.privacy_spent_ = spent
+            self._refuse_excess(budget_hold, [real], "a trial")
+        ledger.record(search_event)
+        if best is None:
+            # K = 0 (Poisson only): the procedure outputs nothing; a candidate
+            # drawn uniformly (public randomness) stands in for the choice.
+            warnings.warn(
+                "The search drew 0 trials (Poisson): best_params_ was drawn at random.",
+                UserWarning,
+                stacklevel=4,
+            )
+            best_index, best_score, trial_model = int(rng.integers(len(candidates))), math.nan, None
+        else:
+            best_score, best_index, trial_model = best[0], best[1], models[best[2]]
+        models = None  # the other trials' models are never released
+        best_estimator = trial_model
+        if self.refit:
+            best_estimator = self._refit(X, y, candidates[best_index], t_refit, n, seeds)
+            refit_spent = self._spent_events(best_estimator, None)
+            planned_refit = _curve(self._refit_events(candidates[best_index], t_refit, n))
+            if np.any(_curve(refit_spent) > planned_refit * (1 + _CURVE_RTOL) + 1e-12):
+                self._refuse_excess(budget_hold, [search_event, *refit_spent], "the refit")
+            for e in refit_spent:
+                ledger.record(e)
         self.best_index_, self.best_score_ = best_index, best_score
         self.best_params_ = dict(candidates[best_index])
         if best_estimator is not None:
             self.best_estimator_ = best_estimator
-            best_estimator.__dict__[PRIVACY_OWNER] = self
         self.cv_results_ = self._results()
         self.n_features_in_ = self._n_features
-        return self
 
     def _refuse_excess(self, budget_hold, events, what, spent=None):
         """Settle what was released (never less than the hold), keep nothing fitted, and raise."""
@@ -643,7 +679,7 @@ class _BaseDPSearch(PostFitOwnerMixin, MetaEstimatorMixin, BaseEstimator):
             f"charged what was released, and at least the hold: {tuple(spent)}; the search is left unfitted."
         )
 
-    def _refit(self, X, y, params, t, n, seeds, ledger):
+    def _refit(self, X, y, params, t, n, seeds):
         """Fit the chosen candidate on all rows at its planned refit budget."""
         eps, dlt = self._refit_budget(params, t)
         rest = {k: v for k, v in params.items() if k not in _BUDGET_PARAMS}

@@ -97,6 +97,11 @@ _DP_PARAMS = (
 #: Largest share of the budget ``scale_inputs`` may take on a small ``n epsilon``.
 _MAX_SCALE_SHARE = 0.5
 
+#: Relative noise of the released count (std over the noisy count) above
+#: which a fit with ``n_samples="auto"`` warns that declaring the size would
+#: give an exact plan: at 10% the realised batch sizes are off by about 10%.
+COARSE_COUNT = 0.1
+
 #: Batch size of prediction when ``batch_size="auto"`` (not part of any plan).
 _PREDICT_BATCH = 1024
 
@@ -701,6 +706,19 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             state.noisy_n = max(
                 1, round(release_dataset_size(n_rows, state.count_noise_std, state.rng, state.ledger))
             )
+            if state.count_noise_std > COARSE_COUNT * state.noisy_n:
+                # Decided from the released count and its public std
+                # (post-processing): the plan's batch sizes are off by about
+                # this much, which a declared size avoids.
+                warnings.warn(
+                    f"n_samples='auto': the training size was released with noise of std "
+                    f"{state.count_noise_std:.3g} (the fixed share of the budget a count costs), about "
+                    f"{state.count_noise_std / state.noisy_n:.0%} of the noisy count, so the plan's batch "
+                    "sizes and steps are off by about as much. If the number of training rows is public, "
+                    "declare it (n_samples=len(X)): no count is released and the plan is exact.",
+                    UserWarning,
+                    stacklevel=_user_stacklevel(),
+                )
         return state.noisy_n
 
     def _discard_fit(self):
