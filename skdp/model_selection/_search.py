@@ -465,7 +465,6 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
                 "_n_features",
                 "_n_validation",
                 "_epsilon_scale",
-                "_worst_case",
             ):
                 self.__dict__.pop(name, None)
 
