@@ -8,7 +8,6 @@ privacy" (ICLR), Theorems 2 and 6; the privacy computation is
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import warnings
@@ -592,7 +591,6 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         seeds = np.random.SeedSequence(self._entropy())
         rng = np.random.default_rng(seeds.spawn(1)[0])
         label = type(self).__name__
-        budget_hold = self._budget_hold
         order = rng.permutation(n)
         validation, train = order[: self._n_validation], order[self._n_validation :]
         X_train, X_val = _safe_indexing(X, train), _safe_indexing(X, validation)
@@ -634,7 +632,7 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
                 search_event.mean,
                 search_event.shape,
             )
-            self._refuse_excess(budget_hold, [real], "a trial")
+            self._refuse_excess(ledger, [real], "a trial")
         ledger.record(search_event)
         if best is None:
             # K = 0 (Poisson only): the procedure outputs nothing; a candidate
@@ -654,7 +652,7 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
             refit_spent = self._spent_events(best_estimator, None)
             planned_refit = _curve(self._refit_events(candidates[best_index], t_refit, n))
             if np.any(_curve(refit_spent) > planned_refit * (1 + _CURVE_RTOL) + 1e-12):
-                self._refuse_excess(budget_hold, [search_event, *refit_spent], "the refit")
+                self._refuse_excess(ledger, refit_spent, "the refit")
             for e in refit_spent:
                 ledger.record(e)
         self.best_index_, self.best_score_ = best_index, best_score
@@ -664,18 +662,21 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         self.cv_results_ = self._results()
         self.n_features_in_ = self._n_features
 
-    def _refuse_excess(self, budget_hold, events, what, spent=None):
-        """Settle what was released (never less than the hold), keep nothing fitted, and raise."""
-        if spent is None:
-            spent = compose(list(events), self.delta, DEFAULT_COMPOSITION)
-        held = budget_hold.held
-        spent = PrivacySpent(max(float(spent.epsilon), held.epsilon), max(float(spent.delta), held.delta))
-        with contextlib.suppress(ValueError):  # settle records an excess, then complains
-            budget_hold.settle(*spent)
+    def _refuse_excess(self, ledger, events, what):
+        """Record what was really released on the fit's ledger and raise: the template's hold settles it.
+
+        The hold is tracking ``ledger``; the exception closes it charged
+        the ledger's composition (with its events) or the hold, whichever is
+        larger, and the template forgets the fit (:class:`~skdp.base.DPEstimatorMixin`).
+        """
+        for event in events:
+            ledger.record(event)
+        released = ledger.privacy_spent(self.delta)
         raise RuntimeError(
             f"Internal error: {what} of {type(self).__name__} recorded more privacy loss than its dry run on "
             "stand-in data planned (its plan depends on the data and cannot be searched); the budget was "
-            f"charged what was released, and at least the hold: {tuple(spent)}; the search is left unfitted."
+            f"charged what was released, and at least the hold: released {tuple(released)}, held "
+            f"({self.epsilon}, {self.delta}); the search is left unfitted."
         )
 
     def _refit(self, X, y, params, t, n, seeds):
