@@ -223,8 +223,15 @@ def grow_tree(histogram, max_depth, n_samples, count_mechanism, min_node, min_br
     # (prefix, released count) of the branching nodes of the current level.
     branching = [(0, float(n_samples))] if n_samples >= min_branch else []
     leaves, leaf_counts = ([], []) if branching else ([(0, 0)], [float(n_samples)])
+    # Every level's exact counts, by pairwise sums from the leaves up: 2 * 2**D
+    # additions in all, where summing the histogram afresh per level costs
+    # D * 2**D (integer counts in float64: both exact, the same numbers).
+    levels = [histogram]
+    for _ in range(max_depth):
+        levels.append(levels[-1][0::2] + levels[-1][1::2])
+    levels.reverse()  # levels[l]: the counts of the 2**l prefixes of length l
     for level in range(1, max_depth + 1):
-        level_counts = histogram.reshape(1 << level, -1).sum(axis=1)
+        level_counts = levels[level]
         children = np.array([2 * p + b for p, _ in branching for b in (0, 1)], dtype=np.int64)
         # Every level is released, empty when nothing branches, so the ledger equals the plan.
         noisy = count_mechanism.release(level_counts[children], rng, ledger)
