@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -32,18 +33,14 @@ from ..privacy import (
     clip_rows,
 )
 from ..privacy.accountant import accountant_for
-from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
 from ..privacy.dpsgd import (
-    combined_noise_multiplier,
     count_noise_multiplier,
     dataset_size_event,
-    dpsgd_step_event,
-    poisson_batch_indices,
     release_dataset_size,
-    steps_per_epoch,
 )
 from ..privacy.sensitivity import row_sum_sensitivity
 from ..privacy.torch_noise import TorchGaussianMechanism
+from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
 from ._marginals import (
     centred_statistics,
     column_layout,
@@ -124,85 +121,6 @@ class _NestedKernelKMeans(DPKernelKMeans):
 
     def _check_n_samples(self, n_samples):
         pass
-
-
-def sgd_plan_event(noise_multiplier, clip_noise_ratio, sampling_rates, selection_probabilities, count):
-    """Event of ``count`` steps of Alg. 1 lines 3-6 (see :mod:`skdp.privacy.cluster_sampling`).
-
-    With DPNorm (``clip_noise_ratio`` not None) a step also releases a noisy
-    norm histogram of the same batch with multiplier ``clip_noise_ratio * z``;
-    the pair is one Gaussian mechanism with the combined multiplier
-    (:func:`skdp.privacy.dpsgd.combined_noise_multiplier`), exactly as the
-    DP-SGD engine accounts it.
-
-    With one cluster (picked with probability 1) a step is plain Poisson
-    subsampling at rate ``q``: the event is the DP-SGD step's own
-    (:func:`skdp.privacy.dpsgd.dpsgd_step_event`, a
-    :class:`~skdp.privacy.SubsampledGaussianEvent`), whose RDP curve is the
-    cluster-sampled one with ``p = 1`` and which, unlike it, the ``"pld"``
-    accountant composes directly.  Several clusters give a
-    :class:`~skdp.privacy.cluster_sampling.ClusterSampledGaussianEvent`,
-    which only ``"rdp"`` (and basic / advanced composition, per step)
-    can account.
-    """
-    z = float(noise_multiplier)
-    if clip_noise_ratio is not None:
-        z = combined_noise_multiplier(z, clip_noise_ratio * z)
-    if len(sampling_rates) == 1 and float(selection_probabilities[0]) == 1.0:
-        return dpsgd_step_event(z, float(sampling_rates[0]), count=count)
-    return ClusterSampledGaussianEvent(
-        count=int(count),
-        neighbouring=ADD_REMOVE,
-        noise_multiplier=z,
-        sampling_rates=tuple(float(q) for q in sampling_rates),
-        selection_probabilities=tuple(float(p) for p in selection_probabilities),
-    )
-
-
-def cluster_schedule(cluster_sizes, batch_size, n_epochs):
-    """Selection probabilities, sampling rates and number of steps of Alg. 1.
-
-    ``p_s = n_s / sum n`` (line 4), ``q_s = min(1, L / n_s)`` (Alg. 4 line 1:
-    expected batch ``L`` from cluster ``s``), and ``n_epochs`` epochs of
-    ``round(sum n / L)`` steps (Section III-B: an epoch visits every record
-    once in expectation).  ``cluster_sizes`` must be public (noisy sizes).
-    """
-    sizes = np.maximum(np.asarray(cluster_sizes, dtype=float), 1.0)
-    probs = sizes / sizes.sum()
-    rates = np.minimum(1.0, batch_size / sizes)
-    n_steps = int(n_epochs) * steps_per_epoch(float(sizes.sum()), batch_size)
-    return probs, rates, n_steps
-
-
-class _StepLedger:
-    """Stands in for the fit's ledger inside :meth:`DPSGDEngine.step`.
-
-    The engine records a plain subsampled-Gaussian event per step; in Alg. 1
-    the step is part of a cluster-sampled scheme whose cost is
-    :class:`ClusterSampledGaussianEvent`.  This adapter checks the engine's
-    event against ``expected``, which the caller derives from the *plan's*
-    parameters (gradient multiplier, DPNorm multiplier, the cluster's rate),
-    never from the engine itself, so an engine built with other multipliers
-    than the plan calibrated is refused; it counts the steps, and
-    :meth:`flush` records the plan's event for the steps taken.
-    """
-
-    def __init__(self):
-        self.expected = None
-        self.count = 0
-
-    def record(self, event):
-        if event != self.expected:
-            raise RuntimeError(
-                f"DP-SGD step event {event!r} does not match the privacy plan {self.expected!r}."
-            )
-        self.count += 1
-        return event
-
-    def flush(self, ledger, make_event):
-        if self.count:
-            ledger.record(make_event(self.count))
-        self.count = 0
 
 
 # --------------------------------------------------------------------------
@@ -731,28 +649,6 @@ class DPGenerativeMixture(
             ledger.record(event)
         return events, km.predict(X), np.asarray(km.noisy_counts_, dtype=float), km
 
-    def _build(self, n_features, init_generator):
-        """One generative model, initialised from ``init_generator`` (CPU), on ``self.device``.
-
-        Returns ``(module, loss, batch_loss)``.  The VAE's losses take the
-        reparametrisation noise as a second input (see :meth:`fit`).
-        """
-        import torch
-
-        if self.generator == "vae":
-            from ._vae import VAE, vae_batch_loss, vae_loss
-
-            module = VAE(n_features, self.hidden_units, self.latent_dim, self.likelihood, init_generator)
-            return module.to(self.device), vae_loss, vae_batch_loss
-        from ._rbm import RBM, rbm_loss
-
-        module = RBM(n_features, self.hidden_units, self.n_chains, init_generator)
-        with torch.no_grad():
-            module = module.to(self.device)
-        # The RBM's weights are raw Parameters, not ghost-supported layers:
-        # its per-example CD gradients go through the engine's vmap path.
-        return module, rbm_loss, None
-
     # -- fit ---------------------------------------------------------------------
 
     @private_fit_context(prefer_skip_nested_validation=True)
@@ -1001,14 +897,11 @@ class DPGenerativeMixture(
     def _fit_private(self, data, plan, rng, ledger):
         if self.generator == "marginals":
             return self._fit_marginals(data, plan, rng, ledger)
-        import torch
-
-        from ..nn import DPNormClipping, DPSGDEngine, FixedClipping
+        from ..nn import DPNormClipping, FixedClipping
 
         X = data.X
         m = data.n_features
         cluster_events, labels, sizes, clusterer = self._cluster(X, plan, rng, ledger)
-        k = self.n_clusters
         probs, rates, n_steps = cluster_schedule(sizes, self.batch_size, self.n_epochs)
         ratio = plan.settings["clip_noise_ratio"]
         clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
@@ -1033,75 +926,35 @@ class DPGenerativeMixture(
                 ADD_REMOVE,
                 rtol=_CALIBRATION_RTOL,
             )
-        clip_z = None if ratio is None else ratio * z
-
-        members = [np.flatnonzero(labels == s) for s in range(k)]
-        del labels  # the partition of the training rows is never stored
-        step_ledger = _StepLedger()
-        picks = np.zeros(k, dtype=np.intp)
-        # Local torch generators, seeded from the fit's generator and dropped
-        # when fit returns: torch's global RNG is neither seeded nor read, and
-        # no generator (or its state) stays on the model.  init_gen draws the
-        # initial weights (on the CPU, where the modules are built); model_gen
-        # the VAE's reparametrisation noise and the RBM's Gibbs sweeps;
-        # noise_gen the gradient and DPNorm noise, alone, so nothing the
-        # released models carry (the RBM's fantasy chains) comes from the
-        # stream of the privacy noise.
-        init_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        model_gen = torch.Generator(device=self.device).manual_seed(int(rng.integers(2**62)))
-        noise_gen = torch.Generator(device=self.device).manual_seed(int(rng.integers(2**62)))
-        Xt = torch.as_tensor(X, dtype=torch.float32, device=self.device)
-        modules, engines, optimizers = [], [], []
-        for s in range(k):
-            module, loss, batch_loss = self._build(m, init_gen)
-            clipping = (
+        modules, picks, clip_z, clipping_mode = train_cluster_models(
+            X,
+            labels,
+            sizes,
+            (probs, rates, n_steps),
+            z,
+            ratio,
+            rng,
+            ledger,
+            kind=self.generator,
+            build=partial(
+                build_generator,
+                self.generator,
+                m,
+                hidden_units=self.hidden_units,
+                latent_dim=self.latent_dim,
+                likelihood=self.likelihood,
+                n_chains=self.n_chains,
+                device=self.device,
+            ),
+            clipping=lambda clip_z: (
                 DPNormClipping(clip_norm_max, clip_norm_bins, clip_z)
                 if ratio is not None
                 else FixedClipping(float(clip_norm))
-            )
-            engines.append(
-                DPSGDEngine(
-                    module,
-                    loss,
-                    batch_loss_fn=batch_loss,
-                    noise_multiplier=z,
-                    sampling_rate=float(rates[s]),
-                    expected_batch_size=float(rates[s] * max(sizes[s], 1.0)),
-                    clipping=clipping,
-                    max_steps=n_steps,
-                    generator=noise_gen,
-                    # The template refused secure noise before the reservation.
-                    secure_noise=False,
-                )
-            )
-            modules.append(module)
-            optimizers.append(torch.optim.Adam(module.parameters(), lr=self.learning_rate))
-        try:
-            for _ in range(n_steps):
-                s = int(rng.choice(k, p=probs))  # Alg. 1 line 4
-                picks[s] += 1
-                idx = members[s][poisson_batch_indices(len(members[s]), rates[s], rng)]
-                batch = (Xt[torch.as_tensor(idx, device=self.device)],)
-                if self.generator == "vae":
-                    # The VAE's reparametrisation noise, one row per record,
-                    # enters as an input: each record's loss is then a fixed
-                    # function of the record and its own row (ghost
-                    # clipping's contract), and no global RNG is read.
-                    batch += (
-                        torch.randn(len(idx), self.latent_dim, generator=model_gen, device=self.device),
-                    )
-                step_ledger.expected = dpsgd_step_event(z, float(rates[s]), clip_z)
-                engines[s].step(batch, step_ledger)
-                optimizers[s].step()
-                if self.generator == "rbm":
-                    modules[s].advance_chains(model_gen)
-        finally:
-            step_ledger.flush(ledger, lambda count: sgd_plan_event(z, ratio, rates, probs, count))
-
-        for module in modules:
-            module.zero_grad(set_to_none=True)
-            module.to("cpu").eval()
-            module.requires_grad_(False)
+            ),
+            learning_rate=self.learning_rate,
+            device=self.device,
+        )
+        del labels  # the partition of the training rows is never stored
         self.clusterer_ = clusterer
         self.generators_ = modules
         self.weights_ = probs
@@ -1111,7 +964,7 @@ class DPGenerativeMixture(
         self.cluster_steps_ = picks
         self.noise_multiplier_ = float(z)
         self.clip_noise_multiplier_ = clip_z
-        self.clipping_mode_ = engines[0].clipping_mode
+        self.clipping_mode_ = clipping_mode
         self.marginals_ = None
         self.noise_std_ = None
 
