@@ -21,7 +21,8 @@ domain that makes the bound hold whatever the input) and the sensitivity is
 the core's :func:`skdp.privacy.sensitivity.row_sum_sensitivity` of rows of
 norm ``C``.
 
-Everything after the release is post-processing: sizes floored at 1,
+:func:`release_marginals` makes that release through the core.  Everything
+after it is post-processing: sizes floored at 1,
 per-column estimates ``(S + n~/2) / n~`` shrunk towards the pooled estimate
 across clusters by a James-Stein factor computed from the released numbers
 and the public noise scale, clipped to ``[0, 1]`` and, for a block,
@@ -32,7 +33,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..privacy import ADD_REMOVE, GaussianEvent, GaussianMechanism, calibrate_noise_multiplier, clip_rows
+from ..privacy.sensitivity import row_sum_sensitivity
+
 __all__ = [
+    "release_marginals",
     "centred_statistics",
     "column_layout",
     "domain_row_norm",
@@ -170,3 +175,71 @@ def marginal_log_likelihood(X, probs, binary, blocks, floor=1e-6):
     for cols in blocks:
         out += X[:, cols] @ np.log(p[:, cols]).T
     return out
+
+
+def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledger, rtol):
+    """Release the clusters' centred sums at once and map them to marginals.
+
+    Acs et al. (2018), Alg. 1 with the latent-class generator in place of
+    lines 3-6: every record's centred statistic (size, binary columns, the
+    blocks other than the partition's) is clipped by the core to the
+    domain's norm ``C`` (:func:`domain_row_norm`) and summed per cluster;
+    the ``(k, 1 + D)`` sums are released by the Gaussian mechanism with
+    add/remove L2 sensitivity ``C`` (a record is one row of norm at most
+    ``C`` in its own cluster's block), its multiplier calibrated so that
+    the composition with ``prior_events`` is ``(epsilon, delta)``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Records in ``[0, 1]``.
+    labels : ndarray of shape (n_samples,)
+        The partition (never returned).
+    k : int
+        Number of clusters.
+    blocks : list of tuple of int
+        Declared one-hot blocks.
+    skip : int or None
+        Index of the block that is the partition (not released), or None.
+    prior_events : list
+        Events already on the ledger (the clustering's).
+    plan : PrivacyPlan
+        ``epsilon``, ``delta``, ``composition`` and ``secure_noise``.
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+    rtol : float
+        Relative precision of the calibration.
+
+    Returns
+    -------
+    sizes : ndarray of shape (k,)
+        Released sizes, floored at 1.
+    probs : ndarray of shape (k, n_features)
+        The marginals (post-processing).
+    z : float
+        The release's noise multiplier.
+    noise_std : float
+        The release's noise std ``z * C``.
+    """
+    m = X.shape[1]
+    binary, released = column_layout(m, blocks, skip)
+    bound = domain_row_norm(len(binary), [len(c) for c in released])
+    stats = clip_rows(centred_statistics(X, binary, released), bound)
+    sums = np.zeros((k, stats.shape[1]))
+    np.add.at(sums, labels, stats)
+    del stats
+    sensitivity = row_sum_sensitivity(bound, sums.size, norm=2, neighbouring=ADD_REMOVE)
+    z = calibrate_noise_multiplier(
+        lambda z: [*prior_events, GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=z)],
+        plan.epsilon,
+        plan.delta,
+        plan.composition,
+        ADD_REMOVE,
+        rtol=rtol,
+        secure_noise=plan.secure_noise,
+    )
+    mechanism = GaussianMechanism(sensitivity, z * sensitivity, ADD_REMOVE)
+    noisy = mechanism.release(sums, rng, ledger)
+    partition_block = None if skip is None else np.asarray(blocks[0])
+    sizes, probs = marginals_from_release(noisy, binary, released, m, mechanism.scale, partition_block)
+    return sizes, probs, z, mechanism.scale

@@ -30,7 +30,6 @@ from ..privacy import (
     GaussianMechanism,
     LaplaceEvent,
     calibrate_noise_multiplier,
-    clip_rows,
 )
 from ..privacy.accountant import accountant_for
 from ..privacy.dpsgd import (
@@ -38,15 +37,12 @@ from ..privacy.dpsgd import (
     dataset_size_event,
     release_dataset_size,
 )
-from ..privacy.sensitivity import row_sum_sensitivity
 from ..privacy.torch_noise import TorchGaussianMechanism
 from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
 from ._marginals import (
-    centred_statistics,
     column_layout,
-    domain_row_norm,
     marginal_log_likelihood,
-    marginals_from_release,
+    release_marginals,
     sample_marginals,
 )
 
@@ -134,109 +130,24 @@ class DPGenerativeMixture(
     """Differentially private mixture of generative neural networks (DPGM).
 
     Acs et al. (2018), Alg. 1: the records are partitioned into ``k``
-    clusters by DP kernel k-means (:class:`~skdp.cluster.DPKernelKMeans`,
-    Alg. 2), then ``T_S`` DP-SGD steps (Alg. 4, on the engine
-    :class:`~skdp.nn.DPSGDEngine`) each pick cluster ``s`` with probability
-    ``p_s = n~_s / sum n~`` (the clustering's released noisy sizes) and update
-    only that cluster's generative model on a Poisson batch of expected size
-    ``L = batch_size`` drawn from the cluster (rate ``q_s = min(1, L / n~_s)``).
-    The released models generate synthetic records: :meth:`sample` picks a
-    cluster with the weights ``p`` and draws from its model.
+    clusters (DP kernel k-means, :class:`~skdp.cluster.DPKernelKMeans`, or a
+    declared categorical column), then each cluster gets a generative model:
+    latent-class marginals released by one Gaussian mechanism (the default),
+    or a VAE or an RBM trained by ``T_S`` DP-SGD steps, each on the model of
+    a cluster picked with the released noisy sizes' probabilities.
+    :meth:`sample` picks a cluster with the weights ``p`` and draws from its
+    model.  Records lie in the declared ``data_range``, mapped onto
+    ``[0, 1]`` and clipped there record by record.
 
-    Generators
-        ``"marginals"`` (default): a DP latent-class model, the generator a
-        small cluster can afford.  Within each cluster every binary column
-        is an independent Bernoulli and every declared one-hot block
-        (``categorical``) an independent categorical; the clusters' sizes
-        and sums of centred records are released at once by one Gaussian
-        mechanism (no DP-SGD, no torch; see Privacy and :doc:`/generative`).
-        With a declared block, ``partition="auto"`` partitions by the first
-        block's categories (a public function of the record: nothing is
-        spent on the partition, the whole budget goes to the release);
-        otherwise by DP kernel k-means (``cluster_budget`` of the budget) or,
-        with ``n_clusters=1``, not at all.
-        ``"vae"``: variational autoencoder (Section II-B) with one hidden
-        layer of ``hidden_units`` ReLU units in encoder and decoder, a
-        ``latent_dim``-dimensional Gaussian latent, and a Bernoulli (binary
-        records) or Gaussian (records in ``[0, 1]``) likelihood; the loss is
-        the negative ELBO.  ``"rbm"``: binary RBM (Section II-A, Eq. 1) with
-        ``hidden_units`` hidden units, trained by persistent contrastive
-        divergence with ``n_chains`` fantasy particles; DP-SGD clips and
-        noises each record's CD gradient (the gradient of
-        ``F(v) - mean_j F(chain_j)``, F the free energy).
+    ``privacy_spent_`` refers to *add/remove* neighbours, the relation under
+    which Poisson subsampling amplifies (a replace-one guarantee follows by
+    group privacy: ``(2 eps, 2 e^eps delta)``).  Each step is accounted as a
+    cluster-sampled Gaussian, not by the paper's Theorem 4, which is not a
+    valid bound.
 
-    Records must lie in ``[0, 1]`` (the model's public domain); values
-    outside are clipped to it, record by record, before anything else.
-
-    Privacy (add/remove neighbours)
-        ``privacy_spent_`` refers to *add/remove* neighbours (one dataset is
-        the other plus one record), the relation under which Poisson
-        subsampling amplifies.  It is the composition, by the accountant
-        ``composition``, of
-
-        1. the clustering: the events of the fitted DPKernelKMeans (calibrated
-           by it to ``cluster_budget * epsilon`` under replace-one neighbours),
-           converted to add/remove with unchanged multipliers, which is
-           conservative because each of its releases (counts, sums of clipped
-           features, DPNorm histogram) has add/remove sensitivity at most its
-           replace-one sensitivity (see :doc:`/generative`);
-        2. ``T_S`` steps of Alg. 1, each accounted exactly as "pick cluster
-           ``s`` with public probability ``p_s``, then a Poisson-subsampled
-           Gaussian at rate ``q_s`` on it":
-           ``exp((a-1) eps_a) = 1 - p_c + p_c exp((a-1) R_a(q_c))`` for the
-           cluster ``c`` of the differing record, worst case over ``c``
-           (the event ``ClusterSampledGaussianEvent`` of
-           ``skdp.privacy.cluster_sampling``; see :doc:`/generative`).
-
-        With ``generator="marginals"`` the steps are replaced by one
-        Gaussian release of the ``(k, 1 + D)`` matrix of per-cluster sums of
-        the centred records ``(1, x_bin - 1/2, e_b - 1/m_b)``, add/remove
-        L2 sensitivity ``C = sqrt(1 + d_bin / 4 + sum_b (m_b - 1) / m_b)``
-        (the partition block excluded: it is the cluster), its multiplier
-        calibrated so that the composition with the clustering's events (if
-        any) is ``(epsilon, delta)``; secure noise is supported.
-
-        The assignment of records to clusters is post-processing of the
-        released centres; the selection probabilities and rates use the
-        released noisy sizes.  With ``n_clusters=1`` there is no clustering;
-        under add/remove neighbours the size ``N`` is private, so the rate
-        ``q = min(1, L / N~)`` and the number of steps use either the
-        declared ``n_samples`` (public by the user's declaration; the
-        guarantee holds whatever the true ``N``, a wrong value only changes
-        utility) or, with ``n_samples="auto"``, ``N~ = N + N(0, s^2)``
-        released by the Gaussian mechanism (sensitivity 1) with
-        ``s = 10 * gaussian_noise_multiplier(epsilon, delta)``
-        (:func:`~skdp.nn.count_noise_multiplier`, the rule of the DP-SGD nets), whose
-        event is the first of the composition.  The gradient noise
-        multiplier is calibrated so that the whole composition equals
-        ``(epsilon, delta)``.  A replace-one guarantee follows by group
-        privacy: ``(2 eps, 2 e^eps delta)``.
-
-        Which accountant composes the history: with ``n_clusters > 1`` the
-        cluster-sampled steps have a Renyi-DP curve (above) and no privacy
-        loss distribution in dp-accounting, so the whole history (clustering
-        and steps) is composed by RDP (the moments accountant, Theorem 1;
-        Mironov, Talwar & Zhang 2019), also under the default
-        ``composition="pld"``, which falls back to ``"rdp"`` for it
-        (:func:`skdp.privacy.compose`).  With ``n_clusters=1`` a step is a
-        plain Poisson-subsampled Gaussian, which ``"pld"`` composes directly
-        (with the size count), which calibrates less noise than RDP for
-        the same budget.
-
-    Deviations from the paper
-        * Theorem 4 / Eq. 4 account each step as a subsampled Gaussian at rate
-          ``L / |D|`` (claiming ``alpha_Sk <= alpha_S1``).  That ignores that a
-          step reveals which model moved, and is not a valid bound; the
-          mixture above is.  For ten clusters it needs about three times the
-          paper's noise for the same budget (:doc:`/generative`).
-        * Sensitivities are those of add/remove neighbours (``C``, and 1 for
-          DPNorm's histogram) instead of the paper's ``sqrt(2) C``; DPNorm
-          and the gradient of one batch are accounted together as one
-          Gaussian (:func:`skdp.nn.dpsgd_step_event`) instead of Theorem 3.
-        * The likelihood is a hyperparameter (``likelihood``), not read off
-          the data's values, which would leak whether any record is
-          non-binary.
-        * ``gamma=None`` means ``1 / n_features`` (shape only, public).
+    Read more in the :doc:`User Guide </generative>`: the generators, the
+    sensitivity of every release, the accounting, the deviations from the
+    paper.
 
     Parameters
     ----------
@@ -308,7 +219,7 @@ class DPGenerativeMixture(
         an int declares it public (no privacy spent on it; Poisson sampling
         at ``q = min(1, L / n_samples)`` runs over the rows given, so the
         guarantee holds even if the declaration is wrong); ``"auto"``
-        releases a noisy count of the rows (see Privacy).  Ignored when
+        releases a noisy count of the rows (the user guide).  Ignored when
         ``n_clusters > 1``, where the clustering's released noisy sizes
         size the plan.
     epsilon : float, default=1.0
@@ -316,25 +227,11 @@ class DPGenerativeMixture(
     delta : float, default=1e-5
         Privacy parameter delta (positive: the noise is Gaussian).
     composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
-        Accountant that composes the fit's events, both to calibrate the
-        gradient noise and to report ``privacy_spent_``
-        (:mod:`skdp.privacy.accountants`):
-
-        * ``"pld"``: privacy loss distributions, composed by convolution
-          and discretised pessimistically (an upper bound) by Google's
-          dp-accounting (Doroshenko et al. 2022); never looser than
-          ``"rdp"``, about 9% less epsilon on long DP-SGD runs.  The default
-          because it is the tightest.  It has no rule for the cluster-sampled
-          steps of ``n_clusters > 1``: such a fit is composed by ``"rdp"``
-          (see Privacy); with ``n_clusters=1`` PLD accounts the steps.
-        * ``"rdp"``: Renyi DP, the moments accountant (Theorem 1), the
-          accounting of skdp before 0.3.
-        * ``"advanced"``, ``"basic"``: advanced (Dwork & Roth 2014,
-          Cor. 3.21) or basic composition of per-step epsilons (each step's
-          tightest single-use bound): much looser on many steps.
-
-        ``"zcdp"`` has no rule for subsampled mechanisms: ``fit`` raises a
-        ``ValueError`` before anything is reserved.
+        Accountant that composes the fit's events, to calibrate the noise
+        and to report ``privacy_spent_``.  ``"pld"`` has no rule for the
+        cluster-sampled steps of ``n_clusters > 1``, which fall back to
+        ``"rdp"``; ``"zcdp"`` cannot account subsampled steps and ``fit``
+        refuses it before anything is reserved.
     device : str, default="cpu"
         Torch device of the training.
     accountant : BudgetAccountant, default=None
@@ -855,32 +752,10 @@ class DPGenerativeMixture(
         else:
             labels = np.zeros(X.shape[0], dtype=np.intp)
             k = 1
-        binary, released = column_layout(m, blocks, skip)
-        bound = domain_row_norm(len(binary), [len(c) for c in released])
-        stats = clip_rows(centred_statistics(X, binary, released), bound)
-        sums = np.zeros((k, stats.shape[1]))
-        np.add.at(sums, labels, stats)
-        del labels, stats  # the partition of the training rows is never stored
-        sensitivity = row_sum_sensitivity(bound, sums.size, norm=2, neighbouring=ADD_REMOVE)
-        z = calibrate_noise_multiplier(
-            lambda z: [*cluster_events, GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=z)],
-            plan.epsilon,
-            plan.delta,
-            plan.composition,
-            ADD_REMOVE,
-            rtol=_CALIBRATION_RTOL,
-            secure_noise=plan.secure_noise,
+        sizes, probs, z, noise_std = release_marginals(
+            X, labels, k, blocks, skip, cluster_events, plan, rng, ledger, _CALIBRATION_RTOL
         )
-        mechanism = GaussianMechanism(sensitivity, z * sensitivity, ADD_REMOVE)
-        noisy = mechanism.release(sums, rng, ledger)
-        sizes, probs = marginals_from_release(
-            noisy,
-            binary,
-            released,
-            m,
-            mechanism.scale,
-            partition_block=None if skip is None else np.asarray(blocks[0]),
-        )
+        del labels  # the partition of the training rows is never stored
         self.clusterer_ = clusterer
         self.generators_ = None
         self.marginals_ = probs
@@ -890,7 +765,7 @@ class DPGenerativeMixture(
         self.n_steps_ = 0
         self.cluster_steps_ = None
         self.noise_multiplier_ = float(z)
-        self.noise_std_ = float(mechanism.scale)
+        self.noise_std_ = float(noise_std)
         self.clip_noise_multiplier_ = None
         self.clipping_mode_ = None
 
