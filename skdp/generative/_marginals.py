@@ -31,12 +31,15 @@ renormalised onto the simplex.
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 
 from ..privacy import ADD_REMOVE, GaussianEvent, GaussianMechanism, calibrate_noise_multiplier, clip_rows
 from ..privacy.sensitivity import row_sum_sensitivity
 
 __all__ = [
+    "declared_blocks",
     "release_marginals",
     "centred_statistics",
     "column_layout",
@@ -45,6 +48,45 @@ __all__ = [
     "marginals_from_release",
     "sample_marginals",
 ]
+
+
+def declared_blocks(categorical, n_features):
+    """The declared one-hot blocks as tuples of column indices, validated against ``n_features``.
+
+    Parameters
+    ----------
+    categorical : list of list of int or None
+        The ``categorical`` hyperparameter of
+        :class:`~skdp.generative.DPGenerativeMixture`.
+    n_features : int
+        The public number of columns.
+
+    Returns
+    -------
+    blocks : list of tuple of int
+
+    Raises
+    ------
+    ValueError
+        Naming the block (``categorical[b]``) that is too short, not integer,
+        out of range or overlapping another.
+    """
+    if categorical is None:
+        return []
+    blocks, seen = [], set()
+    for b, cols in enumerate(categorical):
+        if not isinstance(cols, (list, tuple, np.ndarray)) or len(cols) < 2:
+            raise ValueError(f"categorical[{b}] must be a list of at least two column indices.")
+        if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in cols):
+            raise ValueError(f"categorical[{b}] must hold integer column indices.")
+        cols = tuple(int(c) for c in cols)
+        if min(cols) < 0 or max(cols) >= n_features:
+            raise ValueError(f"categorical[{b}] has a column index outside [0, {n_features}).")
+        if len(set(cols)) != len(cols) or seen & set(cols):
+            raise ValueError(f"categorical[{b}] repeats a column: blocks must be disjoint.")
+        seen |= set(cols)
+        blocks.append(cols)
+    return blocks
 
 
 def column_layout(n_features, blocks, skip_block=None):

@@ -41,6 +41,7 @@ from ..privacy.torch_noise import TorchGaussianMechanism
 from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
 from ._marginals import (
     column_layout,
+    declared_blocks,
     marginal_log_likelihood,
     release_marginals,
     sample_marginals,
@@ -239,21 +240,16 @@ class DPGenerativeMixture(
     random_state : int, RandomState instance or None, default=None
         Seeds the clustering, the models' initialisation, the batches and
         the noise (on CPU a seeded fit is reproducible).  Noise must be
-        unpredictable to be private: a fixed seed is for experiments.  The
-        fitted model keeps no seed or generator: the clustering draws from a
-        generator spawned from this one and its ``random_state`` is reset to
-        None; torch draws from local generators dropped at the end of
-        ``fit`` (torch's global generator is neither seeded nor read).
+        unpredictable to be private: anyone who holds a fixed seed can
+        regenerate the noise and remove it.  The fitted model keeps no seed
+        or generator (the user guide, "What a fitted model holds").
 
     secure_noise : bool or None, default=None
         Sample every Laplace and Gaussian release exactly on a grid (discrete
         Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
         in floating point, whose low-order bits leak the noiseless value
-        (Mironov 2012).  None follows the package default
-        (:func:`skdp.set_config`), read once at the start of ``fit`` and
-        carried by the estimator to worker processes.
-        DP-SGD has no secure sampler: a secure setting makes ``fit`` raise
-        ``ValueError`` before any data is touched.
+        (Mironov 2012).  None follows :func:`skdp.set_config`.  DP-SGD has
+        no secure sampler: ``fit`` then raises before any data is touched.
     data_range : (lo, hi), default=(0.0, 1.0)
         The declared public domain of the columns: scalars, or arrays of one
         value per column (one-hot columns keep ``(0, 1)``).  Every record is
@@ -603,23 +599,8 @@ class DPGenerativeMixture(
         return "kmeans" if self.n_clusters > 1 else "none"
 
     def _blocks(self, n_features):
-        """The declared one-hot blocks as tuples of column indices, validated against ``n_features``."""
-        if self.categorical is None:
-            return []
-        blocks, seen = [], set()
-        for b, cols in enumerate(self.categorical):
-            if not isinstance(cols, (list, tuple, np.ndarray)) or len(cols) < 2:
-                raise ValueError(f"categorical[{b}] must be a list of at least two column indices.")
-            if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in cols):
-                raise ValueError(f"categorical[{b}] must hold integer column indices.")
-            cols = tuple(int(c) for c in cols)
-            if min(cols) < 0 or max(cols) >= n_features:
-                raise ValueError(f"categorical[{b}] has a column index outside [0, {n_features}).")
-            if len(set(cols)) != len(cols) or seen & set(cols):
-                raise ValueError(f"categorical[{b}] repeats a column: blocks must be disjoint.")
-            seen |= set(cols)
-            blocks.append(cols)
-        return blocks
+        """The declared one-hot blocks (:func:`~skdp.generative._marginals.declared_blocks`)."""
+        return declared_blocks(self.categorical, n_features)
 
     def _check_public_input(self, X, y=None):
         """The declared blocks checked against the number of columns, read off ``X``'s shape (public).
