@@ -21,7 +21,8 @@ domain that makes the bound hold whatever the input) and the sensitivity is
 the core's :func:`skdp.privacy.sensitivity.row_sum_sensitivity` of rows of
 norm ``C``.
 
-Everything after the release is post-processing: sizes floored at 1,
+:func:`release_marginals` makes that release through the core.  Everything
+after it is post-processing: sizes floored at 1,
 per-column estimates ``(S + n~/2) / n~`` shrunk towards the pooled estimate
 across clusters by a James-Stein factor computed from the released numbers
 and the public noise scale, clipped to ``[0, 1]`` and, for a block,
@@ -30,9 +31,16 @@ renormalised onto the simplex.
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 
+from ..privacy import ADD_REMOVE, GaussianEvent, GaussianMechanism, calibrate_noise_multiplier, clip_rows
+from ..privacy.sensitivity import row_sum_sensitivity
+
 __all__ = [
+    "declared_blocks",
+    "release_marginals",
     "centred_statistics",
     "column_layout",
     "domain_row_norm",
@@ -40,6 +48,45 @@ __all__ = [
     "marginals_from_release",
     "sample_marginals",
 ]
+
+
+def declared_blocks(categorical, n_features):
+    """The declared one-hot blocks as tuples of column indices, validated against ``n_features``.
+
+    Parameters
+    ----------
+    categorical : list of list of int or None
+        The ``categorical`` hyperparameter of
+        :class:`~skdp.generative.DPGenerativeMixture`.
+    n_features : int
+        The public number of columns.
+
+    Returns
+    -------
+    blocks : list of tuple of int
+
+    Raises
+    ------
+    ValueError
+        Naming the block (``categorical[b]``) that is too short, not integer,
+        out of range or overlapping another.
+    """
+    if categorical is None:
+        return []
+    blocks, seen = [], set()
+    for b, cols in enumerate(categorical):
+        if not isinstance(cols, (list, tuple, np.ndarray)) or len(cols) < 2:
+            raise ValueError(f"categorical[{b}] must be a list of at least two column indices.")
+        if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in cols):
+            raise ValueError(f"categorical[{b}] must hold integer column indices.")
+        cols = tuple(int(c) for c in cols)
+        if min(cols) < 0 or max(cols) >= n_features:
+            raise ValueError(f"categorical[{b}] has a column index outside [0, {n_features}).")
+        if len(set(cols)) != len(cols) or seen & set(cols):
+            raise ValueError(f"categorical[{b}] repeats a column: blocks must be disjoint.")
+        seen |= set(cols)
+        blocks.append(cols)
+    return blocks
 
 
 def column_layout(n_features, blocks, skip_block=None):
@@ -170,3 +217,71 @@ def marginal_log_likelihood(X, probs, binary, blocks, floor=1e-6):
     for cols in blocks:
         out += X[:, cols] @ np.log(p[:, cols]).T
     return out
+
+
+def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledger, rtol):
+    """Release the clusters' centred sums at once and map them to marginals.
+
+    Acs et al. (2018), Alg. 1 with the latent-class generator in place of
+    lines 3-6: every record's centred statistic (size, binary columns, the
+    blocks other than the partition's) is clipped by the core to the
+    domain's norm ``C`` (:func:`domain_row_norm`) and summed per cluster;
+    the ``(k, 1 + D)`` sums are released by the Gaussian mechanism with
+    add/remove L2 sensitivity ``C`` (a record is one row of norm at most
+    ``C`` in its own cluster's block), its multiplier calibrated so that
+    the composition with ``prior_events`` is ``(epsilon, delta)``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Records in ``[0, 1]``.
+    labels : ndarray of shape (n_samples,)
+        The partition (never returned).
+    k : int
+        Number of clusters.
+    blocks : list of tuple of int
+        Declared one-hot blocks.
+    skip : int or None
+        Index of the block that is the partition (not released), or None.
+    prior_events : list
+        Events already on the ledger (the clustering's).
+    plan : PrivacyPlan
+        ``epsilon``, ``delta``, ``composition`` and ``secure_noise``.
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+    rtol : float
+        Relative precision of the calibration.
+
+    Returns
+    -------
+    sizes : ndarray of shape (k,)
+        Released sizes, floored at 1.
+    probs : ndarray of shape (k, n_features)
+        The marginals (post-processing).
+    z : float
+        The release's noise multiplier.
+    noise_std : float
+        The release's noise std ``z * C``.
+    """
+    m = X.shape[1]
+    binary, released = column_layout(m, blocks, skip)
+    bound = domain_row_norm(len(binary), [len(c) for c in released])
+    stats = clip_rows(centred_statistics(X, binary, released), bound)
+    sums = np.zeros((k, stats.shape[1]))
+    np.add.at(sums, labels, stats)
+    del stats
+    sensitivity = row_sum_sensitivity(bound, sums.size, norm=2, neighbouring=ADD_REMOVE)
+    z = calibrate_noise_multiplier(
+        lambda z: [*prior_events, GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=z)],
+        plan.epsilon,
+        plan.delta,
+        plan.composition,
+        ADD_REMOVE,
+        rtol=rtol,
+        secure_noise=plan.secure_noise,
+    )
+    mechanism = GaussianMechanism(sensitivity, z * sensitivity, ADD_REMOVE)
+    noisy = mechanism.release(sums, rng, ledger)
+    partition_block = None if skip is None else np.asarray(blocks[0])
+    sizes, probs = marginals_from_release(noisy, binary, released, m, mechanism.scale, partition_block)
+    return sizes, probs, z, mechanism.scale

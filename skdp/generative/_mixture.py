@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -29,27 +30,20 @@ from ..privacy import (
     GaussianMechanism,
     LaplaceEvent,
     calibrate_noise_multiplier,
-    clip_rows,
 )
 from ..privacy.accountant import accountant_for
-from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
 from ..privacy.dpsgd import (
-    combined_noise_multiplier,
     count_noise_multiplier,
     dataset_size_event,
-    dpsgd_step_event,
-    poisson_batch_indices,
     release_dataset_size,
-    steps_per_epoch,
 )
-from ..privacy.sensitivity import row_sum_sensitivity
 from ..privacy.torch_noise import TorchGaussianMechanism
+from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
 from ._marginals import (
-    centred_statistics,
     column_layout,
-    domain_row_norm,
+    declared_blocks,
     marginal_log_likelihood,
-    marginals_from_release,
+    release_marginals,
     sample_marginals,
 )
 
@@ -126,85 +120,6 @@ class _NestedKernelKMeans(DPKernelKMeans):
         pass
 
 
-def sgd_plan_event(noise_multiplier, clip_noise_ratio, sampling_rates, selection_probabilities, count):
-    """Event of ``count`` steps of Alg. 1 lines 3-6 (see :mod:`skdp.privacy.cluster_sampling`).
-
-    With DPNorm (``clip_noise_ratio`` not None) a step also releases a noisy
-    norm histogram of the same batch with multiplier ``clip_noise_ratio * z``;
-    the pair is one Gaussian mechanism with the combined multiplier
-    (:func:`skdp.privacy.dpsgd.combined_noise_multiplier`), exactly as the
-    DP-SGD engine accounts it.
-
-    With one cluster (picked with probability 1) a step is plain Poisson
-    subsampling at rate ``q``: the event is the DP-SGD step's own
-    (:func:`skdp.privacy.dpsgd.dpsgd_step_event`, a
-    :class:`~skdp.privacy.SubsampledGaussianEvent`), whose RDP curve is the
-    cluster-sampled one with ``p = 1`` and which, unlike it, the ``"pld"``
-    accountant composes directly.  Several clusters give a
-    :class:`~skdp.privacy.cluster_sampling.ClusterSampledGaussianEvent`,
-    which only ``"rdp"`` (and basic / advanced composition, per step)
-    can account.
-    """
-    z = float(noise_multiplier)
-    if clip_noise_ratio is not None:
-        z = combined_noise_multiplier(z, clip_noise_ratio * z)
-    if len(sampling_rates) == 1 and float(selection_probabilities[0]) == 1.0:
-        return dpsgd_step_event(z, float(sampling_rates[0]), count=count)
-    return ClusterSampledGaussianEvent(
-        count=int(count),
-        neighbouring=ADD_REMOVE,
-        noise_multiplier=z,
-        sampling_rates=tuple(float(q) for q in sampling_rates),
-        selection_probabilities=tuple(float(p) for p in selection_probabilities),
-    )
-
-
-def cluster_schedule(cluster_sizes, batch_size, n_epochs):
-    """Selection probabilities, sampling rates and number of steps of Alg. 1.
-
-    ``p_s = n_s / sum n`` (line 4), ``q_s = min(1, L / n_s)`` (Alg. 4 line 1:
-    expected batch ``L`` from cluster ``s``), and ``n_epochs`` epochs of
-    ``round(sum n / L)`` steps (Section III-B: an epoch visits every record
-    once in expectation).  ``cluster_sizes`` must be public (noisy sizes).
-    """
-    sizes = np.maximum(np.asarray(cluster_sizes, dtype=float), 1.0)
-    probs = sizes / sizes.sum()
-    rates = np.minimum(1.0, batch_size / sizes)
-    n_steps = int(n_epochs) * steps_per_epoch(float(sizes.sum()), batch_size)
-    return probs, rates, n_steps
-
-
-class _StepLedger:
-    """Stands in for the fit's ledger inside :meth:`DPSGDEngine.step`.
-
-    The engine records a plain subsampled-Gaussian event per step; in Alg. 1
-    the step is part of a cluster-sampled scheme whose cost is
-    :class:`ClusterSampledGaussianEvent`.  This adapter checks the engine's
-    event against ``expected``, which the caller derives from the *plan's*
-    parameters (gradient multiplier, DPNorm multiplier, the cluster's rate),
-    never from the engine itself, so an engine built with other multipliers
-    than the plan calibrated is refused; it counts the steps, and
-    :meth:`flush` records the plan's event for the steps taken.
-    """
-
-    def __init__(self):
-        self.expected = None
-        self.count = 0
-
-    def record(self, event):
-        if event != self.expected:
-            raise RuntimeError(
-                f"DP-SGD step event {event!r} does not match the privacy plan {self.expected!r}."
-            )
-        self.count += 1
-        return event
-
-    def flush(self, ledger, make_event):
-        if self.count:
-            ledger.record(make_event(self.count))
-        self.count = 0
-
-
 # --------------------------------------------------------------------------
 # The estimator.
 # --------------------------------------------------------------------------
@@ -216,109 +131,24 @@ class DPGenerativeMixture(
     """Differentially private mixture of generative neural networks (DPGM).
 
     Acs et al. (2018), Alg. 1: the records are partitioned into ``k``
-    clusters by DP kernel k-means (:class:`~skdp.cluster.DPKernelKMeans`,
-    Alg. 2), then ``T_S`` DP-SGD steps (Alg. 4, on the engine
-    :class:`~skdp.nn.DPSGDEngine`) each pick cluster ``s`` with probability
-    ``p_s = n~_s / sum n~`` (the clustering's released noisy sizes) and update
-    only that cluster's generative model on a Poisson batch of expected size
-    ``L = batch_size`` drawn from the cluster (rate ``q_s = min(1, L / n~_s)``).
-    The released models generate synthetic records: :meth:`sample` picks a
-    cluster with the weights ``p`` and draws from its model.
+    clusters (DP kernel k-means, :class:`~skdp.cluster.DPKernelKMeans`, or a
+    declared categorical column), then each cluster gets a generative model:
+    latent-class marginals released by one Gaussian mechanism (the default),
+    or a VAE or an RBM trained by ``T_S`` DP-SGD steps, each on the model of
+    a cluster picked with the released noisy sizes' probabilities.
+    :meth:`sample` picks a cluster with the weights ``p`` and draws from its
+    model.  Records lie in the declared ``data_range``, mapped onto
+    ``[0, 1]`` and clipped there record by record.
 
-    Generators
-        ``"marginals"`` (default): a DP latent-class model, the generator a
-        small cluster can afford.  Within each cluster every binary column
-        is an independent Bernoulli and every declared one-hot block
-        (``categorical``) an independent categorical; the clusters' sizes
-        and sums of centred records are released at once by one Gaussian
-        mechanism (no DP-SGD, no torch; see Privacy and :doc:`/generative`).
-        With a declared block, ``partition="auto"`` partitions by the first
-        block's categories (a public function of the record: nothing is
-        spent on the partition, the whole budget goes to the release);
-        otherwise by DP kernel k-means (``cluster_budget`` of the budget) or,
-        with ``n_clusters=1``, not at all.
-        ``"vae"``: variational autoencoder (Section II-B) with one hidden
-        layer of ``hidden_units`` ReLU units in encoder and decoder, a
-        ``latent_dim``-dimensional Gaussian latent, and a Bernoulli (binary
-        records) or Gaussian (records in ``[0, 1]``) likelihood; the loss is
-        the negative ELBO.  ``"rbm"``: binary RBM (Section II-A, Eq. 1) with
-        ``hidden_units`` hidden units, trained by persistent contrastive
-        divergence with ``n_chains`` fantasy particles; DP-SGD clips and
-        noises each record's CD gradient (the gradient of
-        ``F(v) - mean_j F(chain_j)``, F the free energy).
+    ``privacy_spent_`` refers to *add/remove* neighbours, the relation under
+    which Poisson subsampling amplifies (a replace-one guarantee follows by
+    group privacy: ``(2 eps, 2 e^eps delta)``).  Each step is accounted as a
+    cluster-sampled Gaussian, not by the paper's Theorem 4, which is not a
+    valid bound.
 
-    Records must lie in ``[0, 1]`` (the model's public domain); values
-    outside are clipped to it, record by record, before anything else.
-
-    Privacy (add/remove neighbours)
-        ``privacy_spent_`` refers to *add/remove* neighbours (one dataset is
-        the other plus one record), the relation under which Poisson
-        subsampling amplifies.  It is the composition, by the accountant
-        ``composition``, of
-
-        1. the clustering: the events of the fitted DPKernelKMeans (calibrated
-           by it to ``cluster_budget * epsilon`` under replace-one neighbours),
-           converted to add/remove with unchanged multipliers, which is
-           conservative because each of its releases (counts, sums of clipped
-           features, DPNorm histogram) has add/remove sensitivity at most its
-           replace-one sensitivity (see :doc:`/generative`);
-        2. ``T_S`` steps of Alg. 1, each accounted exactly as "pick cluster
-           ``s`` with public probability ``p_s``, then a Poisson-subsampled
-           Gaussian at rate ``q_s`` on it":
-           ``exp((a-1) eps_a) = 1 - p_c + p_c exp((a-1) R_a(q_c))`` for the
-           cluster ``c`` of the differing record, worst case over ``c``
-           (the event ``ClusterSampledGaussianEvent`` of
-           ``skdp.privacy.cluster_sampling``; see :doc:`/generative`).
-
-        With ``generator="marginals"`` the steps are replaced by one
-        Gaussian release of the ``(k, 1 + D)`` matrix of per-cluster sums of
-        the centred records ``(1, x_bin - 1/2, e_b - 1/m_b)``, add/remove
-        L2 sensitivity ``C = sqrt(1 + d_bin / 4 + sum_b (m_b - 1) / m_b)``
-        (the partition block excluded: it is the cluster), its multiplier
-        calibrated so that the composition with the clustering's events (if
-        any) is ``(epsilon, delta)``; secure noise is supported.
-
-        The assignment of records to clusters is post-processing of the
-        released centres; the selection probabilities and rates use the
-        released noisy sizes.  With ``n_clusters=1`` there is no clustering;
-        under add/remove neighbours the size ``N`` is private, so the rate
-        ``q = min(1, L / N~)`` and the number of steps use either the
-        declared ``n_samples`` (public by the user's declaration; the
-        guarantee holds whatever the true ``N``, a wrong value only changes
-        utility) or, with ``n_samples="auto"``, ``N~ = N + N(0, s^2)``
-        released by the Gaussian mechanism (sensitivity 1) with
-        ``s = 10 * gaussian_noise_multiplier(epsilon, delta)``
-        (:func:`~skdp.nn.count_noise_multiplier`, the rule of the DP-SGD nets), whose
-        event is the first of the composition.  The gradient noise
-        multiplier is calibrated so that the whole composition equals
-        ``(epsilon, delta)``.  A replace-one guarantee follows by group
-        privacy: ``(2 eps, 2 e^eps delta)``.
-
-        Which accountant composes the history: with ``n_clusters > 1`` the
-        cluster-sampled steps have a Renyi-DP curve (above) and no privacy
-        loss distribution in dp-accounting, so the whole history (clustering
-        and steps) is composed by RDP (the moments accountant, Theorem 1;
-        Mironov, Talwar & Zhang 2019), also under the default
-        ``composition="pld"``, which falls back to ``"rdp"`` for it
-        (:func:`skdp.privacy.compose`).  With ``n_clusters=1`` a step is a
-        plain Poisson-subsampled Gaussian, which ``"pld"`` composes directly
-        (with the size count), which calibrates less noise than RDP for
-        the same budget.
-
-    Deviations from the paper
-        * Theorem 4 / Eq. 4 account each step as a subsampled Gaussian at rate
-          ``L / |D|`` (claiming ``alpha_Sk <= alpha_S1``).  That ignores that a
-          step reveals which model moved, and is not a valid bound; the
-          mixture above is.  For ten clusters it needs about three times the
-          paper's noise for the same budget (:doc:`/generative`).
-        * Sensitivities are those of add/remove neighbours (``C``, and 1 for
-          DPNorm's histogram) instead of the paper's ``sqrt(2) C``; DPNorm
-          and the gradient of one batch are accounted together as one
-          Gaussian (:func:`skdp.nn.dpsgd_step_event`) instead of Theorem 3.
-        * The likelihood is a hyperparameter (``likelihood``), not read off
-          the data's values, which would leak whether any record is
-          non-binary.
-        * ``gamma=None`` means ``1 / n_features`` (shape only, public).
+    Read more in the :doc:`User Guide </generative>`: the generators, the
+    sensitivity of every release, the accounting, the deviations from the
+    paper.
 
     Parameters
     ----------
@@ -390,7 +220,7 @@ class DPGenerativeMixture(
         an int declares it public (no privacy spent on it; Poisson sampling
         at ``q = min(1, L / n_samples)`` runs over the rows given, so the
         guarantee holds even if the declaration is wrong); ``"auto"``
-        releases a noisy count of the rows (see Privacy).  Ignored when
+        releases a noisy count of the rows (the user guide).  Ignored when
         ``n_clusters > 1``, where the clustering's released noisy sizes
         size the plan.
     epsilon : float, default=1.0
@@ -398,25 +228,11 @@ class DPGenerativeMixture(
     delta : float, default=1e-5
         Privacy parameter delta (positive: the noise is Gaussian).
     composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
-        Accountant that composes the fit's events, both to calibrate the
-        gradient noise and to report ``privacy_spent_``
-        (:mod:`skdp.privacy.accountants`):
-
-        * ``"pld"``: privacy loss distributions, composed by convolution
-          and discretised pessimistically (an upper bound) by Google's
-          dp-accounting (Doroshenko et al. 2022); never looser than
-          ``"rdp"``, about 9% less epsilon on long DP-SGD runs.  The default
-          because it is the tightest.  It has no rule for the cluster-sampled
-          steps of ``n_clusters > 1``: such a fit is composed by ``"rdp"``
-          (see Privacy); with ``n_clusters=1`` PLD accounts the steps.
-        * ``"rdp"``: Renyi DP, the moments accountant (Theorem 1), the
-          accounting of skdp before 0.3.
-        * ``"advanced"``, ``"basic"``: advanced (Dwork & Roth 2014,
-          Cor. 3.21) or basic composition of per-step epsilons (each step's
-          tightest single-use bound): much looser on many steps.
-
-        ``"zcdp"`` has no rule for subsampled mechanisms: ``fit`` raises a
-        ``ValueError`` before anything is reserved.
+        Accountant that composes the fit's events, to calibrate the noise
+        and to report ``privacy_spent_``.  ``"pld"`` has no rule for the
+        cluster-sampled steps of ``n_clusters > 1``, which fall back to
+        ``"rdp"``; ``"zcdp"`` cannot account subsampled steps and ``fit``
+        refuses it before anything is reserved.
     device : str, default="cpu"
         Torch device of the training.
     accountant : BudgetAccountant, default=None
@@ -424,21 +240,16 @@ class DPGenerativeMixture(
     random_state : int, RandomState instance or None, default=None
         Seeds the clustering, the models' initialisation, the batches and
         the noise (on CPU a seeded fit is reproducible).  Noise must be
-        unpredictable to be private: a fixed seed is for experiments.  The
-        fitted model keeps no seed or generator: the clustering draws from a
-        generator spawned from this one and its ``random_state`` is reset to
-        None; torch draws from local generators dropped at the end of
-        ``fit`` (torch's global generator is neither seeded nor read).
+        unpredictable to be private: anyone who holds a fixed seed can
+        regenerate the noise and remove it.  The fitted model keeps no seed
+        or generator (the user guide, "What a fitted model holds").
 
     secure_noise : bool or None, default=None
         Sample every Laplace and Gaussian release exactly on a grid (discrete
         Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
         in floating point, whose low-order bits leak the noiseless value
-        (Mironov 2012).  None follows the package default
-        (:func:`skdp.set_config`), read once at the start of ``fit`` and
-        carried by the estimator to worker processes.
-        DP-SGD has no secure sampler: a secure setting makes ``fit`` raise
-        ``ValueError`` before any data is touched.
+        (Mironov 2012).  None follows :func:`skdp.set_config`.  DP-SGD has
+        no secure sampler: ``fit`` then raises before any data is touched.
     data_range : (lo, hi), default=(0.0, 1.0)
         The declared public domain of the columns: scalars, or arrays of one
         value per column (one-hot columns keep ``(0, 1)``).  Every record is
@@ -731,28 +542,6 @@ class DPGenerativeMixture(
             ledger.record(event)
         return events, km.predict(X), np.asarray(km.noisy_counts_, dtype=float), km
 
-    def _build(self, n_features, init_generator):
-        """One generative model, initialised from ``init_generator`` (CPU), on ``self.device``.
-
-        Returns ``(module, loss, batch_loss)``.  The VAE's losses take the
-        reparametrisation noise as a second input (see :meth:`fit`).
-        """
-        import torch
-
-        if self.generator == "vae":
-            from ._vae import VAE, vae_batch_loss, vae_loss
-
-            module = VAE(n_features, self.hidden_units, self.latent_dim, self.likelihood, init_generator)
-            return module.to(self.device), vae_loss, vae_batch_loss
-        from ._rbm import RBM, rbm_loss
-
-        module = RBM(n_features, self.hidden_units, self.n_chains, init_generator)
-        with torch.no_grad():
-            module = module.to(self.device)
-        # The RBM's weights are raw Parameters, not ghost-supported layers:
-        # its per-example CD gradients go through the engine's vmap path.
-        return module, rbm_loss, None
-
     # -- fit ---------------------------------------------------------------------
 
     @private_fit_context(prefer_skip_nested_validation=True)
@@ -810,23 +599,8 @@ class DPGenerativeMixture(
         return "kmeans" if self.n_clusters > 1 else "none"
 
     def _blocks(self, n_features):
-        """The declared one-hot blocks as tuples of column indices, validated against ``n_features``."""
-        if self.categorical is None:
-            return []
-        blocks, seen = [], set()
-        for b, cols in enumerate(self.categorical):
-            if not isinstance(cols, (list, tuple, np.ndarray)) or len(cols) < 2:
-                raise ValueError(f"categorical[{b}] must be a list of at least two column indices.")
-            if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in cols):
-                raise ValueError(f"categorical[{b}] must hold integer column indices.")
-            cols = tuple(int(c) for c in cols)
-            if min(cols) < 0 or max(cols) >= n_features:
-                raise ValueError(f"categorical[{b}] has a column index outside [0, {n_features}).")
-            if len(set(cols)) != len(cols) or seen & set(cols):
-                raise ValueError(f"categorical[{b}] repeats a column: blocks must be disjoint.")
-            seen |= set(cols)
-            blocks.append(cols)
-        return blocks
+        """The declared one-hot blocks (:func:`~skdp.generative._marginals.declared_blocks`)."""
+        return declared_blocks(self.categorical, n_features)
 
     def _check_public_input(self, X, y=None):
         """The declared blocks checked against the number of columns, read off ``X``'s shape (public).
@@ -959,32 +733,10 @@ class DPGenerativeMixture(
         else:
             labels = np.zeros(X.shape[0], dtype=np.intp)
             k = 1
-        binary, released = column_layout(m, blocks, skip)
-        bound = domain_row_norm(len(binary), [len(c) for c in released])
-        stats = clip_rows(centred_statistics(X, binary, released), bound)
-        sums = np.zeros((k, stats.shape[1]))
-        np.add.at(sums, labels, stats)
-        del labels, stats  # the partition of the training rows is never stored
-        sensitivity = row_sum_sensitivity(bound, sums.size, norm=2, neighbouring=ADD_REMOVE)
-        z = calibrate_noise_multiplier(
-            lambda z: [*cluster_events, GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=z)],
-            plan.epsilon,
-            plan.delta,
-            plan.composition,
-            ADD_REMOVE,
-            rtol=_CALIBRATION_RTOL,
-            secure_noise=plan.secure_noise,
+        sizes, probs, z, noise_std = release_marginals(
+            X, labels, k, blocks, skip, cluster_events, plan, rng, ledger, _CALIBRATION_RTOL
         )
-        mechanism = GaussianMechanism(sensitivity, z * sensitivity, ADD_REMOVE)
-        noisy = mechanism.release(sums, rng, ledger)
-        sizes, probs = marginals_from_release(
-            noisy,
-            binary,
-            released,
-            m,
-            mechanism.scale,
-            partition_block=None if skip is None else np.asarray(blocks[0]),
-        )
+        del labels  # the partition of the training rows is never stored
         self.clusterer_ = clusterer
         self.generators_ = None
         self.marginals_ = probs
@@ -994,21 +746,18 @@ class DPGenerativeMixture(
         self.n_steps_ = 0
         self.cluster_steps_ = None
         self.noise_multiplier_ = float(z)
-        self.noise_std_ = float(mechanism.scale)
+        self.noise_std_ = float(noise_std)
         self.clip_noise_multiplier_ = None
         self.clipping_mode_ = None
 
     def _fit_private(self, data, plan, rng, ledger):
         if self.generator == "marginals":
             return self._fit_marginals(data, plan, rng, ledger)
-        import torch
-
-        from ..nn import DPNormClipping, DPSGDEngine, FixedClipping
+        from ..nn import DPNormClipping, FixedClipping
 
         X = data.X
         m = data.n_features
         cluster_events, labels, sizes, clusterer = self._cluster(X, plan, rng, ledger)
-        k = self.n_clusters
         probs, rates, n_steps = cluster_schedule(sizes, self.batch_size, self.n_epochs)
         ratio = plan.settings["clip_noise_ratio"]
         clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
@@ -1033,75 +782,35 @@ class DPGenerativeMixture(
                 ADD_REMOVE,
                 rtol=_CALIBRATION_RTOL,
             )
-        clip_z = None if ratio is None else ratio * z
-
-        members = [np.flatnonzero(labels == s) for s in range(k)]
-        del labels  # the partition of the training rows is never stored
-        step_ledger = _StepLedger()
-        picks = np.zeros(k, dtype=np.intp)
-        # Local torch generators, seeded from the fit's generator and dropped
-        # when fit returns: torch's global RNG is neither seeded nor read, and
-        # no generator (or its state) stays on the model.  init_gen draws the
-        # initial weights (on the CPU, where the modules are built); model_gen
-        # the VAE's reparametrisation noise and the RBM's Gibbs sweeps;
-        # noise_gen the gradient and DPNorm noise, alone, so nothing the
-        # released models carry (the RBM's fantasy chains) comes from the
-        # stream of the privacy noise.
-        init_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        model_gen = torch.Generator(device=self.device).manual_seed(int(rng.integers(2**62)))
-        noise_gen = torch.Generator(device=self.device).manual_seed(int(rng.integers(2**62)))
-        Xt = torch.as_tensor(X, dtype=torch.float32, device=self.device)
-        modules, engines, optimizers = [], [], []
-        for s in range(k):
-            module, loss, batch_loss = self._build(m, init_gen)
-            clipping = (
+        modules, picks, clip_z, clipping_mode = train_cluster_models(
+            X,
+            labels,
+            sizes,
+            (probs, rates, n_steps),
+            z,
+            ratio,
+            rng,
+            ledger,
+            kind=self.generator,
+            build=partial(
+                build_generator,
+                self.generator,
+                m,
+                hidden_units=self.hidden_units,
+                latent_dim=self.latent_dim,
+                likelihood=self.likelihood,
+                n_chains=self.n_chains,
+                device=self.device,
+            ),
+            clipping=lambda clip_z: (
                 DPNormClipping(clip_norm_max, clip_norm_bins, clip_z)
                 if ratio is not None
                 else FixedClipping(float(clip_norm))
-            )
-            engines.append(
-                DPSGDEngine(
-                    module,
-                    loss,
-                    batch_loss_fn=batch_loss,
-                    noise_multiplier=z,
-                    sampling_rate=float(rates[s]),
-                    expected_batch_size=float(rates[s] * max(sizes[s], 1.0)),
-                    clipping=clipping,
-                    max_steps=n_steps,
-                    generator=noise_gen,
-                    # The template refused secure noise before the reservation.
-                    secure_noise=False,
-                )
-            )
-            modules.append(module)
-            optimizers.append(torch.optim.Adam(module.parameters(), lr=self.learning_rate))
-        try:
-            for _ in range(n_steps):
-                s = int(rng.choice(k, p=probs))  # Alg. 1 line 4
-                picks[s] += 1
-                idx = members[s][poisson_batch_indices(len(members[s]), rates[s], rng)]
-                batch = (Xt[torch.as_tensor(idx, device=self.device)],)
-                if self.generator == "vae":
-                    # The VAE's reparametrisation noise, one row per record,
-                    # enters as an input: each record's loss is then a fixed
-                    # function of the record and its own row (ghost
-                    # clipping's contract), and no global RNG is read.
-                    batch += (
-                        torch.randn(len(idx), self.latent_dim, generator=model_gen, device=self.device),
-                    )
-                step_ledger.expected = dpsgd_step_event(z, float(rates[s]), clip_z)
-                engines[s].step(batch, step_ledger)
-                optimizers[s].step()
-                if self.generator == "rbm":
-                    modules[s].advance_chains(model_gen)
-        finally:
-            step_ledger.flush(ledger, lambda count: sgd_plan_event(z, ratio, rates, probs, count))
-
-        for module in modules:
-            module.zero_grad(set_to_none=True)
-            module.to("cpu").eval()
-            module.requires_grad_(False)
+            ),
+            learning_rate=self.learning_rate,
+            device=self.device,
+        )
+        del labels  # the partition of the training rows is never stored
         self.clusterer_ = clusterer
         self.generators_ = modules
         self.weights_ = probs
@@ -1111,7 +820,7 @@ class DPGenerativeMixture(
         self.cluster_steps_ = picks
         self.noise_multiplier_ = float(z)
         self.clip_noise_multiplier_ = clip_z
-        self.clipping_mode_ = engines[0].clipping_mode
+        self.clipping_mode_ = clipping_mode
         self.marginals_ = None
         self.noise_std_ = None
 

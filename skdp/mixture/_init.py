@@ -23,15 +23,26 @@ with a share ``init_budget`` of the budget:
    part (post-processing).
 
 Everything here is post-processing except the two sums :func:`grid_counts` and
-:func:`part_sums`, which the estimator releases through the core's mechanisms.
+:func:`part_sums`, which :func:`histogram_start` releases through the core's
+mechanisms.  The module also holds the data-independent start
+(:func:`random_start`, Park et al.'s) and the user's public one
+(:func:`public_start`).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.ndimage import maximum_filter, uniform_filter
 
-from ._moments import clip_to_unit_ball, project_rows_to_unit_ball
+from ..privacy import GaussianEvent, GaussianMechanism, LaplaceMechanism
+from ..privacy.selection import histogram_sensitivity, noisy_histogram
+from ..privacy.sensitivity import row_sum_sensitivity
+from ._moments import MIN_COUNT, clip_to_unit_ball, project_rows_to_unit_ball
+
+#: Per-coordinate variance of the initial components in the unit-ball scale.
+INIT_VARIANCE = 0.01
 
 #: Cells per axis of the public grid on ``[-1, 1]^p`` (unit-ball scale): width
 #: 0.125, about one standard deviation of a cluster that takes a tenth of the
@@ -162,3 +173,143 @@ def nearest_peak_partition(grid, p, peaks):
     centres = cell_centres(grid, p)
     d2 = ((centres[:, None, :] - centres[np.asarray(peaks)][None, :, :]) ** 2).sum(axis=2)
     return np.argmin(d2, axis=1)
+
+
+def histogram_start(reduce, centre, scale, z, rng, ledger, *, plan):
+    """Initial means (unit-ball scale) from a noisy histogram on a public grid.
+
+    Releases the grid counts (one event) and, for ``d > 2``, the sums of the
+    rows of each peak's part of the grid (one event), through the core's
+    mechanisms at noise multiplier ``z``; the rest is post-processing (steps
+    1-3 of the module's docstring).
+
+    Parameters
+    ----------
+    reduce : callable
+        ``reduce(fn, *params)`` sums ``fn(chunk, *params)`` over the data
+        (in memory or chunk by chunk).
+    centre : ndarray of shape (d,) or None
+        Released centre the rows are shifted by.
+    scale : float
+        Row norm bound: rows are clipped to it and divided by it.
+    z : float
+        Noise multiplier of both releases
+        (:meth:`~skdp.mixture._plan.EMPlan.calibrate_init`).
+    rng : numpy.random.Generator
+        The fit's stream: the public projection is drawn from it before the
+        data is read, then the noise.
+    ledger : PrivacyLedger
+    plan : EMPlan
+        The fit's :class:`~skdp.mixture._plan.EMPlan`: ``d``, ``K``, the
+        weights' and means' noise family and the neighbouring relation.
+
+    Returns
+    -------
+    means : ndarray of shape (n_components, n_features)
+    """
+    n_features, n_components = plan.n_features, plan.n_components
+    gaussian = plan.first_family is GaussianEvent
+    nb = plan.neighbouring
+    mech_cls = GaussianMechanism if gaussian else LaplaceMechanism
+    projection = init_projection(n_features, rng)  # public: drawn before the data is read
+    p = min(n_features, INIT_DIMS)
+    sens = histogram_sensitivity(2 if gaussian else 1, nb)
+    counts = reduce(grid_counts, centre, scale, projection, INIT_GRID)
+    noisy = noisy_histogram(counts, mech_cls(sens, z * sens, nb), rng, ledger)
+    peaks = histogram_peaks(
+        noisy, INIT_GRID, p, n_components, z * sens if gaussian else math.sqrt(2) * z * sens
+    )
+    if projection is None:
+        return block_centroids(noisy, INIT_GRID, p, peaks)
+    part_of_cell = nearest_peak_partition(INIT_GRID, p, peaks)
+    sens = row_sum_sensitivity(1.0, n_features, 2 if gaussian else 1, nb)
+    sums = reduce(part_sums, centre, scale, projection, INIT_GRID, part_of_cell)
+    noisy_sums = mech_cls(sens, z * sens, nb).release(sums, rng, ledger)
+    part_counts = np.bincount(part_of_cell, weights=noisy, minlength=n_components)
+    means = noisy_sums / np.maximum(part_counts, MIN_COUNT)[:, np.newaxis]
+    # A part whose noisy count is not positive has no usable mean: its peak's cell centre, lifted back.
+    fallback = cell_centres(INIT_GRID, p)[peaks] @ projection.T
+    means = np.where((part_counts > MIN_COUNT)[:, np.newaxis], means, fallback)
+    return project_rows_to_unit_ball(means)
+
+
+def public_start(weights_init, means_init, n_components, n_features, scale, centre=None):
+    """The user's public initial parameters in the unit-ball scale, or None.
+
+    Parameters
+    ----------
+    weights_init : array-like of shape (K,) or None
+        Non-negative weights summing to one.
+    means_init : array-like of shape (K, d) or None
+        Means in the original scale; shifted by ``centre``, divided by
+        ``scale`` and projected onto the unit ball.
+    n_components, n_features : int
+    scale : float
+    centre : ndarray of shape (d,) or None, default=None
+        A released centre.
+
+    Returns
+    -------
+    weights, means : ndarray or None
+
+    Raises
+    ------
+    ValueError
+        If a given array has the wrong shape or values (the message quotes the parameter).
+    """
+    weights = means = None
+    k = n_components
+    if weights_init is not None:
+        weights = np.asarray(weights_init, dtype=float)
+        if weights.shape != (k,) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise ValueError(f"weights_init must be {k} non-negative finite numbers, got {weights_init!r}.")
+        if not np.isclose(weights.sum(), 1.0):
+            raise ValueError(f"weights_init must sum to 1, got sum {weights.sum():g}.")
+    if means_init is not None:
+        means = np.asarray(means_init, dtype=float)
+        if means.shape != (k, n_features) or not np.all(np.isfinite(means)):
+            raise ValueError(
+                f"means_init must be a finite array of shape ({k}, {n_features}), got shape {means.shape}."
+            )
+        means = project_rows_to_unit_ball((means if centre is None else means - centre) / scale)
+    return weights, means
+
+
+def random_start(rng, n_components, n_features, covariance_type, public_weights=None, public_means=None):
+    """Park et al.'s data-independent starting point inside the unit ball.
+
+    Uniform weights, means uniform in the unit ball (a uniform direction and
+    radius ``U^(1/d)``), covariances ``INIT_VARIANCE * I``; public weights or
+    means replace the drawn ones (none is drawn for public means).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    n_components, n_features : int
+    covariance_type : {"full", "tied", "spherical"}
+    public_weights, public_means : ndarray or None
+        From :func:`public_start` or :func:`histogram_start`.
+
+    Returns
+    -------
+    weights, means, covariances : ndarray
+    """
+    k = n_components
+    weights = np.full(k, 1.0 / k) if public_weights is None else public_weights
+    if public_means is None:
+        direction = rng.normal(size=(k, n_features))
+        direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+        means = direction * rng.random((k, 1)) ** (1.0 / n_features)
+    else:
+        means = public_means
+    # Narrow components make the first E-step nearly hard (k-means-like),
+    # so EM moves fast in the few iterations a budget affords; broad ones
+    # (e.g. the 1/d the unit ball allows) give soft responsibilities
+    # and slow, noise-dominated progress.
+    if covariance_type == "full":
+        covariances = np.tile(np.eye(n_features) * INIT_VARIANCE, (k, 1, 1))
+    elif covariance_type == "tied":
+        covariances = np.eye(n_features) * INIT_VARIANCE
+    else:
+        covariances = np.full(k, INIT_VARIANCE)
+    return weights, means, covariances

@@ -202,6 +202,49 @@ def compute_precision_cholesky(covariances, covariance_type):
     return prec_chol
 
 
+def precisions_from_cholesky(prec_chol, covariance_type):
+    """``Sigma_k^{-1} = P_k P_k^T`` from :func:`compute_precision_cholesky`'s factors."""
+    if covariance_type == "full":
+        return np.einsum("kij,klj->kil", prec_chol, prec_chol)
+    if covariance_type == "tied":
+        return prec_chol @ prec_chol.T
+    return prec_chol**2
+
+
+def sample_mixture(rng, n_samples, weights, means, covariances, covariance_type):
+    """Draw ``n_samples`` rows (and their components) from a Gaussian mixture.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        A stream of its own, never a fit's noise stream.
+    n_samples : int
+    weights : ndarray of shape (K,)
+    means : ndarray of shape (K, d)
+    covariances : ndarray
+        As :func:`compute_precision_cholesky` takes them.
+    covariance_type : {"full", "tied", "spherical"}
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, d)
+    y : ndarray of shape (n_samples,)
+    """
+    counts = rng.multinomial(n_samples, weights / weights.sum())
+    d = means.shape[1]
+    parts, labels = [], []
+    for j, (mean, n_j) in enumerate(zip(means, counts, strict=True)):
+        if covariance_type == "full":
+            part = rng.multivariate_normal(mean, covariances[j], size=n_j)
+        elif covariance_type == "tied":
+            part = rng.multivariate_normal(mean, covariances, size=n_j)
+        else:
+            part = mean + rng.normal(size=(n_j, d)) * np.sqrt(covariances[j])
+        parts.append(part)
+        labels.append(np.full(n_j, j, dtype=int))
+    return np.vstack(parts), np.concatenate(labels)
+
+
 def log_det_cholesky(prec_chol, covariance_type, n_features):
     """``log det P_k`` (minus half the log-determinant of the covariance)."""
     if covariance_type == "spherical":
