@@ -22,6 +22,7 @@ exponential mechanism over a wide grid could land anywhere on the grid.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,6 +45,10 @@ __all__ = [
     "rank_counts",
     "rank_margin",
     "AUTO_BOUNDS_QUANTILES",
+    "BOX_SHARES",
+    "HistogramBounds",
+    "calibrate_histogram_bounds",
+    "histogram_box_share",
     "HISTOGRAM_FAILURE",
     "LOG2_RANGE",
     "REFINE_BINS",
@@ -544,3 +549,62 @@ def private_histogram_box(
         first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
         low[j], high[j] = low[j] + first * width[j], low[j] + (last + 1) * width[j]
     return (low, high, located) if return_located else (low, high)
+
+
+#: Shares of ``(epsilon, delta)`` a private histogram box may take when the
+#: share is chosen a priori (:func:`histogram_box_share`): the smallest one
+#: whose noise lets a column be located, else the last.
+BOX_SHARES = (0.1, 0.2, 0.3, 0.5)
+
+
+@dataclass(frozen=True)
+class HistogramBounds:
+    """The public plan of a :func:`private_histogram_box` release: its events and mechanism.
+
+    Parameters
+    ----------
+    n_features : int
+    multiplier : float
+        Noise multiplier of the two histogram releases.
+    gaussian : bool
+        Gaussian noise (else Laplace, for ``delta == 0``).
+    share : float
+        Share of the fit's ``(epsilon, delta)`` the releases were calibrated to.
+    """
+
+    n_features: int
+    multiplier: float
+    gaussian: bool
+    share: float
+
+    def events(self):
+        """The two histogram releases' events (public: from the plan alone)."""
+        return histogram_events(self.n_features, self.multiplier, self.gaussian)
+
+    def mechanism(self):
+        """The additive mechanism of each histogram release (:func:`histogram_mechanism`)."""
+        return histogram_mechanism(self.n_features, self.multiplier, self.gaussian)
+
+
+def calibrate_histogram_bounds(epsilon, delta, n_features, share, composition, secure_noise=False):
+    """The :class:`HistogramBounds` plan costing ``(share * epsilon, share * delta)``."""
+    z = calibrate_histogram(share * epsilon, share * delta, n_features, composition, secure_noise)
+    return HistogramBounds(int(n_features), float(z), delta > 0, float(share))
+
+
+def histogram_box_share(n_samples, epsilon, delta, n_features, composition, secure_noise=False):
+    """The smallest share in :data:`BOX_SHARES` at which a column can be located (public quantities).
+
+    A column whose ``n`` values fill at most two log bins is located when
+    its counts pass the noisy-count threshold (:func:`can_locate_columns`);
+    the share needed for that depends on ``n``, ``d``, epsilon and delta
+    only (``n`` is public under replace-one neighbours).  When even the
+    largest share cannot, the largest is taken: locating the data is then
+    the dominant error, and a box that falls back to the pool's range or
+    to ``[0, 1]`` is still bounded by the data's largest magnitude.
+    """
+    for share in BOX_SHARES:
+        plan = calibrate_histogram_bounds(epsilon, delta, n_features, share, composition, secure_noise)
+        if can_locate_columns(n_samples, plan.mechanism(), n_features):
+            return share
+    return BOX_SHARES[-1]
