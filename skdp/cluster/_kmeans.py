@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -23,6 +22,7 @@ from ..privacy.quantiles import (
     calibrate_histogram_bounds,
     histogram_box_share,
     private_histogram_box,
+    warn_unlocated_columns,
 )
 from ._base import _BaseDPLloyd, _blas_threads
 from ._coreset import (
@@ -459,7 +459,9 @@ class DPKMeans(_BaseDPLloyd):
             composition = "basic" if self.mechanism == "laplace" else self.composition
             delta = 0.0 if self.mechanism == "laplace" else float(self.delta)
             share = (
-                histogram_box_share(n_samples, float(self.epsilon), delta, n_features, composition, secure_noise)
+                histogram_box_share(
+                    n_samples, float(self.epsilon), delta, n_features, composition, secure_noise
+                )
                 if auto_share
                 else float(self.bounds_budget)
             )
@@ -568,8 +570,10 @@ class DPKMeans(_BaseDPLloyd):
         serves exactly as a declared one: rows clipped into it and centred at
         its centre, radius its half-diagonal, diagonal start and shrinkage.
         """
-        plan = self._auto_bounds(ledger is not None and ledger.secure_noise, (rows.n_samples, rows.n_features))
-        low, high, located = private_histogram_box(
+        plan = self._auto_bounds(
+            ledger is not None and ledger.secure_noise, (rows.n_samples, rows.n_features)
+        )
+        low, high, located, pooled = private_histogram_box(
             self._reduce(rows),
             rows.n_samples,
             rows.n_features,
@@ -578,18 +582,15 @@ class DPKMeans(_BaseDPLloyd):
             rng,
             ledger,
             return_located=True,
+            return_pooled=True,
         )
-        if not located.all():
-            from ..base import _user_stacklevel
-
-            # A function of the released counts (post-processing), naming no data value.
-            warnings.warn(
-                f"bounds='auto' could not locate {int((~located).sum())} of {rows.n_features} columns "
-                f"with n_samples={int(rows.n_samples)} at epsilon={float(self.epsilon):.3g}: they take "
-                "the data-free range [0, 1]. Declare bounds=(lower, upper) from public knowledge.",
-                UserWarning,
-                stacklevel=_user_stacklevel(),
-            )
+        warn_unlocated_columns(
+            located,
+            pooled,
+            rows.n_samples,
+            self.epsilon,
+            "Declare bounds=(lower, upper) from public knowledge, or raise epsilon.",
+        )
         self.bounds_ = (low, high)
         self.centre_ = (low + high) / 2.0
         rows.map_features(BoxShift(low, high))

@@ -22,6 +22,7 @@ exponential mechanism over a wide grid could land anywhere on the grid.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +63,7 @@ __all__ = [
     "log_bin_index",
     "log_histogram",
     "private_histogram_box",
+    "warn_unlocated_columns",
 ]
 
 #: Candidates per decade of the default grid.
@@ -459,7 +461,15 @@ def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=Fa
 
 
 def private_histogram_box(
-    reduce, n_samples_public, n_features, mechanism, quantiles, rng, ledger, return_located=False
+    reduce,
+    n_samples_public,
+    n_features,
+    mechanism,
+    quantiles,
+    rng,
+    ledger,
+    return_located=False,
+    return_pooled=False,
 ):
     """Private column bounds that degrade gracefully: a log histogram, then a linear one inside it.
 
@@ -513,6 +523,11 @@ def private_histogram_box(
     return_located : bool, default=False
         Also return which columns were located (by their own bins or the
         pool's) rather than given the data-free ``[0, 1]``.
+    return_pooled : bool, default=False
+        Also return (last) which columns took the pool's range: a range
+        that may be far wider than the column's own values (a column of
+        values near 0.01 beside columns in the thousands), which callers
+        announce.
 
     Returns
     -------
@@ -520,6 +535,8 @@ def private_histogram_box(
         ``low < high`` in every column.
     located : ndarray of bool, shape (n_features,)
         Only with ``return_located`` (post-processing of the released counts).
+    pooled : ndarray of bool, shape (n_features,)
+        Only with ``return_pooled`` (post-processing of the released counts).
     """
     lower_edges, upper_edges = log_bin_edges()
     counts = reduce(log_histogram)
@@ -531,10 +548,12 @@ def private_histogram_box(
     pool_first, pool_last = _occupied_ends(pooled, tau * math.sqrt(n_features))
     low, high = np.empty(n_features), np.empty(n_features)
     located = np.ones(n_features, dtype=bool)
+    pooled = np.zeros(n_features, dtype=bool)
     for j in range(n_features):
         first, last = _occupied_ends(noisy[j], tau)
         if first < 0:
             first, last = pool_first, pool_last
+            pooled[j] = first >= 0
         if first < 0:
             # Nothing located, not even in the pool: the data-free range [0, 1]
             # (a min-max map that does nothing), never a bin chosen by noise.
@@ -548,7 +567,8 @@ def private_histogram_box(
     for j in np.flatnonzero(located):
         first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
         low[j], high[j] = low[j] + first * width[j], low[j] + (last + 1) * width[j]
-    return (low, high, located) if return_located else (low, high)
+    out = (low, high) + ((located,) if return_located else ()) + ((pooled,) if return_pooled else ())
+    return out
 
 
 #: Shares of ``(epsilon, delta)`` a private histogram box may take when the
@@ -608,3 +628,36 @@ def histogram_box_share(n_samples, epsilon, delta, n_features, composition, secu
         if can_locate_columns(n_samples, plan.mechanism(), n_features):
             return share
     return BOX_SHARES[-1]
+
+
+def warn_unlocated_columns(located, pooled, n_samples, epsilon, advice):
+    """Warn when a histogram box gave some column the pool's range or the data-free ``[0, 1]``.
+
+    A function of the released counts (post-processing) and public sizes,
+    naming no data value: such a column's range may be orders of magnitude
+    wider than its values (the pool's) or miss them (``[0, 1]``), so the
+    caller says what to declare (``advice``, the message's last sentence).
+    """
+    located, pooled = np.asarray(located, dtype=bool), np.asarray(pooled, dtype=bool)
+    n_none, n_pool = int((~located).sum()), int((located & pooled).sum())
+    if not (n_none or n_pool):
+        return
+    from ..base import _user_stacklevel  # the base imports the core: import when needed
+
+    parts = []
+    if n_pool:
+        parts.append(
+            f"{n_pool} took the range pooled over all columns (possibly orders of magnitude wider "
+            "than their own values)"
+        )
+    if n_none:
+        parts.append(f"{n_none} took the data-free range [0, 1]")
+    warnings.warn(
+        f"The private histogram could not locate {n_pool + n_none} of {located.size} columns by their "
+        f"own counts with n_samples={int(n_samples)} at epsilon={float(epsilon):.3g}: "
+        + "; ".join(parts)
+        + ". "
+        + advice,
+        UserWarning,
+        stacklevel=_user_stacklevel(),
+    )
