@@ -49,7 +49,8 @@ Rules (a PASS/FAIL line each, per family):
    and silent fail the rule).
 
 For each FAIL the table's **ceiling** column gives the noise-free result of
-the same method where it can be computed (the estimator at eps = 1e6).
+the same method where it can be computed (the estimator at eps = 1e6, or
+1e3 where the calibration overflows at 1e6).
 
 Run::
 
@@ -82,8 +83,9 @@ DOCS = HERE.parent / "docs" / "zoo.md"
 EPSILONS = (0.3, 1.0, 3.0, 10.0)
 #: Seconds one peer job may run (diffprivlib's PCA can stall): past it the peer is "failed".
 PEER_TIMEOUT = 300
-#: Epsilon of the "ceiling" fit: the same method with its noise made negligible.
-CEILING_EPSILON = 1e6
+#: Epsilons of the "ceiling" fit, tried in order: the same method with its noise made
+#: negligible (a calibration that overflows at the first falls back to the next).
+CEILING_EPSILONS = (1e6, 1e3)
 QUICK_ARGS = ("--quick",)
 
 
@@ -623,6 +625,10 @@ def generative_family(ds):
     return {"DPGenerativeMixture": Case(fit, twin, free, None, "-2way TV")}
 
 
+#: What a family's FAILs mean (written under its table in docs/zoo.md): the cause and
+#: its ceiling, measured, never a tuned excuse.
+NOTES = {}
+
 FAMILIES = {
     "cluster": cluster_family,
     "preprocessing": preprocessing_family,
@@ -689,10 +695,13 @@ def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=prin
                 row["peer"] = "none"
             row["ceiling"] = None
             if ceiling:
-                try:
-                    row["ceiling"] = case.fit(CEILING_EPSILON, 0).score
-                except Exception as exc:
-                    row["ceiling_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                for ceiling_eps in CEILING_EPSILONS:
+                    try:
+                        row["ceiling"] = case.fit(ceiling_eps, 0).score
+                        row.pop("ceiling_error", None)
+                        break
+                    except Exception as exc:
+                        row["ceiling_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
             rows.append(row)
             log(_row_line(row))
         log(f"  ({ds.name}: {time.perf_counter() - start:.0f} s)")
@@ -858,6 +867,8 @@ def write_docs(rows, meta):
                 + "; ".join(n.split(": run")[0] for n in notes)
                 + " (`python benchmarks/peers/make_env.py diffprivlib` builds it).",
             ]
+        if family in NOTES:
+            lines += ["", NOTES[family]]
         lines += ["", "Rules:", ""]
         log = []
         print_verdicts(judge(mine), log=log.append)
