@@ -137,8 +137,14 @@ class DPKMeans(_BaseDPLloyd):
         :ref:`cluster-auto-iterations`); it reads only the plan and the
         public ``n`` (replace-one neighbours keep ``n`` fixed), never the
         data, so it costs no privacy.
-    bounds : tuple (lower, upper) or None, default=None
-        A declared public box (scalars or arrays of shape ``(n_features,)``,
+    bounds : tuple (lower, upper), "auto" or None, default="auto"
+        ``"auto"`` (with ``data_norm="auto"``): where ``n * epsilon`` is too
+        small for ``data_norm="auto"``'s centre and norm bound (no share of
+        ``bounds_budget="auto"`` locates their quantile, public quantities
+        only), a box is released by noisy histograms of every column
+        (:func:`~skdp.privacy.quantiles.private_histogram_box`, ``bounds_``)
+        and used as a declared one; elsewhere ``"auto"`` is ``None``
+        (:ref:`kmeans-auto-box`).  A declared public box (scalars or arrays of shape ``(n_features,)``,
         as diffprivlib's ``bounds``).  Rows are clipped into it and centred
         at its centre ``(lower + upper) / 2`` (``centre_``), and the radius
         is its half-diagonal ``||upper - lower|| / 2``: a free centre and
@@ -198,10 +204,15 @@ class DPKMeans(_BaseDPLloyd):
         ``"auto"``: ``(2 m)^(1/4)`` (Gaussian) or ``m^(2/3)`` (Laplace), the
         ratios that minimise the centres' error (:ref:`cluster-budget-split`);
         ``1.0`` is the paper's single ``sigma_K``.
-    bounds_budget : float in (0, 1), default=0.1
+    bounds_budget : float in (0, 1) or "auto", default="auto"
         Share of ``(epsilon, delta)`` spent on the bounds when
         ``data_norm="auto"``; the Lloyd releases are calibrated so that the
         whole fit composes to ``(epsilon, delta)`` under ``composition``.
+        ``"auto"``: the smallest of 0.1, 0.2, 0.3, 0.5 at which the centre
+        and norm bound's quantile can be located with the public ``n``
+        (:func:`~skdp.privacy.centring.can_locate_quantile`); for the
+        histogram box, the smallest at which a column can be located
+        (:func:`~skdp.privacy.quantiles.histogram_box_share`), else 0.5.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
@@ -240,7 +251,11 @@ class DPKMeans(_BaseDPLloyd):
         ``"auto"``, or the largest row norm when ``data_norm=None``, which
         leaks).
     centre_ : ndarray of shape (n_features,)
-        The released centre of ``data_norm="auto"`` (absent otherwise).
+        The released centre of ``data_norm="auto"``, or the box's centre
+        (absent otherwise).
+    bounds_ : tuple of two ndarrays of shape (n_features,)
+        The box released by ``bounds="auto"`` where ``n * epsilon`` is
+        small (absent otherwise).
     noise_multiplier_ : float
         Calibrated ``sigma`` of the sums (noise std over sensitivity); the
         sizes use ``count_noise_weight`` times it.
