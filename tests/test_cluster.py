@@ -806,6 +806,12 @@ def test_kmeans_small_n_epsilon_releases_a_box_near_the_data():
     # The plan reads only public quantities: zeros record the same events.
     dry = DPKMeans(3, epsilon=1.0, random_state=0).fit(np.zeros_like(X))
     assert _event_signature(dry.privacy_ledger_.events) == _event_signature(events)
+    # Chunked rows release the same box and centres.
+    from skdp._chunks import as_chunked
+
+    chunked = DPKMeans(3, epsilon=1.0, random_state=0).fit(as_chunked(X, chunk_size=40))
+    np.testing.assert_allclose(chunked.bounds_, km.bounds_)
+    np.testing.assert_allclose(chunked.cluster_centers_, km.cluster_centers_, rtol=1e-9, atol=1e-9)
     # A refit at a declared norm forgets the released box.
     km.set_params(data_norm=200.0).fit(X)
     assert not hasattr(km, "bounds_") and not hasattr(km, "centre_")
