@@ -49,7 +49,8 @@ Rules (a PASS/FAIL line each, per family):
    and silent fail the rule).
 
 For each FAIL the table's **ceiling** column gives the noise-free result of
-the same method where it can be computed (the estimator at eps = 1e6).
+the same method where it can be computed (the estimator at eps = 1e6, or
+1e3 where the calibration overflows at 1e6).
 
 Run::
 
@@ -82,8 +83,9 @@ DOCS = HERE.parent / "docs" / "zoo.md"
 EPSILONS = (0.3, 1.0, 3.0, 10.0)
 #: Seconds one peer job may run (diffprivlib's PCA can stall): past it the peer is "failed".
 PEER_TIMEOUT = 300
-#: Epsilon of the "ceiling" fit: the same method with its noise made negligible.
-CEILING_EPSILON = 1e6
+#: Epsilons of the "ceiling" fit, tried in order: the same method with its noise made
+#: negligible (a calibration that overflows at the first falls back to the next).
+CEILING_EPSILONS = (1e6, 1e3)
 QUICK_ARGS = ("--quick",)
 
 
@@ -623,6 +625,54 @@ def generative_family(ds):
     return {"DPGenerativeMixture": Case(fit, twin, free, None, "-2way TV")}
 
 
+#: What a family's FAILs mean (written under its table in docs/zoo.md): the cause and
+#: its ceiling, measured, never a tuned excuse.
+NOTES = {
+    "cluster": (
+        "Notes. DPKMeans's rule-1 FAILs are blobs-150x2 and iris at eps 1, where n * eps = 150: "
+        "below the ~300 that locating a norm quantile needs at half the budget, and too few rows for "
+        "the private box's histogram to locate every column (an empty-bin threshold above 145 counts), "
+        "so those columns take the data-free [0, 1] with a warning to declare `bounds`. The data-free "
+        "reference uses the declared domain, which the default never sees: with that box declared "
+        "(`bounds=(low, high)`, as the peer gets it), 5 seeds, the medians are -6.6 (blobs-150x2) and "
+        "-4.9 (iris) at eps 1, against the peer's -19.2 and -9.2 and the reference's -28.1 and -9.3. "
+        "Before the small-n*eps route these cells were -2.9e8 and -1.4e9. DPKernelKMeans's rule 3 "
+        "FAILs are within 7 % (blobs-150x2, where the noise-free fit itself reaches only -9.6 with "
+        "the default gamma=1) and a tie to 3 digits (breast_cancer, at its ceiling)."
+    ),
+    "preprocessing": (
+        "Notes. The scalers' rule-1 FAILs are the small-n*eps cells (150 to 442 rows at eps 1, "
+        "diabetes at eps 3): the histogram cannot locate those columns, which then keep the "
+        "data-free map (identity for DPStandardScaler, [0, 1] for DPMinMaxScaler), while the "
+        "reference uses the declared domain, which these defaults never see; the fit warns and "
+        "names what to declare. DPMinMaxScaler releases the 1st and 99th percentiles by design "
+        "(`quantiles`), and the metric compares them with the exact minimum and maximum: its "
+        "noise-free ceiling is itself below the reference on unequal-3000x8 (-0.272 against "
+        "-0.25), and close to it on breast_cancer (-0.287 against -0.313). Rule 4 passes: a "
+        "column that takes the pooled range (orders of magnitude wider than its values, e.g. "
+        "breast_cancer's columns near 0.01) is announced."
+    ),
+    "mixture": (
+        "Notes. DPGaussianMixture's defaults fall far below the uniform density on 150-row and "
+        "569-row sets at eps 1 and 3 (its `data_norm='auto'` centre and norm bound cannot be "
+        "located at that n * eps: the cause DPKMeans's small-n*eps route removes; not yet applied "
+        "to the mixture). The ceiling could not be computed at eps 1e6 (the calibration "
+        "overflows; the harness now falls back to 1e3)."
+    ),
+    "bnn": (
+        "Notes. DPSEPRegressor refuses on diabetes (331 training rows) at every eps, 10 included: "
+        "its private `'auto'` bounds need more rows, and the refusal names `feature_bounds` and "
+        "`target_bounds`. The zoo counts a refusal as a FAIL of rule 1."
+    ),
+    "generative": (
+        "Notes. Run on 4 data sets (blobs-150x2, iris, breast_cancer, diabetes). "
+        "DPGenerativeMixture's default model is binary: it returns 0/1 samples for continuous "
+        "columns in [0, 1], without a warning, so every sample lands in an end bin and the 2-way "
+        "error is near 1 at every eps, noise-free ceiling included (the model, not the noise). "
+        "The fix belongs to the generative model (a declared continuous domain), not to the zoo."
+    ),
+}
+
 FAMILIES = {
     "cluster": cluster_family,
     "preprocessing": preprocessing_family,
@@ -689,10 +739,13 @@ def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=prin
                 row["peer"] = "none"
             row["ceiling"] = None
             if ceiling:
-                try:
-                    row["ceiling"] = case.fit(CEILING_EPSILON, 0).score
-                except Exception as exc:
-                    row["ceiling_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                for ceiling_eps in CEILING_EPSILONS:
+                    try:
+                        row["ceiling"] = case.fit(ceiling_eps, 0).score
+                        row.pop("ceiling_error", None)
+                        break
+                    except Exception as exc:
+                        row["ceiling_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
             rows.append(row)
             log(_row_line(row))
         log(f"  ({ds.name}: {time.perf_counter() - start:.0f} s)")
@@ -858,6 +911,8 @@ def write_docs(rows, meta):
                 + "; ".join(n.split(": run")[0] for n in notes)
                 + " (`python benchmarks/peers/make_env.py diffprivlib` builds it).",
             ]
+        if family in NOTES:
+            lines += ["", NOTES[family]]
         lines += ["", "Rules:", ""]
         log = []
         print_verdicts(judge(mine), log=log.append)

@@ -759,6 +759,81 @@ def test_kmeans_auto_refuses_secure_noise():
         DPKMeans(3, data_norm="auto", secure_noise=True).fit(_auto_blobs()[0])
 
 
+def test_kmeans_auto_share_grows_until_the_quantile_can_be_located():
+    """bounds_budget="auto": the centring's share is the smallest in BOX_SHARES that locates a
+    quantile with the public n; a declared share is used as given."""
+    from skdp.privacy.centring import calibrate_auto_bounds, can_locate_quantile
+    from skdp.privacy.quantiles import BOX_SHARES
+
+    X, _ = _auto_blobs()
+    for n, eps in ((3000, 1.0), (150, 3.0), (150, 10.0)):
+        km = DPKMeans(3, epsilon=eps, random_state=0).fit(X[:n])
+        first = km.privacy_ledger_.events[0]
+        share = next(
+            s for s in BOX_SHARES if can_locate_quantile(n, calibrate_auto_bounds(eps, 1e-5, s).quantile_epsilon)
+        )
+        assert first.epsilon == pytest.approx(calibrate_auto_bounds(eps, 1e-5, share).quantile_epsilon)
+        assert not hasattr(km, "bounds_") and km.privacy_spent_.epsilon <= eps * (1 + 1e-9)
+    assert share > 0.1  # n = 150 at epsilon 10 needs more than the declared default share
+    km = DPKMeans(3, epsilon=10.0, bounds_budget=0.1, random_state=0).fit(X[:150])
+    assert km.privacy_ledger_.events[0].epsilon == pytest.approx(
+        calibrate_auto_bounds(10.0, 1e-5, 0.1).quantile_epsilon
+    )
+
+
+def test_kmeans_small_n_epsilon_releases_a_box_near_the_data():
+    """Where no share locates a norm quantile, the default releases a histogram box (its events
+    first, from the public plan), never far beyond the data, and fits as with a declared box."""
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, histogram_box_share
+
+    X, _ = _auto_blobs(shift=100.0)  # rows near (100, 100): a ball at the origin would be far off
+    X = X[:150]
+    km = DPKMeans(3, epsilon=1.0, random_state=0).fit(X)
+    share = histogram_box_share(150, 1.0, 1e-5, 2, "pld")
+    plan = calibrate_histogram_bounds(1.0, 1e-5, 2, share, "pld")
+    events = km.privacy_ledger_.events
+    (planned,) = plan.events()  # two histogram releases, recorded one by one
+    assert planned.count == 2
+    assert _event_signature(events[:2]) == [(GaussianEvent, 1, None, round(planned.noise_multiplier, 12))] * 2
+    assert all(type(e) is GaussianEvent for e in events)
+    assert km.privacy_spent_.epsilon <= 1.0 * (1 + 1e-9)
+    low, high = km.bounds_
+    # Every released end lies in a log bin that holds data (or is the data-free [0, 1]).
+    assert np.all(low >= -2 * np.abs(X).max()) and np.all(high <= 2 * np.abs(X).max())
+    np.testing.assert_allclose(km.centre_, (low + high) / 2)
+    assert km.clip_bound_ == pytest.approx(np.linalg.norm(high - low) / 2)
+    assert np.all(km.cluster_centers_ >= low - 1e-9) and np.all(km.cluster_centers_ <= high + 1e-9)
+    # The plan reads only public quantities: zeros record the same events.
+    dry = DPKMeans(3, epsilon=1.0, random_state=0).fit(np.zeros_like(X))
+    assert _event_signature(dry.privacy_ledger_.events) == _event_signature(events)
+    # Chunked rows release the same box and centres.
+    from skdp._chunks import as_chunked
+
+    chunked = DPKMeans(3, epsilon=1.0, random_state=0).fit(as_chunked(X, chunk_size=40))
+    np.testing.assert_allclose(chunked.bounds_, km.bounds_)
+    np.testing.assert_allclose(chunked.cluster_centers_, km.cluster_centers_, rtol=1e-9, atol=1e-9)
+    # A refit at a declared norm forgets the released box.
+    km.set_params(data_norm=200.0).fit(X)
+    assert not hasattr(km, "bounds_") and not hasattr(km, "centre_")
+
+
+def test_kmeans_box_that_locates_nothing_warns():
+    """Too few rows for the histogram's noise: the data-free [0, 1] per column, with a warning
+    naming what to declare (no data value)."""
+    X, _ = _auto_blobs(shift=100.0)
+    with pytest.warns(UserWarning, match="Declare bounds"):
+        km = DPKMeans(3, epsilon=0.3, random_state=0).fit(X[:60])
+    assert hasattr(km, "bounds_")
+
+
+def test_kmeans_bounds_none_keeps_the_centring():
+    X, _ = _auto_blobs()
+    km = DPKMeans(3, epsilon=1.0, bounds=None, random_state=0)
+    with pytest.warns(UserWarning, match="cannot locate"):
+        km.fit(X[:150])
+    assert not hasattr(km, "bounds_") and hasattr(km, "centre_")
+
+
 # --- bounds: a declared box gives the centre and the radius for free ------------------------
 
 

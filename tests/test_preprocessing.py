@@ -320,6 +320,27 @@ def test_histogram_bounds_fall_back_to_data_free_range_when_nothing_is_located()
     np.testing.assert_array_equal(scaler.data_max_, 1.0)
 
 
+def test_histogram_bounds_warn_when_nothing_is_located():
+    X = np.full((20, 3), 1e5)
+    with pytest.warns(UserWarning, match=r"3 took the data-free range \[0, 1\]"):
+        DPMinMaxScaler(epsilon=0.01, random_state=0).fit(X)
+    with pytest.warns(UserWarning, match="Declare bounds"):
+        DPStandardScaler(epsilon=0.01, random_state=0).fit(X)
+
+
+def test_histogram_bounds_warn_when_a_column_takes_the_pooled_range():
+    """A column of values near 0.01 beside columns in the thousands, too few rows for its own bins
+    at this epsilon: it takes the pool's range, orders of magnitude wider, and the fit says so."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.uniform(1000, 4000, (400, 8)), rng.uniform(0.001, 0.05, 400)])
+    with pytest.warns(UserWarning, match="pooled over all columns"):
+        scaler = DPMinMaxScaler(epsilon=0.5, random_state=0).fit(X)
+    assert scaler.data_max_[-1] > 100 * 0.05  # the pooled range: why the warning is needed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # every column located: silent
+        DPMinMaxScaler(epsilon=0.5, random_state=0).fit(X[:, :8])
+
+
 def test_histogram_noise_is_the_planned_std():
     # Each histogram count carries noise of std z * sqrt(2 d) (Gaussian): the
     # counts of an all-zero column, seen through the ledger-free core function.

@@ -10,7 +10,20 @@ from threadpoolctl import threadpool_limits
 
 from ..base import warn_privacy_leak
 from ..privacy import ExponentialMechanism
-from ..privacy.centring import DEFAULT_BOUNDS_BUDGET, calibrate_auto_bounds, private_centring
+from ..privacy.centring import (
+    DEFAULT_BOUNDS_BUDGET,
+    calibrate_auto_bounds,
+    can_locate_quantile,
+    private_centring,
+)
+from ..privacy.quantiles import (
+    AUTO_BOUNDS_QUANTILES,
+    BOX_SHARES,
+    calibrate_histogram_bounds,
+    histogram_box_share,
+    private_histogram_box,
+    warn_unlocated_columns,
+)
 from ._base import _BaseDPLloyd, _blas_threads
 from ._coreset import (
     ALGORITHMS,
@@ -124,8 +137,14 @@ class DPKMeans(_BaseDPLloyd):
         :ref:`cluster-auto-iterations`); it reads only the plan and the
         public ``n`` (replace-one neighbours keep ``n`` fixed), never the
         data, so it costs no privacy.
-    bounds : tuple (lower, upper) or None, default=None
-        A declared public box (scalars or arrays of shape ``(n_features,)``,
+    bounds : tuple (lower, upper), "auto" or None, default="auto"
+        ``"auto"`` (with ``data_norm="auto"``): where ``n * epsilon`` is too
+        small for ``data_norm="auto"``'s centre and norm bound (no share of
+        ``bounds_budget="auto"`` locates their quantile, public quantities
+        only), a box is released by noisy histograms of every column
+        (:func:`~skdp.privacy.quantiles.private_histogram_box`, ``bounds_``)
+        and used as a declared one; elsewhere ``"auto"`` is ``None``
+        (:ref:`kmeans-auto-box`).  A declared public box (scalars or arrays of shape ``(n_features,)``,
         as diffprivlib's ``bounds``).  Rows are clipped into it and centred
         at its centre ``(lower + upper) / 2`` (``centre_``), and the radius
         is its half-diagonal ``||upper - lower|| / 2``: a free centre and
@@ -185,10 +204,15 @@ class DPKMeans(_BaseDPLloyd):
         ``"auto"``: ``(2 m)^(1/4)`` (Gaussian) or ``m^(2/3)`` (Laplace), the
         ratios that minimise the centres' error (:ref:`cluster-budget-split`);
         ``1.0`` is the paper's single ``sigma_K``.
-    bounds_budget : float in (0, 1), default=0.1
+    bounds_budget : float in (0, 1) or "auto", default="auto"
         Share of ``(epsilon, delta)`` spent on the bounds when
         ``data_norm="auto"``; the Lloyd releases are calibrated so that the
         whole fit composes to ``(epsilon, delta)`` under ``composition``.
+        ``"auto"``: the smallest of 0.1, 0.2, 0.3, 0.5 at which the centre
+        and norm bound's quantile can be located with the public ``n``
+        (:func:`~skdp.privacy.centring.can_locate_quantile`); for the
+        histogram box, the smallest at which a column can be located
+        (:func:`~skdp.privacy.quantiles.histogram_box_share`), else 0.5.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
@@ -227,7 +251,11 @@ class DPKMeans(_BaseDPLloyd):
         ``"auto"``, or the largest row norm when ``data_norm=None``, which
         leaks).
     centre_ : ndarray of shape (n_features,)
-        The released centre of ``data_norm="auto"`` (absent otherwise).
+        The released centre of ``data_norm="auto"``, or the box's centre
+        (absent otherwise).
+    bounds_ : tuple of two ndarrays of shape (n_features,)
+        The box released by ``bounds="auto"`` where ``n * epsilon`` is
+        small (absent otherwise).
     noise_multiplier_ : float
         Calibrated ``sigma`` of the sums (noise std over sensitivity); the
         sizes use ``count_noise_weight`` times it.
@@ -296,6 +324,7 @@ class DPKMeans(_BaseDPLloyd):
             "n_iter_",
             "noise_multiplier_",
             "centre_",
+            "bounds_",
             "algorithm_",
             "n_leaves_",
         }
@@ -304,8 +333,8 @@ class DPKMeans(_BaseDPLloyd):
     _parameter_constraints = {
         **_BaseDPLloyd._parameter_constraints,
         "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
-        "bounds": ["array-like", None],
-        "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
+        "bounds": ["array-like", StrOptions({"auto"}), None],
+        "bounds_budget": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
         "mechanism": [StrOptions({"gaussian", "laplace"})],
         "algorithm": [StrOptions(set(ALGORITHMS))],
     }
@@ -317,14 +346,14 @@ class DPKMeans(_BaseDPLloyd):
         epsilon=1.0,
         delta=1e-5,
         data_norm="auto",
-        bounds=None,
+        bounds="auto",
         max_iter=5,
         init="random",
         algorithm="auto",
         mechanism="gaussian",
         composition="pld",
         count_noise_weight="auto",
-        bounds_budget=DEFAULT_BOUNDS_BUDGET,
+        bounds_budget="auto",
         accountant=None,
         random_state=None,
         secure_noise=None,
@@ -346,9 +375,64 @@ class DPKMeans(_BaseDPLloyd):
         self.secure_noise = secure_noise
 
     # --- bounds: a declared box gives a centre and a radius for free ---
+    def _private_box_mode(self, shape):
+        """Whether the fit releases a box rather than a centre and norm bound (public quantities).
+
+        ``bounds="auto"`` with ``data_norm="auto"``: the centre and norm
+        bound (:func:`~skdp.privacy.centring.private_centring`) while their
+        exponential-mechanism quantile can be located
+        (:func:`~skdp.privacy.centring.can_locate_quantile`, from ``n`` and
+        the plan's epsilon), else the histogram box, whose released ends
+        never lie beyond twice the data's largest magnitude.
+        """
+        if not (
+            isinstance(self.bounds, str)
+            and self.bounds == "auto"
+            and isinstance(self.data_norm, str)
+            and self.data_norm == "auto"
+        ):
+            return False
+        return self._centring_share(shape[0]) is None
+
+    def _centring_share(self, n_samples):
+        """The centring's share of the budget: declared, or (``"auto"``) the smallest that locates.
+
+        ``bounds_budget="auto"``: the smallest share in
+        :data:`~skdp.privacy.quantiles.BOX_SHARES` whose quantile epsilon
+        lets the exponential mechanism locate a norm quantile with ``n``
+        rows (:func:`~skdp.privacy.centring.can_locate_quantile`); None
+        when none does (the histogram box then takes over with
+        ``bounds="auto"``, else the largest share).  Public quantities only.
+        """
+        if not isinstance(self.bounds_budget, str):
+            return float(self.bounds_budget)
+        for share in BOX_SHARES:
+            plan = calibrate_auto_bounds(
+                float(self.epsilon), float(self.delta), share, neighbouring=self._neighbouring
+            )
+            if can_locate_quantile(n_samples, plan.quantile_epsilon):
+                return share
+        return None
+
+    def _centring_plan(self, secure_noise, n_samples=None):
+        share = DEFAULT_BOUNDS_BUDGET if n_samples is None else self._centring_share(n_samples)
+        return calibrate_auto_bounds(
+            float(self.epsilon),
+            float(self.delta),
+            BOX_SHARES[-1] if share is None else share,
+            neighbouring=self._neighbouring,
+            secure_noise=secure_noise,
+        )
+
+    def _declares_box(self):
+        return self.bounds is not None and not isinstance(self.bounds, str)
+
     def _box(self, n_features):
-        """The declared box as a :class:`BoxShift` (None without ``bounds``); checks its shape."""
-        if self.bounds is None:
+        """The box as a :class:`BoxShift`: declared, or released by ``bounds="auto"`` (``bounds_``); else None."""
+        released = self.__dict__.get("bounds_")
+        if released is not None:
+            return BoxShift(*released)
+        if not self._declares_box():
             return None
         try:
             lower, upper = self.bounds
@@ -370,20 +454,36 @@ class DPKMeans(_BaseDPLloyd):
         return float(np.linalg.norm(box.upper - box.lower) / 2.0)
 
     # --- data_norm="auto": a private centre and bound (skdp.privacy.centring) ---
-    def _auto_bounds(self, secure_noise=False):
-        """The :class:`~skdp.privacy.centring.AutoBounds` plan, or None for a declared (or None) bound.
+    def _auto_bounds(self, secure_noise=False, shape=None):
+        """The bounds' plan, or None for a declared box or bound (nothing released).
 
-        With ``bounds`` the box gives both for free: nothing is released.
+        ``bounds="auto"`` with ``data_norm="auto"``: the private histogram box's
+        :class:`~skdp.privacy.quantiles.HistogramBounds` (its share from the
+        public ``n``, ``d``, epsilon and delta when ``bounds_budget="auto"``:
+        :func:`~skdp.privacy.quantiles.histogram_box_share`); ``bounds=None``
+        with ``data_norm="auto"``: the private centre and norm bound's
+        :class:`~skdp.privacy.centring.AutoBounds`.  ``shape`` is the public
+        ``(n_samples, n_features)`` (during ``fit``, the plan's).
         """
-        if self.bounds is not None or not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
+        if self._declares_box() or not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
             return None
-        return calibrate_auto_bounds(
-            float(self.epsilon),
-            float(self.delta),
-            float(self.bounds_budget),
-            neighbouring=self._neighbouring,
-            secure_noise=secure_noise,
-        )
+        auto_share = isinstance(self.bounds_budget, str)
+        shape = shape if shape is not None else self.__dict__.get("_plan_shape")
+        if shape is not None and self._private_box_mode(shape):
+            n_samples, n_features = shape
+            composition = "basic" if self.mechanism == "laplace" else self.composition
+            delta = 0.0 if self.mechanism == "laplace" else float(self.delta)
+            share = (
+                histogram_box_share(
+                    n_samples, float(self.epsilon), delta, n_features, composition, secure_noise
+                )
+                if auto_share
+                else float(self.bounds_budget)
+            )
+            return calibrate_histogram_bounds(
+                float(self.epsilon), delta, n_features, share, composition, secure_noise
+            )
+        return self._centring_plan(secure_noise, None if shape is None else shape[0])
 
     # DPKMeans' "auto" rule: at least 5, up to 20 (public quantities only).
     _auto_max_iter_rule = {
@@ -393,7 +493,9 @@ class DPKMeans(_BaseDPLloyd):
     }
 
     def _noise_mechanisms(self):
-        return (ExponentialMechanism,) if self._auto_bounds() is not None else ()
+        # Either "auto" release may be the centring's exponential mechanism.
+        auto = not self._declares_box() and isinstance(self.data_norm, str) and self.data_norm == "auto"
+        return (ExponentialMechanism,) if auto else ()
 
     def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
         return lloyd_noise_multiplier(
@@ -411,12 +513,13 @@ class DPKMeans(_BaseDPLloyd):
     def _fit_feature_map(self, n_features, rng):
         # A centre from an earlier fit must not shift this one.
         self.__dict__.pop("centre_", None)
+        self.__dict__.pop("bounds_", None)
         box = self._box(n_features)
         if box is not None:
             self.centre_ = box.centre  # declared, public
 
     def _feature_map(self):
-        if self.bounds is not None:
+        if self._declares_box() or "bounds_" in self.__dict__:
             return self._box(self.n_features_in_)
         centre = self.__dict__.get("centre_")
         return None if centre is None else Shift(centre)
@@ -434,6 +537,8 @@ class DPKMeans(_BaseDPLloyd):
         return self.cluster_centers_ if centre is None else self.cluster_centers_ - centre
 
     def _select_bound(self, rows, noise_multiplier, rng, ledger):
+        if self._private_box_mode((rows.n_samples, rows.n_features)):
+            self._release_box(rows, rng, ledger)
         box = self._box(rows.n_features)
         if box is not None:
             # The rows are already clipped to the box and centred at its centre.
@@ -443,16 +548,13 @@ class DPKMeans(_BaseDPLloyd):
                 if isinstance(self.data_norm, str) or self.data_norm is None
                 else min(float(self.data_norm), radius)
             )
-        bounds = self._auto_bounds(ledger is not None and ledger.secure_noise)
+        bounds = self._auto_bounds(
+            ledger is not None and ledger.secure_noise, (rows.n_samples, rows.n_features)
+        )
         if bounds is not None:
-            if rows.chunked:
-                reduce = rows.data.map_reduce
-            else:
-
-                def reduce(fn, *params):
-                    return fn(rows.Z, *params)
-
-            centre, bound = private_centring(reduce, rows.n_samples, rows.n_features, bounds, rng, ledger)
+            centre, bound = private_centring(
+                self._reduce(rows), rows.n_samples, rows.n_features, bounds, rng, ledger
+            )
             self.centre_ = centre
             rows.map_features(Shift(centre))  # the rows are x - c from here on
             return bound
@@ -464,6 +566,58 @@ class DPKMeans(_BaseDPLloyd):
             raise ValueError("The largest row norm of X overflows; set data_norm to a public bound.")
         # All-zero data: any positive bound gives the same (zero) statistics.
         return bound if bound > 0 else 1.0
+
+    @staticmethod
+    def _reduce(rows):
+        """``reduce(fn, *params)``: the sum of ``fn(chunk, *params)`` over the rows (in memory or chunked)."""
+        if rows.chunked:
+            return rows.data.map_reduce
+
+        def reduce(fn, *params):
+            return fn(rows.Z, *params)
+
+        return reduce
+
+    def _release_box(self, rows, rng, ledger):
+        """``bounds="auto"``: release a box by the private histogram (:func:`private_histogram_box`).
+
+        Its events are the plan's first (:meth:`_auto_bounds`); the box then
+        serves exactly as a declared one: rows clipped into it and centred at
+        its centre, radius its half-diagonal, diagonal start and shrinkage.
+        """
+        plan = self._auto_bounds(
+            ledger is not None and ledger.secure_noise, (rows.n_samples, rows.n_features)
+        )
+        low, high, located, pooled = private_histogram_box(
+            self._reduce(rows),
+            rows.n_samples,
+            rows.n_features,
+            plan.mechanism(),
+            AUTO_BOUNDS_QUANTILES,
+            rng,
+            ledger,
+            return_located=True,
+            return_pooled=True,
+        )
+        warn_unlocated_columns(
+            located,
+            pooled,
+            rows.n_samples,
+            self.epsilon,
+            "Declare bounds=(lower, upper) from public knowledge, or raise epsilon.",
+        )
+        self.bounds_ = (low, high)
+        self.centre_ = (low + high) / 2.0
+        rows.map_features(BoxShift(low, high))
+
+    def _calibrate(self, rows, plan):
+        # The bounds' plan reads the public (n, d) (histogram_box_share): held for
+        # the calibration only, never kept on the estimator.
+        self.__dict__["_plan_shape"] = (rows.n_samples, rows.n_features)
+        try:
+            return self._calibrate_algorithm(rows, plan)
+        finally:
+            self.__dict__.pop("_plan_shape", None)
 
     # --- algorithm: DP Lloyd or the private LSH coreset (skdp.cluster._coreset) ---
     def _algorithm(self, n_samples, n_features):
@@ -483,7 +637,7 @@ class DPKMeans(_BaseDPLloyd):
             n_samples, self.n_clusters, n_features, float(self.epsilon), float(self.delta)
         )
 
-    def _calibrate(self, rows, plan):
+    def _calibrate_algorithm(self, rows, plan):
         """Lloyd's plan, or the coreset's: ``D`` level counts and one leaf-sum release (public quantities)."""
         algorithm = self._algorithm(rows.n_samples, rows.n_features)
         if algorithm == "lloyd":

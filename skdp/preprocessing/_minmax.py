@@ -13,6 +13,7 @@ from ..privacy.quantiles import (
     check_quantiles,
     histogram_mechanism,
     private_histogram_box,
+    warn_unlocated_columns,
 )
 
 
@@ -204,7 +205,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         def reduce(fn, *params):
             return data.chunks.map_reduce(fn, *params) if data.chunked else fn(data.X, *params)
 
-        low, high = private_histogram_box(
+        low, high, located, pooled = private_histogram_box(
             reduce,
             data.n_samples,
             data.n_features,
@@ -212,6 +213,16 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
             check_quantiles(self.quantiles),
             rng,
             ledger,
+            return_located=True,
+            return_pooled=True,
+        )
+        # A pooled range can be orders of magnitude wider than a column's values: say so.
+        warn_unlocated_columns(
+            located,
+            pooled,
+            data.n_samples,
+            plan.epsilon,
+            "Raise epsilon, or scale by declared ranges (DPStandardScaler(bounds=...)).",
         )
         self.n_samples_seen_ = int(data.n_samples)
         self.data_min_, self.data_max_ = low, high

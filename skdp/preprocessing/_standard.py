@@ -32,6 +32,7 @@ from ..privacy.quantiles import (
     histogram_events,
     histogram_mechanism,
     private_histogram_box,
+    warn_unlocated_columns,
 )
 
 #: Sensitivity of each released statistic under replace-one neighbours.  A
@@ -333,7 +334,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
             def reduce(fn, *params):
                 return data.chunks.map_reduce(fn, *params) if data.chunked else fn(data.X, *params)
 
-            return private_histogram_box(
+            low, high, located, pooled = private_histogram_box(
                 reduce,
                 data.n_samples,
                 d,
@@ -342,7 +343,17 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 rng,
                 ledger,
                 return_located=True,
+                return_pooled=True,
             )
+            # A pooled range can be orders of magnitude wider than a column's values: say so.
+            warn_unlocated_columns(
+                located,
+                pooled,
+                data.n_samples,
+                plan.epsilon,
+                "Declare bounds=(lows, highs) from public knowledge, or raise epsilon.",
+            )
+            return low, high, located
         if isinstance(self.bounds, str) and self.bounds == "nonprivate":
             warn_privacy_leak("bounds", "the range of every column")
             if data.chunked:

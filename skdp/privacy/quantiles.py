@@ -22,6 +22,8 @@ exponential mechanism over a wide grid could land anywhere on the grid.
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,6 +46,10 @@ __all__ = [
     "rank_counts",
     "rank_margin",
     "AUTO_BOUNDS_QUANTILES",
+    "BOX_SHARES",
+    "HistogramBounds",
+    "calibrate_histogram_bounds",
+    "histogram_box_share",
     "HISTOGRAM_FAILURE",
     "LOG2_RANGE",
     "REFINE_BINS",
@@ -57,6 +63,7 @@ __all__ = [
     "log_bin_index",
     "log_histogram",
     "private_histogram_box",
+    "warn_unlocated_columns",
 ]
 
 #: Candidates per decade of the default grid.
@@ -454,7 +461,15 @@ def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=Fa
 
 
 def private_histogram_box(
-    reduce, n_samples_public, n_features, mechanism, quantiles, rng, ledger, return_located=False
+    reduce,
+    n_samples_public,
+    n_features,
+    mechanism,
+    quantiles,
+    rng,
+    ledger,
+    return_located=False,
+    return_pooled=False,
 ):
     """Private column bounds that degrade gracefully: a log histogram, then a linear one inside it.
 
@@ -508,6 +523,11 @@ def private_histogram_box(
     return_located : bool, default=False
         Also return which columns were located (by their own bins or the
         pool's) rather than given the data-free ``[0, 1]``.
+    return_pooled : bool, default=False
+        Also return (last) which columns took the pool's range: a range
+        that may be far wider than the column's own values (a column of
+        values near 0.01 beside columns in the thousands), which callers
+        announce.
 
     Returns
     -------
@@ -515,6 +535,8 @@ def private_histogram_box(
         ``low < high`` in every column.
     located : ndarray of bool, shape (n_features,)
         Only with ``return_located`` (post-processing of the released counts).
+    pooled : ndarray of bool, shape (n_features,)
+        Only with ``return_pooled`` (post-processing of the released counts).
     """
     lower_edges, upper_edges = log_bin_edges()
     counts = reduce(log_histogram)
@@ -526,10 +548,12 @@ def private_histogram_box(
     pool_first, pool_last = _occupied_ends(pooled, tau * math.sqrt(n_features))
     low, high = np.empty(n_features), np.empty(n_features)
     located = np.ones(n_features, dtype=bool)
+    pooled = np.zeros(n_features, dtype=bool)
     for j in range(n_features):
         first, last = _occupied_ends(noisy[j], tau)
         if first < 0:
             first, last = pool_first, pool_last
+            pooled[j] = first >= 0
         if first < 0:
             # Nothing located, not even in the pool: the data-free range [0, 1]
             # (a min-max map that does nothing), never a bin chosen by noise.
@@ -543,4 +567,97 @@ def private_histogram_box(
     for j in np.flatnonzero(located):
         first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
         low[j], high[j] = low[j] + first * width[j], low[j] + (last + 1) * width[j]
-    return (low, high, located) if return_located else (low, high)
+    out = (low, high) + ((located,) if return_located else ()) + ((pooled,) if return_pooled else ())
+    return out
+
+
+#: Shares of ``(epsilon, delta)`` a private histogram box may take when the
+#: share is chosen a priori (:func:`histogram_box_share`): the smallest one
+#: whose noise lets a column be located, else the last.
+BOX_SHARES = (0.1, 0.2, 0.3, 0.5)
+
+
+@dataclass(frozen=True)
+class HistogramBounds:
+    """The public plan of a :func:`private_histogram_box` release: its events and mechanism.
+
+    Parameters
+    ----------
+    n_features : int
+    multiplier : float
+        Noise multiplier of the two histogram releases.
+    gaussian : bool
+        Gaussian noise (else Laplace, for ``delta == 0``).
+    share : float
+        Share of the fit's ``(epsilon, delta)`` the releases were calibrated to.
+    """
+
+    n_features: int
+    multiplier: float
+    gaussian: bool
+    share: float
+
+    def events(self):
+        """The two histogram releases' events (public: from the plan alone)."""
+        return histogram_events(self.n_features, self.multiplier, self.gaussian)
+
+    def mechanism(self):
+        """The additive mechanism of each histogram release (:func:`histogram_mechanism`)."""
+        return histogram_mechanism(self.n_features, self.multiplier, self.gaussian)
+
+
+def calibrate_histogram_bounds(epsilon, delta, n_features, share, composition, secure_noise=False):
+    """The :class:`HistogramBounds` plan costing ``(share * epsilon, share * delta)``."""
+    z = calibrate_histogram(share * epsilon, share * delta, n_features, composition, secure_noise)
+    return HistogramBounds(int(n_features), float(z), delta > 0, float(share))
+
+
+def histogram_box_share(n_samples, epsilon, delta, n_features, composition, secure_noise=False):
+    """The smallest share in :data:`BOX_SHARES` at which a column can be located (public quantities).
+
+    A column whose ``n`` values fill at most two log bins is located when
+    its counts pass the noisy-count threshold (:func:`can_locate_columns`);
+    the share needed for that depends on ``n``, ``d``, epsilon and delta
+    only (``n`` is public under replace-one neighbours).  When even the
+    largest share cannot, the largest is taken: locating the data is then
+    the dominant error, and a box that falls back to the pool's range or
+    to ``[0, 1]`` is still bounded by the data's largest magnitude.
+    """
+    for share in BOX_SHARES:
+        plan = calibrate_histogram_bounds(epsilon, delta, n_features, share, composition, secure_noise)
+        if can_locate_columns(n_samples, plan.mechanism(), n_features):
+            return share
+    return BOX_SHARES[-1]
+
+
+def warn_unlocated_columns(located, pooled, n_samples, epsilon, advice):
+    """Warn when a histogram box gave some column the pool's range or the data-free ``[0, 1]``.
+
+    A function of the released counts (post-processing) and public sizes,
+    naming no data value: such a column's range may be orders of magnitude
+    wider than its values (the pool's) or miss them (``[0, 1]``), so the
+    caller says what to declare (``advice``, the message's last sentence).
+    """
+    located, pooled = np.asarray(located, dtype=bool), np.asarray(pooled, dtype=bool)
+    n_none, n_pool = int((~located).sum()), int((located & pooled).sum())
+    if not (n_none or n_pool):
+        return
+    from ..base import _user_stacklevel  # the base imports the core: import when needed
+
+    parts = []
+    if n_pool:
+        parts.append(
+            f"{n_pool} took the range pooled over all columns (possibly orders of magnitude wider "
+            "than their own values)"
+        )
+    if n_none:
+        parts.append(f"{n_none} took the data-free range [0, 1]")
+    warnings.warn(
+        f"The private histogram could not locate {n_pool + n_none} of {located.size} columns by their "
+        f"own counts with n_samples={int(n_samples)} at epsilon={float(epsilon):.3g}: "
+        + "; ".join(parts)
+        + ". "
+        + advice,
+        UserWarning,
+        stacklevel=_user_stacklevel(),
+    )
