@@ -35,6 +35,7 @@ SHOTS = [
     ("index.html", None, 0),
     ("index.html", "table", 0),
     ("model_selection.html", "#benchmark table", 0),
+    ("api.html", None, 0),
     ("nn.html", "div.highlight", 0),
     ("cluster.html", None, 0),
     ("generated/skdp.cluster.DPKMeans.html", None, 0),
