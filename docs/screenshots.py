@@ -15,7 +15,8 @@ Headless Chromium will not open a window narrower than 500 px, so the page is
 loaded in an ``<iframe>`` of the shot's width on a wrapper page (served from
 ``localhost`` so that the wrapper can read the frame's layout) and the shot is
 cropped from a tall screenshot of the wrapper.  Chromium comes from the
-system's packages; cropping needs Pillow.
+system's packages; cropping needs Pillow.  ``docs/_screenshots/`` keeps a few
+of the shots that were looked at (reduced to 48 colours), to compare with.
 """
 
 import argparse
