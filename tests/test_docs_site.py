@@ -53,7 +53,11 @@ MACHINE_PATHS = re.compile(r"(?<![\w.])/(?:work|root|home)/\w")
 PAGES_WITH_WORKING_NOTES = set()
 PAGES_WITH_STALE_CLAIMS = set()
 
-USER_PAGES = sorted(p.stem for p in DOCS.glob("*.md")) + ["index", "api", "estimators", "user_guide"]
+USER_PAGES = (
+    sorted(p.stem for p in DOCS.glob("*.md"))
+    + ["index", "api", "estimators", "user_guide"]
+    + sorted(f"api/{p.stem}" for p in (DOCS / "api").glob("*.rst"))
+)
 
 
 def _xfail_if(condition, reason):

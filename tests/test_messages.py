@@ -155,6 +155,29 @@ def test_calibration_failure_names_the_parameter_and_the_cause(params, cause):
     assert cause in str(failed.value) and "nan" not in str(failed.value)
 
 
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+def test_a_net_at_a_tiny_epsilon_names_epsilon_and_the_staged_plan_before_the_budget(kind):
+    pytest.importorskip("torch")
+    from skdp.nn import DPNeuralNetClassifier, DPNeuralNetRegressor
+
+    X = np.random.default_rng(0).normal(size=(100, 3)).astype("float32")
+    y = (X[:, 0] > 0).astype("int64")
+    if kind == "classifier":
+        net = DPNeuralNetClassifier(epsilon=1e-9, classes=[0, 1], max_epochs=1)
+    else:
+        net, y = DPNeuralNetRegressor(epsilon=1e-9, max_epochs=1), X[:, :1]
+    budget = BudgetAccountant(10.0, 1e-3)
+    net.set_params(accountant=budget)
+    with pytest.raises(ValueError, match=r"epsilon=1e-09 is too small for this net at delta=1e-05") as failed:
+        net.fit(X, y)
+    message = str(failed.value)
+    # The real cause (the staged plan's Renyi bound and its floor), not a composition the user did not pick.
+    assert "n_samples='auto'" in message and "below about 0.0084" in message
+    assert "'rdp'" not in message and "nan" not in message
+    # A check of public parameters: refused before the hold, nothing charged.
+    assert budget.spent.epsilon == 0.0 and budget.spent.delta == 0.0
+
+
 def test_calibration_at_delta_zero_with_gaussian_noise_says_so():
     from skdp.privacy import GaussianEvent, calibrate_noise_multiplier
 

@@ -55,55 +55,26 @@ def max_row_norm(X):
 class DPKMeans(_BaseDPLloyd):
     """K-means clustering with differential privacy (DP Lloyd's algorithm).
 
-    Lloyd's algorithm where every iteration releases the cluster sizes and the
-    per-cluster sums of the rows with noise, the rows being first clipped to L2
-    norm ``data_norm`` (Blum et al. 2005; Su et al. 2016 "DPLloyd", the
-    baseline of Park et al. 2017 and Acs et al. 2018).  With the Gaussian
-    mechanism this is Acs et al.'s Alg. 2, lines 6-11, on the raw rows.
+    Lloyd's algorithm where every iteration releases, with noise, the cluster
+    sizes and the per-cluster sums of the rows clipped to L2 norm
+    ``data_norm`` (Blum et al. 2005; Su et al. 2016 "DPLloyd"; with Gaussian
+    noise, Acs et al. 2018, Alg. 2, lines 6-11).  All ``max_iter``
+    iterations run, and the noise multiplier of their ``2 * max_iter``
+    releases is calibrated once, before the data, so that their composition
+    meets ``(epsilon, delta)``.  With many clusters in high dimension
+    (``algorithm="auto"``) a private coreset is clustered instead.
 
-    ``max_iter`` iterations always run (stopping early would depend on the
-    data outside the accounted releases), and the budget is split over them up
-    front: the noise multiplier ``sigma`` of the ``2 * max_iter`` releases is
-    the smallest whose composition meets ``(epsilon, delta)``
-    (:func:`skdp.privacy.calibrate_noise_multiplier`).  Per iteration:
+    The fitted model holds only releases and public quantities: no
+    ``labels_`` and no ``inertia_``, which are exact functions of the
+    training rows (``fit_predict`` and ``score`` compute them when asked,
+    outside the guarantee on the training rows).  ``privacy_spent_`` refers
+    to replace-one neighbours.
 
-    =====================  ==============  ================  =====================  ======================
-    release                L2 sensitivity  L1 sensitivity    Gaussian std           Laplace scale
-    =====================  ==============  ================  =====================  ======================
-    cluster sizes ``n_i``  ``sqrt(2)``     ``2``             ``sqrt(2) w sigma``    ``2 w sigma``
-    cluster sums ``S_i``   ``2 C``         ``2 sqrt(m) C``   ``2 C sigma``          ``2 sqrt(m) C sigma``
-    =====================  ==============  ================  =====================  ======================
-
-    with ``C = data_norm``, ``m = n_features`` and ``w = count_noise_weight``.
-    The derivations are in the user guide (:ref:`cluster-sensitivities`); the sums' ``2 C`` is
-    larger than Acs et al.'s ``sqrt(2) C`` (Section III-D), which forgets a
-    record replaced inside its own cluster.  The sizes' multiplier is
-    ``count_noise_weight`` times the sums' (``(2 m)^(1/4)`` for Gaussian
-    noise by default, which minimises the centres' error at a fixed budget;
-    Acs et al. use 1).  New centres ``S~_i / n~_i`` are projected onto the
-    ball of radius ``C`` (post-processing); a cluster whose noisy size is
-    below 1 is re-seeded: from its public centre when ``init`` is an array,
-    otherwise by splitting the cluster of largest noisy size (a copy of its
-    centre moved by ``1e-3 C`` in a random direction; with ``bounds``, in
-    the last iteration such a centre keeps its previous value: no later
-    iteration would estimate a split).
-
-    Privacy covers everything the fitted model holds: ``cluster_centers_``
-    and ``noisy_counts_`` (released), ``clip_bound_`` (the public
-    ``data_norm``), ``n_iter_`` and ``noise_multiplier_`` (the plan, from
-    public quantities), ``n_reseeded_`` (a function of the released noisy
-    sizes), and everything computed from them on *new* data (``predict``,
-    ``transform``, ``score``).  Unlike scikit-learn's ``KMeans`` the model
-    stores no ``labels_`` and no ``inertia_``: the labels and objective of
-    the training rows are exact functions of every row, outside the
-    guarantee.  ``fit_predict(X)`` returns the labels of ``X`` under the
-    released centres and ``-score(X)`` its exact objective; both are handed
-    to the caller, never stored or pickled, and are *not* covered by the
-    guarantee when ``X`` is the training set.  ``data_norm=None`` is the one
-    exception: ``clip_bound_`` is then the largest row norm, a leak announced
-    by a :class:`~skdp.exceptions.PrivacyLeakWarning`.
-    ``privacy_spent_`` refers to replace-one neighbours (datasets of the same
-    size differing in one record).
+    Read more in the :doc:`User Guide </cluster>`: :ref:`the privacy plan
+    <cluster-privacy-plan>`, :ref:`the sensitivities <cluster-sensitivities>`,
+    :ref:`initialisation and empty clusters <cluster-init>`, :ref:`the coreset
+    <cluster-coreset>`, :ref:`what the model holds <cluster-limits>` and
+    :ref:`the deviations from the papers <cluster-deviations>`.
 
     Parameters
     ----------
@@ -113,143 +84,78 @@ class DPKMeans(_BaseDPLloyd):
         Privacy budget of the whole fit.
     delta : float, default=1e-5
         Privacy parameter delta; must be positive for the Gaussian mechanism.
-        The Laplace mechanism is pure DP (``privacy_spent_.delta`` is then 0
-        whenever basic composition is the tighter bound).
     data_norm : float, "auto" or None, default="auto"
-        Public bound ``C`` on the L2 norm of a row (with ``bounds``: of
-        ``x`` minus the box's centre, capped at the half-diagonal; ``"auto"``
-        and None then mean the half-diagonal, for free); larger rows are scaled down
-        to it.  ``None`` reads the largest row norm off the data, which leaks
-        privacy (a :class:`~skdp.exceptions.PrivacyLeakWarning` is raised).
-        ``"auto"`` releases a centre ``c`` (``centre_``) and a bound ``C`` on
-        ``||x - c||`` (``clip_bound_``) with a share ``bounds_budget`` of the
-        budget (:mod:`skdp.privacy.centring`, :ref:`auto-data-norm`): rows
-        are shifted by ``c`` in training and in ``predict``, ``transform``
-        and ``score``, and ``cluster_centers_`` are reported in the original
-        coordinates (``init`` too is given in them).
+        Public bound ``C`` on the L2 norm of a row; larger rows are scaled
+        down to it.  ``"auto"`` releases a centre ``centre_`` and a bound
+        ``clip_bound_`` on ``||x - c||`` with a share ``bounds_budget`` of the
+        budget (:ref:`auto-data-norm`).  With ``bounds``, ``"auto"`` and None
+        mean the box's half-diagonal, for free.  None otherwise reads the
+        largest row norm off the data, a leak (a
+        :class:`~skdp.exceptions.PrivacyLeakWarning` is raised).
     max_iter : int or "auto", default=5
-        Number ``T`` of Lloyd iterations, all of which are run (the budget is
-        split over them; Su et al. 2016 run DPLloyd for 5 iterations, the
-        default).  ``"auto"``: Su et al.'s ``T = 5`` as a floor, and more (at most 20,
-        Acs et al.'s T) while the noise on a centre of average size ``n / k``
-        stays below a tenth of the clipping bound
-        (:data:`~skdp.cluster._lloyd.KMEANS_AUTO_NOISE_RATIO`,
-        :ref:`cluster-auto-iterations`); it reads only the plan and the
-        public ``n`` (replace-one neighbours keep ``n`` fixed), never the
-        data, so it costs no privacy.
+        Number ``T`` of Lloyd iterations, all run.  ``"auto"``: 5 to 20, from
+        the plan and the public ``n`` only (:ref:`cluster-auto-iterations`).
     bounds : tuple (lower, upper), "auto" or None, default="auto"
-        ``"auto"`` (with ``data_norm="auto"``): where ``n * epsilon`` is too
-        small for ``data_norm="auto"``'s centre and norm bound (no share of
-        ``bounds_budget="auto"`` locates their quantile, public quantities
-        only), a box is released by noisy histograms of every column
-        (:func:`~skdp.privacy.quantiles.private_histogram_box`, ``bounds_``)
-        and used as a declared one; elsewhere ``"auto"`` is ``None``
-        (:ref:`kmeans-auto-box`).  A declared public box (scalars or arrays of shape ``(n_features,)``,
-        as diffprivlib's ``bounds``).  Rows are clipped into it and centred
-        at its centre ``(lower + upper) / 2`` (``centre_``), and the radius
-        is its half-diagonal ``||upper - lower|| / 2``: a free centre and
-        scale, no budget spent on bounds.  Noisy centres are projected onto
-        the box and the ball (post-processing), so under heavy noise they
-        stay in the data's region.  ``cluster_centers_`` are reported in the
-        original coordinates.  With a box, each noisy centre is also
-        post-processed into its posterior mean under a Gaussian prior at the
-        previous centre with the variance of the uniform distribution on the
-        box, ``(upper - lower)^2 / 12`` per coordinate, the noise variances
-        coming from the plan's public scales
-        (:func:`~skdp.cluster._lloyd.shrink_to_prior`): under heavy noise a
-        centre stays put instead of being thrown to a corner of the box.
+        A declared public box (scalars or arrays of shape ``(n_features,)``):
+        rows are clipped into it and centred at its centre at no privacy
+        cost, and the noisy centres are post-processed towards the previous
+        ones (:ref:`cluster-declared-box`).  ``"auto"`` (with
+        ``data_norm="auto"``): where ``n * epsilon`` is too small for the
+        private centre and norm bound to be located (public quantities only),
+        a box is released by noisy histograms (``bounds_``) and used as a
+        declared one; elsewhere ``"auto"`` is ``None``
+        (:ref:`kmeans-auto-box`).
     init : "random" or array-like of shape (n_clusters, n_features), default="random"
-        ``"random"``: with a declared ``bounds`` and a relative centre
-        noise above 0.2 (:data:`~skdp.cluster._base.DIAGONAL_START_NOISE`:
-        the plan's per-iteration noise on an average-size centre over ``C``,
-        public quantities only), the start is ``k`` public centres evenly
-        spaced on the box's main diagonal,
-        ``lower + (2 i + 1) / (2 k) (upper - lower)``; they read only the
-        box, and every iteration is a Lloyd step.  Otherwise the first
-        iteration assigns the rows to clusters uniformly at random (a
-        data-independent "random partition"), so the first released centres
-        are noisy means of random subsets (noisy copies of the global
-        mean).  An array
-        gives public centres (Acs et al., footnote 3); it must not be
-        computed from the private data.
+        ``"random"``: a data-independent start (a random partition, or public
+        centres on the box's diagonal under heavy noise with ``bounds``).  An
+        array gives public centres; it must not be computed from the private
+        data.
     algorithm : {"auto", "lloyd", "coreset"}, default="auto"
-        ``"lloyd"``: DP Lloyd as above.  ``"coreset"``: a private coreset
-        from a locality-sensitive-hash prefix tree (the design of Google's
-        ``learning/clustering`` library, :mod:`skdp.cluster._coreset`):
-        ``D = 20`` random hyperplanes hash every clipped row; the tree's
-        node counts are released level by level (``D`` releases, L2
-        sensitivity ``sqrt(2)``, noise multiplier ``20 sigma``) and nodes
-        with enough noisy rows branch; one release of the leaves' sums (L2
-        sensitivity ``2 C``, multiplier ``sigma``) gives weighted points
-        ``S~_leaf / n~_leaf``, on which non-private weighted k-means++ and
-        Lloyd run (post-processing).  ``max_iter`` and
-        ``count_noise_weight`` are then unused, and ``init`` must be
-        ``"random"``.  ``"auto"``: the coreset when ``n_clusters >= 16`` and
-        the dimension is at least 8 (and ``init`` is ``"random"``), Lloyd
-        otherwise (:func:`skdp.cluster._coreset.choose_algorithm`, public
-        quantities only: Lloyd's noise on a centre grows with ``k`` and its
-        random start misses clusters when ``k`` is large; the hyperplanes
-        through the centre separate directions only, poor in low
-        dimension).  Google's synthetic set (100,000 x 100, 64 Gaussians,
-        epsilon 1, delta 1e-6): ``benchmarks/clustering_google.py``.
+        ``"lloyd"``: DP Lloyd.  ``"coreset"``: k-means on a private coreset
+        from a locality-sensitive-hash prefix tree (Google's
+        ``learning/clustering`` design).  ``"auto"``: the coreset when
+        ``n_clusters >= 16`` and ``n_features >= 8`` (and ``init="random"``),
+        Lloyd otherwise.
     mechanism : {"gaussian", "laplace"}, default="gaussian"
         Noise of the releases (L2 sensitivities for Gaussian, L1 for Laplace).
     composition : {"pld", "rdp", "zcdp", "advanced", "basic"}, default="pld"
-        Accountant of the plan (:mod:`skdp.privacy.accountants`).  Acs et
-        al. (Theorem 1 and Eq. 3) use the moments accountant (``"rdp"``);
-        privacy loss distributions (``"pld"``, dp-accounting) are tighter and
-        never looser, so the same budget buys less noise.
+        Accountant of the plan (:mod:`skdp.privacy.accountants`).
     count_noise_weight : "auto" or float, default="auto"
-        Noise multiplier of the cluster sizes over that of the sums.
-        ``"auto"``: ``(2 m)^(1/4)`` (Gaussian) or ``m^(2/3)`` (Laplace), the
-        ratios that minimise the centres' error (:ref:`cluster-budget-split`);
-        ``1.0`` is the paper's single ``sigma_K``.
+        Noise multiplier of the cluster sizes over that of the sums;
+        ``"auto"`` minimises the centres' error (:ref:`cluster-budget-split`),
+        ``1.0`` is the papers' single multiplier.
     bounds_budget : float in (0, 1) or "auto", default="auto"
         Share of ``(epsilon, delta)`` spent on the bounds when
-        ``data_norm="auto"``; the Lloyd releases are calibrated so that the
-        whole fit composes to ``(epsilon, delta)`` under ``composition``.
-        ``"auto"``: the smallest of 0.1, 0.2, 0.3, 0.5 at which the centre
-        and norm bound's quantile can be located with the public ``n``
-        (:func:`~skdp.privacy.centring.can_locate_quantile`); for the
-        histogram box, the smallest at which a column can be located
-        (:func:`~skdp.privacy.quantiles.histogram_box_share`), else 0.5.
+        ``data_norm="auto"``.  ``"auto"``: the smallest of 0.1, 0.2, 0.3, 0.5
+        at which the bounds can be located from the public ``n``, else 0.5
+        (:ref:`kmeans-auto-box`).
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial centres and the noise.
-
+        Seeds the initial centres and the noise.  A known seed reproduces the
+        fit exactly, and so removes the noise for whoever knows it.
     secure_noise : bool or None, default=None
-        Sample every Laplace and Gaussian release exactly on a grid (discrete
-        Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
-        in floating point, whose low-order bits leak the noiseless value
-        (Mironov 2012).  None follows the package default
-        (:func:`skdp.set_config`), read once at the start of ``fit`` and
-        carried by the estimator to worker processes.
+        Sample every release exactly on a grid (discrete Laplace and
+        Gaussian) instead of in floating point, whose low-order bits leak
+        (Mironov 2012).  None follows :func:`skdp.set_config`.
 
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
         Released private centres.
     n_iter_ : int
-        Number of iterations run (``max_iter``, or the one ``"auto"`` chose;
-        for the coreset, the Lloyd iterations of the non-private k-means on
-        the released coreset, post-processing).
+        Number of iterations run (for the coreset, those of the non-private
+        k-means on the released coreset).
     algorithm_ : str
-        The algorithm run, ``"lloyd"`` or ``"coreset"`` (public: from the
-        parameters, ``n`` and the dimension).
+        The algorithm run, ``"lloyd"`` or ``"coreset"``.
     n_leaves_ : int
-        Size of the released coreset (``algorithm_ == "coreset"`` only; a
-        function of the released counts).
+        Size of the released coreset (``algorithm_ == "coreset"`` only).
     noisy_counts_ : ndarray of shape (n_clusters,)
-        Noisy cluster sizes of the last iteration (released); for the
-        coreset, the total noisy weight of the coreset points of each centre.
+        Noisy cluster sizes of the last iteration (released).
     n_reseeded_ : int
-        Number of re-seedings of clusters with noisy size below 1, over all
-        iterations (a function of the released noisy sizes).
+        Number of re-seedings of clusters whose noisy size fell below 1.
     clip_bound_ : float
-        Clipping bound ``C`` used (``data_norm``, the released bound of
-        ``"auto"``, or the largest row norm when ``data_norm=None``, which
-        leaks).
+        Clipping bound ``C`` used.
     centre_ : ndarray of shape (n_features,)
         The released centre of ``data_norm="auto"``, or the box's centre
         (absent otherwise).
@@ -257,8 +163,7 @@ class DPKMeans(_BaseDPLloyd):
         The box released by ``bounds="auto"`` where ``n * epsilon`` is
         small (absent otherwise).
     noise_multiplier_ : float
-        Calibrated ``sigma`` of the sums (noise std over sensitivity); the
-        sizes use ``count_noise_weight`` times it.
+        Calibrated noise multiplier of the sums.
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of the fit.
     n_features_in_ : int
@@ -279,19 +184,8 @@ class DPKMeans(_BaseDPLloyd):
     D. Su, J. Cao, N. Li, E. Bertino, H. Jin. Differentially private k-means
     clustering. CODASPY 2016.
 
-    M. Park, J. Foulds, K. Chaudhuri, M. Welling. DP-EM: differentially private
-    expectation maximization. AISTATS 2017, Section 5 ("DPLloyd").
-
     G. Acs, L. Melis, C. Castelluccia, E. De Cristofaro. Differentially private
     mixture of generative neural networks. IEEE TKDE 2018, Alg. 2, Eq. 3.
-
-    M. Charikar. Similarity estimation techniques from rounding algorithms.
-    STOC 2002 (SimHash).
-
-    Google differential-privacy, ``learning/clustering``: "Differentially
-    private k-means clustering" (LSH prefix tree, private coreset; see also
-    A. Chang, B. Ghazi, R. Kumar, P. Manurangsi, Locally private k-means in
-    one round, ICML 2021).
 
     Examples
     --------

@@ -823,37 +823,18 @@ class DPGridSearchCV(_BaseDPSearch):
        left of the budget, or return the chosen trial's model
        (``refit=False``).
 
-    Privacy (proof).  A trial is a mixture over candidates that names its
-    candidate, so its RDP curve is the pointwise maximum over candidates of
-    the composed curves of the candidate's fit and the score release
-    (quasi-convexity; :mod:`skdp.privacy.repeat_select`).  Papernot &
-    Steinke's Theorem 2 (truncated negative binomial) or Theorem 6 (Poisson)
-    turns it into the RDP curve of the whole selection: a
-    :class:`~skdp.privacy.repeat_select.RepeatAndSelectEvent`, composed (by
-    RDP: the ``"pld"`` accountant has no rule for it and
-    :func:`~skdp.privacy.compose` falls back) with the refit's events.  The
-    per-trial budget ``t`` is the largest (to 1% of ``t`` or of the target)
-    whose event costs at most ``(1 - refit_share) epsilon`` (all of
-    ``epsilon`` without refit); the refit gets the largest budget that keeps
-    the total within ``(epsilon, delta)``.
+    The selection's RDP curve is Papernot & Steinke's Theorem 2 (truncated
+    negative binomial) or Theorem 6 (Poisson) applied to the worst
+    candidate's trial, composed with the refit's events; each candidate's
+    events are read off a *dry run* on zeros of the same shape (an skdp fit
+    plans from public quantities only), and every real fit is checked
+    against its dry run.  A black-box estimator, with no RDP curve, cannot
+    be searched.  ``privacy_spent_`` refers to replace-one neighbours.
 
-    DP-SGD nets (:mod:`skdp.nn`) are accounted under add/remove; converted to
-    the search's replace-one neighbours, their Poisson-subsampled steps have
-    no exact RDP curve, so the search records them as
-    :class:`~skdp.privacy.repeat_select.WeakTrianglePoissonEvent`, bounded in
-    RDP through a removal then an addition (Mironov 2017, Prop. 11; about
-    1.2x to 1.7x the tight replace-one epsilon of the same steps).  An
-    estimator's ``n_samples="auto"`` (a noisy count) is declared to the
-    split's sizes, public under replace-one, so its plan is public.
-
-    A candidate's RDP curve needs its events, which an skdp fit plans from
-    public quantities only (parameters and input shape): they are read off a
-    *dry run*, a fit of the candidate on a stand-in of zeros of the same
-    shape (classifiers: their declared ``classes``).  An ``(epsilon, delta)``
-    guarantee alone has no RDP curve, so a black-box estimator cannot be
-    searched.  Every real fit is checked against its dry run afterwards and a
-    fit that recorded more (its plan read the data) raises ``RuntimeError``
-    before anything is returned.
+    Read more in the :doc:`User Guide </model_selection>`: the method and its
+    proof, budgets and parallel trials, searching over ``epsilon``, DP-SGD
+    nets (accounted through a removal then an addition), and a benchmark
+    against scikit-learn's ``GridSearchCV``.
 
     Parameters
     ----------
@@ -869,6 +850,7 @@ class DPGridSearchCV(_BaseDPSearch):
     epsilon : float, default=1.0
         Budget of the whole procedure (trials, scores, selection, refit).
     delta : float, default=1e-5
+        Delta of the whole procedure (trials, scores, selection, refit).
     n_trials_mean : float, default=10.0
         ``E[K]``, the mean number of trials (>= 1).
     n_trials_distribution : {"geometric", "logarithmic", "poisson"} or float, default="geometric"
@@ -890,6 +872,8 @@ class DPGridSearchCV(_BaseDPSearch):
     score_share : float, default=0.25
         Share of a trial's budget spent on its score release.
     refit : bool, default=True
+        Refit the chosen candidate on all rows (``True``) or return the
+        chosen trial's model, fitted on the training part (``False``).
     refit_share : float, default=0.5
         Share of ``epsilon`` set aside for the refit (the refit gets whatever
         the selection leaves, at least this).
@@ -914,6 +898,7 @@ class DPGridSearchCV(_BaseDPSearch):
         Its releases after ``fit`` (further OPS samples) are charged to the
         search: its ``privacy_spent_``, ledger and budget.
     best_params_ : dict
+        The chosen candidate's parameters (a release: the selection).
     best_index_ : int
         Index of the chosen candidate in ``cv_results_["params"]``.
     best_score_ : float
@@ -1005,23 +990,33 @@ class DPGridSearchCV(_BaseDPSearch):
 
 
 class DPRandomizedSearchCV(_BaseDPSearch):
-    """Differentially private randomized search (Papernot & Steinke 2022).
+    """Differentially private randomized search (Papernot & Steinke 2022, repeat-and-select).
 
     ``n_iter`` candidates are drawn from ``param_distributions`` before any
     row is read (scikit-learn's ``ParameterSampler``, seeded by
     ``random_state``: the candidates are public, independent of the data);
     the search then runs exactly as :class:`DPGridSearchCV` on that list:
-    split once, hold the whole ``(epsilon, delta)``, run a random number
-    ``K`` of trials (each draws one candidate uniformly, fits it on the
-    training part and releases its clipped mean validation score with
-    Laplace noise), keep only the best, refit it with what is left, and
-    settle ``privacy_spent_``, the repeat-and-select bound (Theorem 2 or 6)
-    composed with the worst-case refit.
+
+    1. *Plan* (no data read).  The rows are split once, at random, into a
+       training part and ``validation_fraction`` held out; the whole
+       ``(epsilon, delta)`` is held on ``accountant``.
+    2. *Run* a random number ``K`` of trials (mean ``n_trials_mean``,
+       independent of the data).  A trial draws one candidate uniformly,
+       fits it on the training part and releases the mean of its per-row
+       validation scores, clipped to ``score_bounds``, with Laplace noise.
+       Only the best trial's output is kept.
+    3. *Refit* the chosen candidate on all rows with what is left of the
+       budget, and settle ``privacy_spent_``: the repeat-and-select bound
+       (Theorem 2 or 6) composed with the worst-case refit, for replace-one
+       neighbours.
+
+    Read more in the :doc:`User Guide </model_selection>`.
 
     Parameters
     ----------
     estimator : skdp estimator or DPPipeline
-        Cloned for every fit; never modified.
+        Cloned for every fit; never modified.  Its ``epsilon``, ``delta``,
+        ``accountant`` and ``random_state`` are set by the search.
     param_distributions : dict or list of dicts
         As in scikit-learn's ``RandomizedSearchCV``: lists (sampled
         uniformly) or frozen ``scipy.stats`` distributions (``rvs``).  May
@@ -1030,17 +1025,62 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     n_iter : int, default=10
         Number of candidates drawn (duplicates are kept: a candidate drawn
         twice is twice as likely in each trial).
-    epsilon, delta, n_trials_mean, n_trials_distribution, validation_fraction, \
-scoring, score_bounds, score_share, refit, refit_share, accountant, \
-random_state, n_jobs, verbose :
-        As in :class:`DPGridSearchCV`.
+    epsilon : float, default=1.0
+        Budget of the whole procedure (trials, scores, selection, refit).
+    delta : float, default=1e-5
+        Delta of the whole procedure.
+    n_trials_mean : float, default=10.0
+        ``E[K]``, the mean number of trials (>= 1).
+    n_trials_distribution : {"geometric", "logarithmic", "poisson"} or float, default="geometric"
+        Law of ``K``: a truncated negative binomial with ``eta = 1``
+        (geometric) or ``eta = 0`` (logarithmic), any ``eta >= 0``, or
+        Poisson (may draw ``K = 0``: then a uniformly random candidate is
+        returned with ``best_score_ = nan``).
+    validation_fraction : float, default=0.2
+        Share of the rows held out for the scores.
+    scoring : None, "accuracy", "score_samples" or callable, default=None
+        Per-row validation score: ``"accuracy"`` (the default for
+        classifiers), ``"score_samples"`` (the default otherwise), or
+        ``scoring(estimator, X, y)`` returning one score per row.
+    score_bounds : (float, float), default=None
+        Declared range of the per-row score (required unless ``"accuracy"``);
+        scores are clipped to it (never read off the data).
+    score_share : float, default=0.25
+        Share of a trial's budget spent on its score release.
+    refit : bool, default=True
+        Refit the chosen candidate on all rows (``True``) or return the
+        chosen trial's model (``False``).
+    refit_share : float, default=0.5
+        Share of ``epsilon`` set aside for the refit.
+    accountant : BudgetAccountant, default=None
+        Charged once: the whole ``(epsilon, delta)`` is held before any row
+        is read and settled to ``privacy_spent_`` afterwards.
+    random_state : None, int, RandomState or Generator, default=None
+        Seeds the candidates' draw, the split, ``K`` and every fit's noise
+        (an int replays the noise: for experiments, never for releases).
+    n_jobs : int, default=None
+        Trials fitted in parallel (joblib).
+    verbose : int, default=0
+        0: silent.  1 or more: one line per fit, public quantities only.
 
     Attributes
     ----------
-    best_estimator_, best_params_, best_index_, best_score_, cv_results_, \
-privacy_spent_, privacy_ledger_ :
-        As in :class:`DPGridSearchCV`; ``cv_results_["params"]`` lists the
-        ``n_iter`` drawn candidates.
+    best_estimator_ : estimator
+        The chosen candidate refitted on all rows (or its trial's model);
+        its releases after ``fit`` are charged to the search.
+    best_params_ : dict
+        The chosen candidate's parameters (a release: the selection).
+    best_index_ : int
+        Index of the chosen candidate in ``cv_results_["params"]``.
+    best_score_ : float
+        The chosen trial's *noisy* validation score (a release).
+    cv_results_ : dict
+        The ``n_iter`` drawn candidates (public) and ``selected_score``: the
+        chosen one's noisy score, NaN for the others.
+    privacy_spent_ : PrivacySpent
+        Guarantee of everything above.
+    privacy_ledger_ : PrivacyLedger
+        The search's event and the refit's events.
 
     See Also
     --------

@@ -60,6 +60,7 @@ from ..privacy.centring import (
     can_locate_quantile,
     private_centring,
 )
+from ..privacy.conversions import DEFAULT_ORDERS
 from ..privacy.dpsgd import (
     calibrate_dpsgd_noise,
     count_noise_multiplier,
@@ -68,6 +69,7 @@ from ..privacy.dpsgd import (
     dpsgd_step_event,
     release_dataset_size,
 )
+from ..privacy.staged import staged_filter
 from ..privacy.torch_noise import TorchGaussianMechanism
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
@@ -540,6 +542,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         if self.n_samples == "auto":
             # The size is released with noise in fit_loop; its noise is fixed now.
             count_std = count_noise_multiplier(self.epsilon, self.delta, self.noise_multiplier)
+            if z is None:
+                # Public parameters only: refused before the budget and the data.
+                self._check_staged_epsilon([dataset_size_event(count_std)])
         else:
             schedule = self._schedule(self.n_samples)
             plan = dpsgd_plan(self.n_samples, schedule.batch_size, schedule.max_epochs)
@@ -569,6 +574,34 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             "input_bounds": input_bounds,
         }
         return PrivacyPlan(epsilon, delta, self.composition, settings=settings)
+
+    def _check_staged_epsilon(self, first_events):
+        """Refuse an ``epsilon`` that the staged plan of ``n_samples='auto'`` cannot certify.
+
+        The steps are planned from the noisy count, so their noise is
+        calibrated by an RDP filter at one order
+        (:func:`~skdp.privacy.staged.staged_filter`).  An RDP bound converts
+        to at least ``min_a [log(1 - 1/a) + (log(1/delta) - log a) / (a - 1)]``
+        over the accountant's orders ``a`` (Balle et al. 2020, Thm. 21), about
+        0.0085 at ``delta=1e-5``: below it (plus the count's share) no noise
+        level meets the claim.  ``first_events`` are the first stage's (the
+        count's, and the input scaling's once released); a function of the
+        parameters, never of the data.
+        """
+        try:
+            staged_filter(first_events, self.epsilon, self.delta, self._neighbouring)
+        except ValueError:
+            floor = min(
+                math.log1p(-1.0 / a) + (math.log(1.0 / self.delta) - math.log(a)) / (a - 1.0)
+                for a in DEFAULT_ORDERS
+            )
+            raise ValueError(
+                f"epsilon={self.epsilon:g} is too small for this net at delta={self.delta:g}: with "
+                "n_samples='auto' the DP-SGD steps are planned from a noisy count of the rows, and "
+                "such a staged plan is accounted at one Renyi order, whose bound cannot certify an "
+                f"epsilon below about {floor:.2g} at this delta (more once the count and the input "
+                "scaling take their share). Raise epsilon (or delta)."
+            ) from None
 
     def _scales_inputs(self):
         # "auto": the default module, when epsilon drives the plan.
@@ -812,6 +845,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 # A staged plan: the steps are planned from the noisy count,
                 # so the template's filter calibrates them (valid whatever
                 # the count's outcome).
+                self._check_staged_epsilon(state.ledger.events)
                 state.noise_multiplier = self._calibrate_staged(
                     state.ledger, lambda z: self._planned_events(z, plan)
                 )
