@@ -31,7 +31,7 @@ from ..privacy import (
     calibrate_noise_multiplier,
     clip_rows,
 )
-from ..privacy.accountant import accountant_for
+from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
 from ..privacy.dpsgd import (
     combined_noise_multiplier,
@@ -583,7 +583,7 @@ class DPGenerativeMixture(
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str],
-        "composition": [StrOptions(set(COMPOSITIONS))],
+        "composition": [COMPOSITION_CONSTRAINT],
         "data_range": [tuple, list],
     }
 

@@ -22,6 +22,7 @@ from ..privacy import (
     SymmetricMatrixGaussianMechanism,
     SymmetricMatrixLaplaceMechanism,
 )
+from ..privacy.accountant import COMPOSITION_CONSTRAINT
 from ..privacy.calibration import calibrate_noise_multiplier
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
@@ -191,12 +192,12 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         deviation about 214 with Laplace and about 24 with Gaussian noise.
         ``"laplace"`` and ``"gaussian"`` force the choice (explicit
         ``"gaussian"`` with ``delta=0`` raises a ValueError).
-    composition : {"pld", "rdp", "zcdp", "advanced"}, default="pld"
+    composition : {"pld", "rdp", "zcdp", "advanced", "basic"}, default="pld"
         Accountant the plan is calibrated and accounted with
         (:mod:`skdp.privacy.accountants`): privacy loss distributions
         (dp-accounting, the tightest; never looser than RDP), Renyi DP
-        (moments accountant), zero-concentrated DP, or advanced composition
-        (Appendix C; the paper's baseline).
+        (moments accountant), zero-concentrated DP, advanced composition
+        (Appendix C; the paper's baseline) or basic composition.
     component_releases : {"joint", "separate"}, default="joint"
         One release per statistic per iteration for all components together,
         or one per component as in the paper (see above).
@@ -404,7 +405,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "covariance_type": [StrOptions({"full", "tied", "spherical"})],
         "estimator": [StrOptions({"map", "mle"})],
         "mean_mechanism": [StrOptions({"auto", "laplace", "gaussian"})],
-        "composition": [StrOptions({"pld", "rdp", "zcdp", "advanced"})],
+        "composition": [COMPOSITION_CONSTRAINT],
         "component_releases": [StrOptions({"joint", "separate"})],
         "budget_split": [StrOptions({"equal", "auto"}), "array-like"],
         "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],

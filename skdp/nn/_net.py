@@ -53,7 +53,7 @@ from ..base import (
 )
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, COMPOSITIONS, DEFAULT_COMPOSITION, BudgetAccountant, PrivacySpent, compose
-from ..privacy.accountant import accountant_for
+from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
     calibrate_auto_bounds,
@@ -186,8 +186,9 @@ def _supports_dpsgd(composition):
 
 def _check_dpsgd_composition(composition):
     """Refuse a ``composition`` that cannot account DP-SGD's steps (before any reservation)."""
-    if not (isinstance(composition, str) and composition in COMPOSITIONS):
-        raise ValueError(f"composition must be one of {COMPOSITIONS}, got {composition!r}.")
+    # skorch has no parameter validation: the one constraint of every estimator's composition=.
+    if not COMPOSITION_CONSTRAINT.is_satisfied_by(composition):
+        raise ValueError(f"composition must be {COMPOSITION_CONSTRAINT}, got {composition!r}.")
     if not _supports_dpsgd(composition):
         supported = tuple(c for c in COMPOSITIONS if _supports_dpsgd(c))
         raise ValueError(
