@@ -3,15 +3,21 @@
 * ``composition=`` is validated by one constraint that reads the live
   accountant registry: an accountant registered after import is accepted by
   every public estimator, and used.
+* The privacy core (``skdp.privacy``) never imports the estimator layer
+  (``skdp.base``, the estimator packages): only ``skdp.exceptions`` and the
+  warning helpers of ``skdp._user_warnings`` lie below it.
 """
 
+import ast
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 from _registry import CASES, COMPOSITES
 from sklearn.base import clone
 
+import skdp
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.privacy.accountant import COMPOSITION_CONSTRAINT
 from skdp.privacy.accountants import ACCOUNTANTS
@@ -57,7 +63,13 @@ _RDP_MODE = {"DPSEPRegressor": {"sampling": "without_replacement"}}
 
 def test_every_estimator_with_a_composition_is_covered():
     names = {name for name, *_ in _ESTIMATORS}
-    assert {"DPGaussianMixture", "DPKMeans", "DPSEPRegressor", "DPNaiveBayesHMM(laplace)", "DPPipeline"} <= names
+    assert {
+        "DPGaussianMixture",
+        "DPKMeans",
+        "DPSEPRegressor",
+        "DPNaiveBayesHMM(laplace)",
+        "DPPipeline",
+    } <= names
     for name, estimator, *_ in _ESTIMATORS:
         constraints = getattr(type(estimator), "_parameter_constraints", None)
         if constraints is not None:  # the skorch nets validate in fit, through the same constraint
@@ -91,3 +103,84 @@ def test_an_unregistered_composition_is_refused_by_name(name, estimator, X, fit_
     assert "toy" not in ACCOUNTANTS
     with pytest.raises(ValueError, match="composition"):
         clone(estimator).set_params(composition="toy").fit(X, **fit_kwargs)
+
+
+# --- the core's layers: skdp.privacy never imports the estimator layer -----------------------------
+
+_SKDP = Path(skdp.__file__).parent
+#: The modules below the core: the only ones of skdp outside skdp.privacy that it may import.
+_BELOW_THE_CORE = ("skdp.privacy", "skdp.exceptions", "skdp._user_warnings")
+
+
+def _imported_names(source, package):
+    """Absolute names a module of ``package`` imports, at any depth (inside functions too).
+
+    ``from m import x`` yields ``m`` and ``m.x`` (``x`` may be a submodule).
+    """
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0]
+                module = f"{base}.{module}" if module else base
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _core_violations(names):
+    return sorted(
+        name
+        for name in names
+        if name.startswith("skdp.")
+        and not any(name == m or name.startswith(m + ".") for m in _BELOW_THE_CORE)
+    )
+
+
+def test_the_core_never_imports_the_estimator_layer():
+    modules = sorted((_SKDP / "privacy").rglob("*.py"))
+    assert len(modules) > 20
+    offending = {}
+    for path in modules:
+        parts = path.relative_to(_SKDP.parent).with_suffix("").parts
+        package = ".".join(parts if path.name == "__init__.py" else parts[:-1])
+        violations = _core_violations(_imported_names(path.read_text(), package))
+        if violations:
+            offending[str(path.relative_to(_SKDP.parent))] = violations
+    assert not offending, f"the core imports the estimator layer: {offending}"
+
+
+def test_the_import_check_sees_every_form_of_import():
+    # Relative, absolute and function-level imports of the estimator layer are
+    # all caught; the modules below the core are not.
+    source = """
+from .events import GaussianEvent
+from ..exceptions import BudgetExceededError
+from .. import _user_warnings
+
+def f():
+    from ..base import _user_stacklevel
+    import skdp.cluster
+    from skdp import pipeline
+"""
+    names = _imported_names(source, "skdp.privacy")
+    assert {"skdp.privacy.events", "skdp.exceptions", "skdp._user_warnings"} <= names
+    assert _core_violations(names) == [
+        "skdp.base",
+        "skdp.base._user_stacklevel",
+        "skdp.cluster",
+        "skdp.pipeline",
+    ]
+
+
+def test_a_warning_of_the_core_points_at_the_users_line():
+    # centring.py warns through skdp._user_warnings (not skdp.base): still at the user's call to fit.
+    from skdp.cluster import DPKMeans
+
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.warns(UserWarning, match="cannot locate a norm quantile") as record:
+        DPKMeans(2, data_norm="auto", epsilon=0.1, random_state=0).fit(X)
+    assert {w.filename for w in record if "norm quantile" in str(w.message)} == {__file__}
