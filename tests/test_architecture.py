@@ -6,6 +6,9 @@
 * The privacy core (``skdp.privacy``) never imports the estimator layer
   (``skdp.base``, the estimator packages): only ``skdp.exceptions`` and the
   warning helpers of ``skdp._user_warnings`` lie below it.
+* Every event type is defined in ``skdp.privacy.events``; no module of the
+  core imports after its first definition; the search's per-trial budget is
+  found by the calibrator's root finder.
 """
 
 import ast
@@ -184,3 +187,68 @@ def test_a_warning_of_the_core_points_at_the_users_line():
     with pytest.warns(UserWarning, match="cannot locate a norm quantile") as record:
         DPKMeans(2, data_norm="auto", epsilon=0.1, random_state=0).fit(X)
     assert {w.filename for w in record if "norm quantile" in str(w.message)} == {__file__}
+
+
+# --- events in one module; one root finder -------------------------------------------------------
+
+
+def test_every_event_type_of_the_core_is_defined_in_events():
+    import importlib
+    import pkgutil
+
+    import skdp.privacy
+    from skdp.privacy.events import PrivacyEvent
+
+    defined_elsewhere = set()
+    for info in pkgutil.walk_packages(skdp.privacy.__path__, "skdp.privacy."):
+        if info.name.endswith("torch_noise"):
+            continue  # imports torch when used only; defines no event
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, PrivacyEvent) and value.__module__ == info.name:
+                if info.name != "skdp.privacy.events":
+                    defined_elsewhere.add(f"{info.name}.{value.__name__}")
+    assert not defined_elsewhere
+    # The modules of the curves still name their events (the documented paths).
+    from skdp.privacy import cluster_sampling, events, repeat_select
+
+    assert cluster_sampling.ClusterSampledGaussianEvent is events.ClusterSampledGaussianEvent
+    assert repeat_select.RepeatAndSelectEvent is events.RepeatAndSelectEvent
+    assert repeat_select.WeakTrianglePoissonEvent is events.WeakTrianglePoissonEvent
+
+
+def test_no_module_of_the_core_imports_mid_file():
+    late = []
+    for path in sorted((_SKDP / "privacy").rglob("*.py")):
+        body = ast.parse(path.read_text()).body
+        first_definition = next(
+            (i for i, node in enumerate(body) if isinstance(node, ast.FunctionDef | ast.ClassDef)), len(body)
+        )
+        late += [
+            f"{path.name}:{node.lineno}"
+            for node in body[first_definition:]
+            if isinstance(node, ast.Import | ast.ImportFrom)
+        ]
+    assert not late
+
+
+def test_the_search_finds_its_budget_with_the_calibrators_root_finder(monkeypatch):
+    from skdp.model_selection import DPGridSearchCV, _search
+    from skdp.privacy import calibration
+
+    assert _search.illinois_bracket is calibration.illinois_bracket
+    costed, calls = [], []
+    monkeypatch.setattr(
+        _search,
+        "illinois_bracket",
+        lambda *a, **k: calls.append(None) or calibration.illinois_bracket(*a, **k),
+    )
+
+    def cost(t):  # increasing in t; the largest t meeting 4 is 2
+        costed.append(t)
+        return t * t
+
+    search = DPGridSearchCV(None, {})
+    t = search._largest_budget(cost, 4.0, 10.0)
+    assert calls and t in costed  # found by the calibrator's root finder, a costed value
+    assert 2.0 / (1 + _search._RTOL) <= t <= 2.0

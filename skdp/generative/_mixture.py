@@ -32,7 +32,6 @@ from ..privacy import (
     clip_rows,
 )
 from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
-from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
 from ..privacy.dpsgd import (
     combined_noise_multiplier,
     count_noise_multiplier,
@@ -42,6 +41,7 @@ from ..privacy.dpsgd import (
     release_dataset_size,
     steps_per_epoch,
 )
+from ..privacy.events import ClusterSampledGaussianEvent
 from ..privacy.sensitivity import row_sum_sensitivity
 from ..privacy.torch_noise import TorchGaussianMechanism
 from ._marginals import (
