@@ -252,3 +252,21 @@ def test_the_search_finds_its_budget_with_the_calibrators_root_finder(monkeypatc
     t = search._largest_budget(cost, 4.0, 10.0)
     assert calls and t in costed  # found by the calibrator's root finder, a costed value
     assert 2.0 / (1 + _search._RTOL) <= t <= 2.0
+
+
+def test_one_reading_of_the_dpnorm_options():
+    from skdp.privacy.norm_selection import DPNormOptions
+
+    clipped = [
+        case.estimator for case in CASES.values() if "clip_norm_bins" in case.estimator.get_params(deep=False)
+    ]
+    assert {type(e).__name__ for e in clipped} >= {"DPKernelKMeans"}
+    for estimator in clipped:
+        assert not any("_clip_norm_options" in vars(cls) for cls in type(estimator).__mro__)
+        params = estimator.get_params(deep=False)
+        for clip_norm in ("auto", 2.0):
+            options = DPNormOptions.of(clone(estimator).set_params(clip_norm=clip_norm))
+            assert options[:3] == (clip_norm, params["clip_norm_max"], params["clip_norm_bins"])
+            assert options.selected == (clip_norm == "auto")
+            ratio = params.get("clip_norm_noise_ratio")
+            assert options.histogram_noise_ratio == (ratio if clip_norm == "auto" else None)

@@ -42,6 +42,7 @@ from ..privacy.dpsgd import (
     steps_per_epoch,
 )
 from ..privacy.events import ClusterSampledGaussianEvent
+from ..privacy.norm_selection import DPNormOptions
 from ..privacy.sensitivity import row_sum_sensitivity
 from ..privacy.torch_noise import TorchGaussianMechanism
 from ._marginals import (
@@ -674,14 +675,6 @@ class DPGenerativeMixture(
         lo, hi = self._data_range(X.shape[1])
         return np.clip((X - lo) / (hi - lo), 0.0, 1.0)
 
-    def _clip_norm_options(self):
-        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)``."""
-        return self.clip_norm, self.clip_norm_max, self.clip_norm_bins, self.clip_norm_noise_ratio
-
-    def _clip_ratio(self):
-        clip_norm, _, _, ratio = self._clip_norm_options()
-        return ratio if clip_norm == "auto" else None
-
     def _cluster(self, X, plan, rng, ledger):
         """Alg. 1 line 1: DP kernel k-means; returns (events, labels, public sizes, clusterer).
 
@@ -890,7 +883,7 @@ class DPGenerativeMixture(
 
     def _privacy_plan(self):
         plan = super()._privacy_plan()
-        settings = {"clip_noise_ratio": self._clip_ratio()}
+        settings = {"clip_noise_ratio": DPNormOptions.of(self).histogram_noise_ratio}
         if self.generator == "marginals":
             if self._partition_mode() == "kmeans":
                 settings["cluster_epsilon"] = self.epsilon * self.cluster_budget
@@ -927,7 +920,7 @@ class DPGenerativeMixture(
         size count's), then ``n_steps`` steps of Alg. 1 on the schedule
         ``(rates, probs)`` (:func:`sgd_plan_event`).
         """
-        ratio = self._clip_ratio()
+        ratio = DPNormOptions.of(self).histogram_noise_ratio
         return [*cluster_events, sgd_plan_event(noise_multiplier, ratio, rates, probs, n_steps)]
 
     def _fit_marginals(self, data, plan, rng, ledger):
@@ -1011,7 +1004,7 @@ class DPGenerativeMixture(
         k = self.n_clusters
         probs, rates, n_steps = cluster_schedule(sizes, self.batch_size, self.n_epochs)
         ratio = plan.settings["clip_noise_ratio"]
-        clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
+        clip_norm, clip_norm_max, clip_norm_bins, _ = DPNormOptions.of(self)
         # Post-processing of the released sizes: the schedule, hence the
         # steps' events, are public once the clustering is on the ledger.
         # When the sizes were released (not declared) the schedule is an
