@@ -72,6 +72,7 @@ from ._config import resolve_secure_noise
 from ._cv_warnings import once_per_cross_validation
 from ._input import validate_fit_input
 from ._random import check_generator, generator_after_fit
+from ._user_warnings import _user_stacklevel, warn_privacy_leak  # noqa: F401 (estimators import it from here)
 from .exceptions import PrivacyLeakWarning, without_data_values
 from .privacy import BudgetAccountant, PrivacyLedger, PrivacySpent, hold
 from .privacy.accountant import DEFAULT_COMPOSITION
@@ -196,27 +197,6 @@ def errors_without_data_values(method):
         raise clean
 
     return wrapper
-
-
-def _user_stacklevel():
-    # Point the warning at the first frame outside skdp and scikit-learn (the
-    # user's call to fit), however deep the estimator's own call stack is.
-    skip = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(sklearn.__file__))
-    frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_code.co_filename.startswith(skip):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def warn_privacy_leak(parameter, quantity):
-    """Warn that ``quantity`` was read off the data because ``parameter`` was not set."""
-    warnings.warn(
-        f"{parameter} was not set: {quantity} was computed from the data, which leaks "
-        f"privacy outside the reported guarantee. Set {parameter} from public knowledge "
-        "to remove this leak.",
-        PrivacyLeakWarning,
-        stacklevel=_user_stacklevel(),
-    )
 
 
 def _public_n_samples(estimator, X):

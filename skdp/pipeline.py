@@ -18,7 +18,7 @@ from numbers import Real
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline, _name_estimators
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.metaestimators import available_if
 
 from ._random import child_generator
@@ -34,12 +34,12 @@ from .base import (
 )
 from .exceptions import BudgetExceededError, PrivacyLeakWarning
 from .privacy import (
-    COMPOSITIONS,
     DEFAULT_COMPOSITION,
     BudgetAccountant,
     PrivacySpent,
     group_guarantee,
 )
+from .privacy.accountant import COMPOSITION_CONSTRAINT
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
 
 #: The pipeline's delta when only its epsilon is given: the default of every skdp estimator.
@@ -319,7 +319,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "delta": [Interval(Real, 0, 1, closed="left"), None],
         "accountant": [BudgetAccountant, None],
-        "composition": [StrOptions(set(COMPOSITIONS))],
+        "composition": [COMPOSITION_CONSTRAINT],
         "random_state": ["random_state", np.random.Generator],
     }
 

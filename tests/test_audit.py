@@ -1,17 +1,27 @@
 """The auditing tool: consistent on real estimators, able to flag broken ones.
 
-Every case of the suite (``skdp.audit._cases.CASES``) runs here with its
-``test_runs`` fits per dataset: a real estimator's empirical lower bound must
-not exceed its ``privacy_spent_`` (the claim), and every BROKEN variant must
-be flagged.  ``python -m skdp.audit --all`` runs the same cases with more fits.
+Every case of the suite runs here with its ``test_runs`` fits per dataset:
+the real estimators' (``skdp.audit._cases.CASES``, installed) and the
+deliberately broken variants (``tests/_audit_broken.py``, outside the
+package).  A real estimator's empirical lower bound must not exceed its
+``privacy_spent_`` (the claim), and every BROKEN variant must be flagged.
+``python -m skdp.audit --all --cases tests/_audit_broken.py`` runs the same
+cases with more fits.
 """
 
+import ast
 import importlib.util
+import subprocess
+import sys
+from pathlib import Path
 
+import _audit_broken
 import numpy as np
 import pytest
 
+import skdp
 from skdp.audit import (
+    AuditCase,
     AuditResult,
     _cases,
     audit,
@@ -21,9 +31,13 @@ from skdp.audit import (
     replace_one_neighbour,
 )
 from skdp.audit.__main__ import main
-from skdp.audit._cases import CASES, run_case
+from skdp.audit._cases import load_cases, run_case
 from skdp.bayes import DPBetaBernoulli
 from skdp.cluster import DPKMeans
+
+BROKEN_FILE = Path(_audit_broken.__file__)
+#: Every case: the real estimators' and the broken variants'.
+CASES = _cases.CASES + _audit_broken.CASES
 
 
 def test_clopper_pearson_contains_the_truth():
@@ -196,7 +210,7 @@ def test_noisy_sum_statistic_and_broken_sum_sensitivity():
     model = est.fit(X)
     # centre * noisy size is the released noisy sum: no re-seeding, no projection.
     assert model.noisy_counts_[0] > 100 and abs(model.cluster_centers_[0, 0]) < 1
-    with _cases._broken_sum_sensitivity():
+    with _audit_broken._broken_sum_sensitivity():
         broken = est.fit(X)
         assert _cases._cluster_base.sum_sensitivity(1.0, 1, 1) == 1.0  # 2C / 2
     assert _cases._cluster_base.sum_sensitivity(1.0, 1, 1) == 2.0  # restored
@@ -215,10 +229,19 @@ def test_cli_all_prints_the_table_and_fails_on_a_wrong_verdict(capsys, monkeypat
         c for c in CASES if c.name.startswith(("DPBetaBernoulli(laplace", "BROKEN DPBetaBernoulli: Laplace"))
     ]
     monkeypatch.setattr("skdp.audit.__main__.CASES", cheap)
+    monkeypatch.setattr("skdp.audit.__main__.load_cases", lambda path: [])
     # 30 fits cannot flag the halved noise: the verdict is wrong and the CLI says so.
-    assert main(["--all", "--runs", "30"]) == 1
+    assert main(["--all", "--runs", "30", "--cases", "ignored.py"]) == 1
     out = capsys.readouterr().out
-    for column in ("estimator", "claimed eps", "lower bound", "claimed mu", "mu lower", "verdict", "expected"):
+    for column in (
+        "estimator",
+        "claimed eps",
+        "lower bound",
+        "claimed mu",
+        "mu lower",
+        "verdict",
+        "expected",
+    ):
         assert column in out
     assert "DPBetaBernoulli" in out and "BROKEN DPBetaBernoulli: Laplace noise halved" in out
     assert "<-- WRONG" in out and "2 cases (1 broken variants); 1 unexpected verdict(s)." in out
@@ -226,15 +249,59 @@ def test_cli_all_prints_the_table_and_fails_on_a_wrong_verdict(capsys, monkeypat
 
 @pytest.mark.slow
 def test_cli_flags_the_broken_variant(capsys):
-    assert main(["-k", "Laplace noise halved", "--runs", "6000"]) == 0
+    assert main(["--cases", str(BROKEN_FILE), "-k", "Laplace noise halved", "--runs", "6000"]) == 0
     out = capsys.readouterr().out
     assert out.count("VIOLATION  VIOLATION") == 1 and "WRONG" not in out
 
 
 def test_cli_list_and_filter(capsys):
-    assert main(["--list"]) == 0
+    assert main(["--list"]) == 0  # the installed cases: the real estimators only
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == len(_cases.CASES) and not any(line.endswith("[broken variant]") for line in listed)
+    assert main(["--list", "--cases", str(BROKEN_FILE)]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert len(listed) == len(CASES)
     assert sum(line.endswith("[broken variant]") for line in listed) == sum(c.broken for c in CASES)
     assert main(["--list", "-k", "DPNaiveBayesHMM"]) == 0
     assert all("DPNaiveBayesHMM" in line for line in capsys.readouterr().out.splitlines())
+
+
+def test_no_broken_variant_is_installed():
+    """The package audits the real estimators only; the broken variants live with the tests."""
+    assert _cases.CASES and not any(case.broken for case in _cases.CASES)
+    assert _audit_broken.CASES and all(case.broken for case in _audit_broken.CASES)
+    # No module of the package builds a case with broken=True.
+    package = Path(skdp.__file__).parent
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "broken":
+                assert not (isinstance(node.value, ast.Constant) and node.value.value is True), path
+
+
+def test_load_cases_reads_a_file_of_cases(tmp_path):
+    # The broken variants' file, already imported by this module: the same module, the same cases.
+    assert load_cases(BROKEN_FILE) == _audit_broken.CASES
+    own = tmp_path / "my_cases.py"
+    own.write_text(
+        "from skdp.audit import AuditCase\nCASES = [AuditCase('DPKMeans: mine', None, None, None)]\n"
+    )
+    (case,) = load_cases(own)
+    assert isinstance(case, AuditCase) and case.estimator == "DPKMeans"
+    bad = tmp_path / "no_cases.py"
+    bad.write_text("X = 1\n")
+    with pytest.raises(ValueError, match="CASES"):
+        load_cases(bad)
+
+
+def test_python_m_skdp_audit_runs_the_broken_file(tmp_path):
+    """The command line, in a fresh process, loads the broken variants from their file."""
+    repository = Path(skdp.__file__).parent.parent
+    out = subprocess.run(
+        [sys.executable, "-m", "skdp.audit", "--list", "--cases", str(BROKEN_FILE)],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "BROKEN DPBetaBernoulli: Laplace noise halved  [broken variant]" in out
+    assert len(out.splitlines()) == len(CASES)

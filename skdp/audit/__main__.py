@@ -1,33 +1,37 @@
-"""``python -m skdp.audit [--all] [--runs N] [-k TEXT] [--list]``: audit the estimators' privacy claims.
+"""``python -m skdp.audit [--all] [--runs N] [-k TEXT] [--list] [--cases FILE]``: audit the estimators' privacy claims.
 
 Prints one row per case: the estimator, its claimed epsilon (and delta), the
 empirical lower bound on epsilon (95% confidence, Clopper-Pearson), for fits
 made only of Gaussian releases the Gaussian-DP ``mu`` their ledger implies
 and its empirical lower bound, the number of fits per dataset and the
-verdict.  ``--all`` runs every case
-(real estimators and the deliberately BROKEN variants), which is also what
-happens without ``-k``.  Broken variants must come out as VIOLATION; a real
-estimator must not.  Exits 1 if any verdict is not the expected one.
+verdict.  The cases are the real estimators' (``skdp.audit._cases``) and
+those of every ``--cases FILE``, a Python file defining ``CASES``, a list of
+:class:`~skdp.audit.AuditCase` (the test suite's deliberately BROKEN
+variants: ``--cases tests/_audit_broken.py``).  ``--all`` runs every case,
+which is also what happens without ``-k``.  Broken variants must come out as
+VIOLATION; a real estimator must not.  Exits 1 if any verdict is not the
+expected one.
 """
 
 import argparse
 import sys
 import time
 
-from ._cases import CASES, run_case
+from ._cases import CASES, load_cases, run_case
 
 
 def _selected(args):
+    cases = list(CASES)
+    for path in args.cases:
+        cases += load_cases(path)
     if args.all:
-        return list(CASES)
-    return [case for case in CASES if args.k in case.name]
+        return cases
+    return [case for case in cases if args.k in case.name]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m skdp.audit", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--all", action="store_true", help="run every case, broken variants included (default)"
-    )
+    parser.add_argument("--all", action="store_true", help="run every case, --cases included (default)")
     parser.add_argument(
         "--runs",
         type=int,
@@ -36,6 +40,13 @@ def main(argv=None):
     )
     parser.add_argument("-k", default="", help="only cases whose name contains this text")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument(
+        "--cases",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also run the CASES of this Python file (repeatable), e.g. tests/_audit_broken.py",
+    )
     args = parser.parse_args(argv)
     cases = _selected(args)
     if args.list:

@@ -1,4 +1,4 @@
-"""The audit suite: neighbouring datasets, statistics and broken variants.
+"""The audit suite: neighbouring datasets and statistics of the real estimators.
 
 Each case fits an estimator on a small dataset and on a worst-case
 neighbour under the relation its ``privacy_spent_`` refers to (replace-one,
@@ -6,17 +6,20 @@ or add/remove for DP-SGD): one extreme record at the clip bound or the
 declared bounds, placed so that the released statistic moves by its full
 sensitivity.  The fitted model is reduced to the scalar an attacker would
 look at (a noisy count or sum, a posterior sample, a prediction at the
-canary).  The broken variants are deliberately wrong mechanisms whose
-ledgers still claim the original epsilon: the audit must flag them, which
-shows that it can fail.
+canary).
+
+Only the real estimators are audited from here.  The deliberately broken
+variants (wrong mechanisms whose ledgers still claim the original epsilon,
+which the audit must flag to show that it can fail) are not part of the
+installed package: they live with the tests, in a file of cases that
+``python -m skdp.audit --cases FILE`` adds to these (:func:`load_cases`).
 
 Two DPBetaBernoulli cases audit more than the noise.  The replay attacker
 reads the pickle of a released model and, if it finds a generator there,
-steps it back to the fit's Laplace draws and recovers the exact counts; the
-broken variant keeps its fit's generator.  The refusal cases make
-a raised error an observable outcome: an OPS prior that can make the tempered
-posterior improper must be refused on every dataset alike, and the broken
-variant decides it on the counts (all zeros raise, one success releases).
+steps it back to the fit's Laplace draws and recovers the exact counts.  The
+refusal case makes a raised error an observable outcome: an OPS prior that
+can make the tempered posterior improper must be refused on every dataset
+alike.
 
 Cases not covered, and why: DPNaiveBayesHMM with several states (the
 released counts are per cell; the naive-Bayes case audits the same Laplace
@@ -27,12 +30,10 @@ so their epsilon lower bounds sit well below the claim even when tight.
 The composite case fits a :class:`~skdp.pipeline.DPPipeline` with an OPS
 step and lets the attacker draw further posterior samples from the fitted
 step before the claim is read: the pipeline owns those releases and its
-``privacy_spent_`` must grow with them; the broken variant charges them to
-nobody (as pipelines once did) and is refuted.
+``privacy_spent_`` must grow with them.
 When every release of a fit is a plain Gaussian mechanism the audit also
 tests the Gaussian DP (``mu``) its ledger implies, which it can measure in
-the bulk of the distributions: the BROKEN Gaussian variants are refuted that
-way in about a thousand runs.
+the bulk of the distributions.
 """
 
 from __future__ import annotations
@@ -44,8 +45,7 @@ import numbers
 import pickle
 import sys
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from sklearn.base import clone
@@ -56,25 +56,8 @@ from ..cluster import DPKernelKMeans, DPKMeans
 from ..cluster import _base as _cluster_base
 from ..generative import DPGenerativeMixture
 from ..mixture import DPGaussianMixture
-from ..privacy import ExponentialMechanism, GaussianMechanism, LaplaceMechanism, PrivacySpent
-from ._runner import audit
-
-
-@dataclass(frozen=True)
-class AuditCase:
-    name: str
-    make_estimator: Callable
-    make_data: Callable  # () -> (X, X_neighbour)
-    statistic: Callable
-    broken: bool = False  # True: the audit is expected to flag it
-    patch: Callable | None = None  # context manager factory installing a broken variant
-    max_runs: int | None = None  # cap for estimators too slow to refit 10,000 times
-    test_runs: int = 300  # fits per dataset in tests/test_audit.py (broken cases: enough to flag)
-
-    @property
-    def estimator(self):
-        """Display name: the audited estimator's class, which every case name starts with."""
-        return self.name.removeprefix("BROKEN ").split("(")[0].split(":")[0].strip()
+from ..privacy import PrivacySpent
+from ._runner import AuditCase, audit
 
 
 def _binary_neighbours(n=20, k=7, d=1):
@@ -90,37 +73,6 @@ def _count_gap(model):
     return float(np.sum(counts[:, 1] - counts[:, 0]))
 
 
-class _HalvedNoiseLaplace(LaplaceMechanism):
-    # Records the claimed event, draws half the noise.
-    def _noise(self, rng, shape):
-        return rng.laplace(0.0, self.scale / 2, size=shape)
-
-
-class _HalvedNoiseGaussian(GaussianMechanism):
-    # Records the claimed event, draws half the noise.
-    def _noise(self, rng, shape):
-        return rng.normal(0.0, self.scale / 2, size=shape)
-
-
-class _UnsplitBudgetLaplace(LaplaceMechanism):
-    # Forgets to split epsilon over the releases (a sensitivity d times too small).
-    @classmethod
-    def from_epsilon(cls, epsilon, sensitivity, neighbouring="replace_one", n_uses=1):
-        mech = super().from_epsilon(epsilon, sensitivity, neighbouring, n_uses)
-        mech.scale /= n_uses
-        mech._claimed = n_uses
-        return mech
-
-    def event(self, count=1, *, secure_noise=False):
-        # Claim the split-budget multiplier the caller asked for.
-        event = super().event(count, secure_noise=secure_noise)
-        return type(event)(
-            count=count,
-            neighbouring=self.neighbouring,
-            noise_multiplier=self.noise_multiplier * self._claimed,
-        )
-
-
 class _patched:
     def __init__(self, module, name, value):
         self.module, self.name, self.value = module, name, value
@@ -131,21 +83,6 @@ class _patched:
 
     def __exit__(self, *exc):
         setattr(self.module, self.name, self.old)
-
-
-class _KeepsItsGenerator(DPBetaBernoulli):
-    # BROKEN: keeps its fit's noise generator on the model, as DPBetaBernoulli
-    # once did (issue 18).  The ledger is untouched: only an attacker who reads
-    # the pickle can tell.
-    def _begin_private_fit(self, *args, **kwargs):
-        ledger, rng = super()._begin_private_fit(*args, **kwargs)
-        self._rng = rng
-        return ledger, rng
-
-
-def _keeps_its_generator():
-    # The cases build ``DPBetaBernoulli`` through this module's global name.
-    return _patched(sys.modules[__name__], "DPBetaBernoulli", _KeepsItsGenerator)
 
 
 def _generators_in(obj):
@@ -268,33 +205,6 @@ def _refused_or_sample(model):
     return float(model.posterior_sample_[0]) if hasattr(model, "posterior_sample_") else -1.0
 
 
-_ORIGINAL_DRAW_OPS = DPBetaBernoulli._draw_ops
-
-
-def _ops_mechanism_unchecked(self, prior, n_features):
-    return ExponentialMechanism(
-        self.epsilon, _beta_bernoulli.ops_log_likelihood_sensitivity(self.truncation, n_features)
-    )
-
-
-def _draw_ops_checking_the_counts(self, temperature, rng, size=None):
-    # The old check: the shapes are functions of the counts.
-    a, b, _ = self._ops_posterior
-    if np.any(a <= 0) or np.any(b <= 0):
-        raise ValueError("The tempered OPS posterior is improper.")
-    return _ORIGINAL_DRAW_OPS(self, temperature, rng, size)
-
-
-@contextlib.contextmanager
-def _improper_check_on_the_counts():
-    with (
-        _refusal_observed(),
-        _patched(DPBetaBernoulli, "_ops_mechanism", _ops_mechanism_unchecked),
-        _patched(DPBetaBernoulli, "_draw_ops", _draw_ops_checking_the_counts),
-    ):
-        yield
-
-
 def _kmeans_neighbours():
     # Public initial centres; the canary replaces a central row by a row on the
     # clip sphere (data_norm = 1), pulling the first cluster's sum the most.
@@ -372,27 +282,6 @@ def _dp_em_means():
 
 def _noisy_sum(model):
     return float(model.cluster_centers_[0, 0] * model.noisy_counts_[0])
-
-
-def _halved_sum_sensitivity(bound, norm, n_features):
-    # The classic slip: a replaced record "moves the sum by at most C".
-    return _ORIGINAL_SUM_SENSITIVITY(bound, norm, n_features) / 2
-
-
-_ORIGINAL_SUM_SENSITIVITY = _cluster_base.sum_sensitivity
-
-
-@contextlib.contextmanager
-def _broken_sum_sensitivity():
-    with _no_blas_limits(), _patched(_cluster_base, "sum_sensitivity", _halved_sum_sensitivity):
-        yield
-
-
-@contextlib.contextmanager
-def _halved_gaussian_noise():
-    mechanisms = {**_cluster_base._MECHANISMS, "gaussian": (_HalvedNoiseGaussian, 2)}
-    with _no_blas_limits(), _patched(_cluster_base, "_MECHANISMS", mechanisms):
-        yield
 
 
 def _kernel_kmeans_neighbours():
@@ -485,24 +374,6 @@ CASES = [
         test_runs=1500,
     ),
     AuditCase(
-        "BROKEN DPBetaBernoulli: Laplace noise halved",
-        lambda: DPBetaBernoulli(epsilon=1.0),
-        _binary_neighbours,
-        _count_gap,
-        broken=True,
-        patch=lambda: _patched(_beta_bernoulli, "LaplaceMechanism", _HalvedNoiseLaplace),
-        test_runs=6000,
-    ),
-    AuditCase(
-        "BROKEN DPBetaBernoulli: budget not split over 3 features",
-        lambda: DPBetaBernoulli(epsilon=1.0),
-        lambda: _binary_neighbours(d=3),
-        _count_gap,
-        broken=True,
-        patch=lambda: _patched(_beta_bernoulli, "LaplaceMechanism", _UnsplitBudgetLaplace),
-        test_runs=3000,
-    ),
-    AuditCase(
         "DPBetaBernoulli: noise replayed from the pickle (laplace, eps=1)",
         lambda: DPBetaBernoulli(epsilon=1.0),
         _binary_neighbours,
@@ -510,29 +381,11 @@ CASES = [
         test_runs=300,
     ),
     AuditCase(
-        "BROKEN DPBetaBernoulli: keeps its fit's generator",
-        lambda: DPBetaBernoulli(epsilon=1.0),
-        _binary_neighbours,
-        _replay_attack,
-        broken=True,
-        patch=_keeps_its_generator,
-        test_runs=200,
-    ),
-    AuditCase(
         "DPBetaBernoulli: OPS refusal seen (eps=2, a0=0.4, prior 0.5)",
         lambda: DPBetaBernoulli(**_OPS_IMPROPER),
         lambda: _binary_neighbours(n=10, k=0),
         _refused_or_sample,
         patch=_refusal_observed,
-        test_runs=200,
-    ),
-    AuditCase(
-        "BROKEN DPBetaBernoulli(ops): improper check reads the counts",
-        lambda: DPBetaBernoulli(**_OPS_IMPROPER),
-        lambda: _binary_neighbours(n=10, k=0),
-        _refused_or_sample,
-        broken=True,
-        patch=_improper_check_on_the_counts,
         test_runs=200,
     ),
     AuditCase(
@@ -594,36 +447,6 @@ CASES = [
         _predict_at_canary,
         max_runs=500,
         test_runs=100,
-    ),
-    AuditCase(
-        "BROKEN DPKMeans(gaussian): Gaussian noise halved",
-        lambda: _dp_lloyd("gaussian", 2.0),
-        _one_cluster_canary,
-        _noisy_sum,
-        broken=True,
-        patch=_halved_gaussian_noise,
-        max_runs=5000,
-        test_runs=2000,
-    ),
-    AuditCase(
-        "BROKEN DPKMeans(gaussian): sum sensitivity C, not 2C",
-        lambda: _dp_lloyd("gaussian", 2.0),
-        _one_cluster_canary,
-        _noisy_sum,
-        broken=True,
-        patch=_broken_sum_sensitivity,
-        max_runs=5000,
-        test_runs=2000,
-    ),
-    AuditCase(
-        "BROKEN DPKMeans(laplace): sum sensitivity C, not 2C",
-        lambda: _dp_lloyd("laplace", 1.0),
-        _one_cluster_canary,
-        _noisy_sum,
-        broken=True,
-        patch=_broken_sum_sensitivity,
-        max_runs=5000,
-        test_runs=3000,
     ),
 ]
 
@@ -758,22 +581,8 @@ def _plan_statistic(model):
     return float(model.sampling_rate_)
 
 
-@contextlib.contextmanager
-def _plan_from_len_x():
-    # The bug: q and the steps read off len(X).  The ledger still records the
-    # count's event, so the claim is the real estimator's.
-    from ..nn import _net
-
-    def exact_size(n_samples, noise_std, rng, ledger):
-        ledger.record(_net.dataset_size_event(noise_std))
-        return float(n_samples)
-
-    with _patched(_net, "release_dataset_size", exact_size):
-        yield
-
-
 if _torch_available():
-    CASES += [
+    CASES.append(
         AuditCase(
             "DPNeuralNetRegressor(plan, n_samples='auto', eps=1, add/remove N -> N + 1)",
             _dpsgd_plan_net,
@@ -781,18 +590,8 @@ if _torch_available():
             _plan_statistic,
             max_runs=1000,
             test_runs=200,
-        ),
-        AuditCase(
-            "BROKEN DPNeuralNetRegressor: plan read off len(X)",
-            _dpsgd_plan_net,
-            _dpsgd_plan_neighbours,
-            _plan_statistic,
-            broken=True,
-            patch=_plan_from_len_x,
-            max_runs=1000,
-            test_runs=200,
-        ),
-    ]
+        )
+    )
 
 
 # -- A nested estimator keeps its seed (issue 18, break 2) ---------------------
@@ -838,49 +637,16 @@ def _nested_seed_replay(model):
     return 0.0 if np.array_equal(replay.noisy_counts_, clusterer.noisy_counts_) else 1.0
 
 
-_CLUSTER = DPGenerativeMixture._cluster
-
-
-def _cluster_keeping_its_seed(self, X, plan, rng, ledger):
-    # BROKEN: the nested clusterer is seeded with an int drawn from the fit's
-    # generator and keeps it, as DPGenerativeMixture once did.
-    seed = int(rng.integers(2**32))
-    with _patched(_generative_mixture_module(), "child_generator", lambda _rng: seed):
-        out = _CLUSTER(self, X, plan, rng, ledger)
-    out[3].random_state = seed
-    return out
-
-
-def _keeps_nested_seed():
-    return _patched(DPGenerativeMixture, "_cluster", _cluster_keeping_its_seed)
-
-
-def _generative_mixture_module():
-    return importlib.import_module("skdp.generative._mixture")
-
-
 if _torch_available():
-    CASES.extend(
-        [
-            AuditCase(
-                "DPGenerativeMixture: nested seed replayed from the pickle (eps=1, add/remove canary)",
-                _generative_mixture,
-                _generative_neighbours,
-                _nested_seed_replay,
-                max_runs=400,
-                test_runs=60,
-            ),
-            AuditCase(
-                "BROKEN DPGenerativeMixture: the clusterer keeps its seed",
-                _generative_mixture,
-                _generative_neighbours,
-                _nested_seed_replay,
-                broken=True,
-                patch=_keeps_nested_seed,
-                max_runs=400,
-                test_runs=80,
-            ),
-        ]
+    CASES.append(
+        AuditCase(
+            "DPGenerativeMixture: nested seed replayed from the pickle (eps=1, add/remove canary)",
+            _generative_mixture,
+            _generative_neighbours,
+            _nested_seed_replay,
+            max_runs=400,
+            test_runs=60,
+        )
     )
 
 
@@ -906,15 +672,7 @@ def _mean_of_further_draws(model):
     return float(np.mean(np.r_[draws, model[-1].posterior_sample_[0]]))
 
 
-def _draws_charged_to_nobody():
-    # BROKEN: the composite ignores the releases of the steps it owns, as
-    # DPPipeline once did: its privacy_spent_ stays at the fit's.
-    from ..pipeline import PostFitOwnerMixin
-
-    return _patched(PostFitOwnerMixin, "_charge_after_fit", lambda self, events, label: None)
-
-
-CASES += [
+CASES.append(
     AuditCase(
         f"DPPipeline(OPS step, eps=1, a0=0.2) + {_FURTHER_DRAWS} further draws",
         _ops_pipeline,
@@ -922,15 +680,41 @@ CASES += [
         _mean_of_further_draws,
         max_runs=1000,
         test_runs=150,
-    ),
-    AuditCase(
-        f"BROKEN DPPipeline: {_FURTHER_DRAWS} further draws of its OPS step charged to nobody",
-        _ops_pipeline,
-        lambda: _binary_neighbours(n=10, k=0),
-        _mean_of_further_draws,
-        broken=True,
-        patch=_draws_charged_to_nobody,
-        max_runs=1000,
-        test_runs=150,
-    ),
-]
+    )
+)
+
+
+def load_cases(path):
+    """The cases (``CASES``, a list of :class:`AuditCase`) defined by the Python file at ``path``.
+
+    How cases defined outside the package are audited (``python -m skdp.audit
+    --cases FILE``): the deliberately broken variants of the test suite, or
+    an audit of one's own estimator.  The file is imported as a module, under
+    its own name unless another module holds that name; importing it twice
+    returns the same module (a case's patch finds its own globals).
+
+    Raises
+    ------
+    ValueError
+        If the file has no ``CASES`` list of :class:`AuditCase`.
+    """
+    path = Path(path).resolve()
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == path:
+            break
+    else:
+        name = path.stem if path.stem not in sys.modules else f"{path.stem}_{abs(hash(str(path))):x}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or not path.is_file():
+            raise ValueError(f"cases must name a Python file, got {str(path)!r}.")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # registered first: dataclasses and patches look the module up
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    cases = getattr(module, "CASES", None)
+    if not isinstance(cases, list) or not all(isinstance(case, AuditCase) for case in cases):
+        raise ValueError(f"{path.name} must define CASES, a list of skdp.audit.AuditCase.")
+    return list(cases)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,32 @@ class AuditResult:
     @property
     def verdict(self):
         return "VIOLATION" if self.violated else "consistent"
+
+
+@dataclass(frozen=True)
+class AuditCase:
+    """One audit: an estimator, two neighbouring datasets and the statistic an attacker reads.
+
+    What ``python -m skdp.audit`` runs; a file given to ``--cases`` defines
+    ``CASES``, a list of them.  ``make_data()`` returns ``(X, X_neighbour)``
+    or ``(X, X_neighbour, y, y_neighbour)``; ``patch()``, when given, is a
+    context manager the fits run in (a broken variant installs itself
+    there).  ``broken=True`` marks a case the audit must flag.
+    """
+
+    name: str
+    make_estimator: Callable
+    make_data: Callable  # () -> (X, X_neighbour) or (X, X_neighbour, y, y_neighbour)
+    statistic: Callable
+    broken: bool = False  # True: the audit is expected to flag it
+    patch: Callable | None = None  # context manager factory the fits run in
+    max_runs: int | None = None  # cap for estimators too slow to refit 10,000 times
+    test_runs: int = 300  # fits per dataset in the test suite (broken cases: enough to flag)
+
+    @property
+    def estimator(self):
+        """Display name: the audited estimator's class, which every case name starts with."""
+        return self.name.removeprefix("BROKEN ").split("(")[0].split(":")[0].strip()
 
 
 def audit(

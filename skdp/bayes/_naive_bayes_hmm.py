@@ -24,7 +24,6 @@ from ..base import (
 )
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import (
-    COMPOSITIONS,
     ExponentialMechanism,
     LaplaceEvent,
     LaplaceMechanism,
@@ -32,6 +31,7 @@ from ..privacy import (
     calibrate_noise_multiplier,
     laplace_noise_multiplier,
 )
+from ..privacy.accountant import COMPOSITION_CONSTRAINT
 from ._conjugate import (
     dirichlet_log_likelihood_sensitivity,
     project_counts,
@@ -303,7 +303,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "ops_accounting": [StrOptions({"worst_case", "converged"})],
         "categories": [StrOptions({"auto"}), list, None],
         "handle_unknown": [StrOptions({"error", "ignore"})],
-        "composition": [StrOptions(set(COMPOSITIONS))],
+        "composition": [COMPOSITION_CONSTRAINT],
     }
 
     def __init__(

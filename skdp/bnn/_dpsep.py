@@ -28,7 +28,7 @@ from ..privacy import (
     SubsampledGaussianEvent,
     calibrate_noise_multiplier,
 )
-from ..privacy.accountant import accountant_for
+from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.clipping import clip_box
 from ..privacy.dpsgd import poisson_batch_indices
 from ..privacy.quantiles import (
@@ -430,10 +430,11 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     target_bounds : tuple (lower, upper), "auto" or None, default="auto"
         Public bounds of the target, used the same way; predicted means are
         clipped to them.
-    composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
+    composition : {"pld", "rdp", "advanced", "basic", "zcdp"}, default="pld"
         Composition the noise is calibrated and accounted with.  RDP has no
         curve for Poisson batches under replace-one neighbours:
-        ``sampling="poisson"`` with ``"rdp"`` raises ``ValueError``.
+        ``sampling="poisson"`` with ``"rdp"`` raises ``ValueError``, as does
+        ``"zcdp"`` (no rule for subsampled mechanisms) with either sampling.
         ``"pld"`` with ``"without_replacement"`` batches is composed by RDP
         (the PLD accountant's fallback), the same ``sigma`` as ``"rdp"``.
     accountant : BudgetAccountant, default=None
@@ -650,7 +651,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         "feature_bounds": [tuple, list, StrOptions({"auto"}), None],
         "target_bounds": [tuple, list, StrOptions({"auto"}), None],
         "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
-        "composition": [StrOptions({"pld", "rdp", "advanced", "basic"})],
+        "composition": [COMPOSITION_CONSTRAINT],
         "sampling": [StrOptions({"poisson", "without_replacement"})],
     }
 

@@ -24,7 +24,8 @@ from threadpoolctl import threadpool_limits
 
 from .._input import validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
-from ..privacy import COMPOSITIONS, GaussianMechanism, LaplaceMechanism
+from ..privacy import GaussianMechanism, LaplaceMechanism
+from ..privacy.accountant import COMPOSITION_CONSTRAINT
 from ._lloyd import (
     BoxBallProjection,
     assign,
@@ -97,7 +98,7 @@ class _BaseDPLloyd(
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "init": [StrOptions({"random"}), "array-like"],
-        "composition": [StrOptions(set(COMPOSITIONS))],
+        "composition": [COMPOSITION_CONSTRAINT],
         "count_noise_weight": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
     }
 

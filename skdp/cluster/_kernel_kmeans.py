@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._random import child_generator
 from ..privacy import REPLACE_ONE
-from ..privacy.norm_selection import dp_norm_from_histogram
+from ..privacy.norm_selection import DPNormOptions, dp_norm_from_histogram
 from ._base import _BaseDPLloyd
 from ._fourier import MAX_FEATURE_NORM, draw_fourier_weights
 
@@ -252,15 +252,11 @@ class DPKernelKMeans(_BaseDPLloyd):
     def _feature_dim(self, n_features):
         return int(self.n_components)
 
-    def _clip_norm_options(self):
-        """``(clip_norm, clip_norm_max, clip_norm_bins)`` in effect."""
-        return self.clip_norm, self.clip_norm_max, self.clip_norm_bins
-
     def _n_norm_selections(self):
-        return 1 if self._clip_norm_options()[0] == "auto" else 0
+        return 1 if DPNormOptions.of(self).selected else 0
 
     def _select_bound(self, rows, noise_multiplier, rng, ledger):
-        clip_norm, clip_norm_max, n_bins = self._clip_norm_options()
+        clip_norm, clip_norm_max, n_bins, _ = DPNormOptions.of(self)
         if clip_norm != "auto":
             return float(clip_norm)
         # DPNorm (Alg. 3), the core's one implementation, on the histogram of

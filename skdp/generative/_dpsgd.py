@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..privacy import ADD_REMOVE
-from ..privacy.cluster_sampling import ClusterSampledGaussianEvent
 from ..privacy.dpsgd import (
     combined_noise_multiplier,
     dpsgd_step_event,
     poisson_batch_indices,
     steps_per_epoch,
 )
+from ..privacy.events import ClusterSampledGaussianEvent
 
 
 def sgd_plan_event(noise_multiplier, clip_noise_ratio, sampling_rates, selection_probabilities, count):

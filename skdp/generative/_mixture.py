@@ -31,12 +31,13 @@ from ..privacy import (
     LaplaceEvent,
     calibrate_noise_multiplier,
 )
-from ..privacy.accountant import accountant_for
+from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.dpsgd import (
     count_noise_multiplier,
     dataset_size_event,
     release_dataset_size,
 )
+from ..privacy.norm_selection import DPNormOptions
 from ..privacy.torch_noise import TorchGaussianMechanism
 from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
 from ._marginals import (
@@ -394,7 +395,7 @@ class DPGenerativeMixture(
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "device": [str],
-        "composition": [StrOptions(set(COMPOSITIONS))],
+        "composition": [COMPOSITION_CONSTRAINT],
         "data_range": [tuple, list],
     }
 
@@ -484,14 +485,6 @@ class DPGenerativeMixture(
         # [0, 1]: the map and the clipping are per record (no data read).
         lo, hi = self._data_range(X.shape[1])
         return np.clip((X - lo) / (hi - lo), 0.0, 1.0)
-
-    def _clip_norm_options(self):
-        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)``."""
-        return self.clip_norm, self.clip_norm_max, self.clip_norm_bins, self.clip_norm_noise_ratio
-
-    def _clip_ratio(self):
-        clip_norm, _, _, ratio = self._clip_norm_options()
-        return ratio if clip_norm == "auto" else None
 
     def _cluster(self, X, plan, rng, ledger):
         """Alg. 1 line 1: DP kernel k-means; returns (events, labels, public sizes, clusterer).
@@ -664,7 +657,7 @@ class DPGenerativeMixture(
 
     def _privacy_plan(self):
         plan = super()._privacy_plan()
-        settings = {"clip_noise_ratio": self._clip_ratio()}
+        settings = {"clip_noise_ratio": DPNormOptions.of(self).histogram_noise_ratio}
         if self.generator == "marginals":
             if self._partition_mode() == "kmeans":
                 settings["cluster_epsilon"] = self.epsilon * self.cluster_budget
@@ -701,7 +694,7 @@ class DPGenerativeMixture(
         size count's), then ``n_steps`` steps of Alg. 1 on the schedule
         ``(rates, probs)`` (:func:`sgd_plan_event`).
         """
-        ratio = self._clip_ratio()
+        ratio = DPNormOptions.of(self).histogram_noise_ratio
         return [*cluster_events, sgd_plan_event(noise_multiplier, ratio, rates, probs, n_steps)]
 
     def _fit_marginals(self, data, plan, rng, ledger):
@@ -760,7 +753,7 @@ class DPGenerativeMixture(
         cluster_events, labels, sizes, clusterer = self._cluster(X, plan, rng, ledger)
         probs, rates, n_steps = cluster_schedule(sizes, self.batch_size, self.n_epochs)
         ratio = plan.settings["clip_noise_ratio"]
-        clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
+        clip_norm, clip_norm_max, clip_norm_bins, _ = DPNormOptions.of(self)
         # Post-processing of the released sizes: the schedule, hence the
         # steps' events, are public once the clustering is on the ledger.
         # When the sizes were released (not declared) the schedule is an

@@ -19,7 +19,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
-from ..privacy import ExponentialMechanism
+from ..privacy import (
+    ExponentialMechanism,
+)
+from ..privacy.accountant import COMPOSITION_CONSTRAINT
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
     auto_bounds_plan,
@@ -73,7 +76,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     mean_mechanism : {"auto", "laplace", "gaussian"}, default="auto"
         Noise of the weights and means; ``"auto"`` is ``"gaussian"`` when
         ``delta > 0``, else ``"laplace"``.
-    composition : {"pld", "rdp", "zcdp", "advanced"}, default="pld"
+    composition : {"pld", "rdp", "zcdp", "advanced", "basic"}, default="pld"
         Accountant of the calibration and the accounting.
     component_releases : {"joint", "separate"}, default="joint"
         One release per statistic for all components, or one per component
@@ -226,7 +229,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "covariance_type": [StrOptions({"full", "tied", "spherical"})],
         "estimator": [StrOptions({"map", "mle"})],
         "mean_mechanism": [StrOptions({"auto", "laplace", "gaussian"})],
-        "composition": [StrOptions({"pld", "rdp", "zcdp", "advanced"})],
+        "composition": [COMPOSITION_CONSTRAINT],
         "component_releases": [StrOptions({"joint", "separate"})],
         "budget_split": [StrOptions({"equal", "auto"}), "array-like"],
         "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],

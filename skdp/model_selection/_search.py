@@ -27,15 +27,11 @@ from ..pipeline import PostFitOwnerMixin
 from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
 from ..privacy.accountant import DEFAULT_COMPOSITION
 from ..privacy.accountants.rdp import RDPAccountant
+from ..privacy.calibration import illinois_bracket
 from ..privacy.clipping import clip_rows
 from ..privacy.conversions import DEFAULT_ORDERS, rdp_to_epsilon
-from ..privacy.events import REPLACE_ONE
-from ..privacy.repeat_select import (
-    POISSON,
-    RepeatAndSelectEvent,
-    WeakTrianglePoissonEvent,
-    truncated_negative_binomial_gamma,
-)
+from ..privacy.events import POISSON, REPLACE_ONE, RepeatAndSelectEvent, WeakTrianglePoissonEvent
+from ..privacy.repeat_select import truncated_negative_binomial_gamma
 
 #: ``n_trials_distribution`` names and their ``eta`` (Papernot & Steinke's Definition 1).
 _DISTRIBUTIONS = {"poisson": POISSON, "geometric": 1.0, "logarithmic": 0.0}
@@ -391,11 +387,12 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         """A ``t <= upper`` with ``cost(t) <= target``, within ``_RTOL`` of the largest; cost increases in ``t``.
 
         Every evaluation of ``cost`` dry-runs the candidates (for DP-SGD nets,
-        a calibration each), so the bracket is searched by regula falsi on
-        ``log t`` (the Illinois variant, Dowell & Jarratt 1971) rather than by
-        bisection: it stops once ``cost(t)`` is within ``_RTOL`` of
-        ``target`` or the bracket is within ``_RTOL``, usually after 2 to 4
-        evaluations instead of 7.  The returned ``t`` always meets the target.
+        a calibration each), so the bracket is searched by the calibrator's
+        regula falsi on ``log cost`` against ``log t`` (the Illinois variant,
+        Dowell & Jarratt 1971; :data:`skdp.privacy.calibration.illinois_bracket`,
+        on ``z = 1 / t``, for which the cost decreases) rather than by bisection:
+        it stops once the bracket is within ``_RTOL``, usually after 2 to 5
+        evaluations instead of 7.  The returned ``t`` is a costed one that meets the target.
         """
         lo, hi = upper / 2.0, upper
         c_hi = cost(hi)
@@ -410,24 +407,17 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
                     f"n_trials_mean={self.n_trials_mean}: raise epsilon or lower n_trials_mean."
                 )
             c_lo = cost(lo)
-        f_lo, f_hi, kept, gap = c_lo - target, c_hi - target, 0, target - c_lo
-        while hi / lo > 1 + _RTOL and gap > _RTOL * target:
-            # Interpolate in log t, never closer than a tenth of the bracket to an end.
-            share = min(max(-f_lo / (f_hi - f_lo), 0.1), 0.9)
-            mid = lo * (hi / lo) ** share
-            f_mid = cost(mid) - target
-            if f_mid <= 0:
-                lo, f_lo, gap = mid, f_mid, -f_mid
-                # Illinois: the end kept twice in a row has its value halved.
-                kept = kept + 1 if kept > 0 else 1
-                if kept > 1:
-                    f_hi /= 2
-            else:
-                hi, f_hi = mid, f_mid
-                kept = kept - 1 if kept < 0 else -1
-                if kept < -1:
-                    f_lo /= 2
-        return lo
+        # z -> the t costed for it (both ends are costed already).
+        budgets, costs = {1.0 / hi: hi, 1.0 / lo: lo}, {1.0 / hi: c_hi, 1.0 / lo: c_lo}
+
+        def cost_of_z(z):
+            if z not in costs:
+                budgets[z] = 1.0 / z
+                costs[z] = cost(budgets[z])
+            return costs[z]
+
+        _, z = illinois_bracket(cost_of_z, target, 1.0 / hi, 1.0 / lo, rtol=_RTOL)
+        return budgets[z]
 
     # --- fit ----------------------------------------------------------------
 

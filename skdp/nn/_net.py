@@ -53,7 +53,7 @@ from ..base import (
 )
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, COMPOSITIONS, DEFAULT_COMPOSITION, BudgetAccountant, PrivacySpent, compose
-from ..privacy.accountant import accountant_for
+from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
     calibrate_auto_bounds,
@@ -69,6 +69,7 @@ from ..privacy.dpsgd import (
     dpsgd_step_event,
     release_dataset_size,
 )
+from ..privacy.norm_selection import DPNormOptions
 from ..privacy.staged import staged_filter
 from ..privacy.torch_noise import TorchGaussianMechanism
 from ._adaptive_clipping import DPNormClipping
@@ -193,8 +194,9 @@ def _supports_dpsgd(composition):
 
 def _check_dpsgd_composition(composition):
     """Refuse a ``composition`` that cannot account DP-SGD's steps (before any reservation)."""
-    if not (isinstance(composition, str) and composition in COMPOSITIONS):
-        raise ValueError(f"composition must be one of {COMPOSITIONS}, got {composition!r}.")
+    # skorch has no parameter validation: the one constraint of every estimator's composition=.
+    if not COMPOSITION_CONSTRAINT.is_satisfied_by(composition):
+        raise ValueError(f"composition must be {COMPOSITION_CONSTRAINT}, got {composition!r}.")
     if not _supports_dpsgd(composition):
         supported = tuple(c for c in COMPOSITIONS if _supports_dpsgd(c))
         raise ValueError(
@@ -326,7 +328,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         if not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
             raise ValueError(f"delta must be in (0, 1) (DP-SGD adds Gaussian noise), got {self.delta!r}.")
         _check_dpsgd_composition(self.composition)
-        clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio = self._clip_norm_options()
+        clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio = DPNormOptions.of(self)
         if clip_norm != "auto" and not _is_positive_real(clip_norm):
             raise ValueError(f"clip_norm must be 'auto' or a positive finite number, got {clip_norm!r}.")
         if not _is_positive_real(clip_norm_max):
@@ -391,15 +393,6 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 PrivacyLeakWarning,
                 stacklevel=_user_stacklevel(),
             )
-
-    def _clip_norm_options(self):
-        """``(clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio)`` in effect."""
-        return self.clip_norm, self.clip_norm_max, self.clip_norm_bins, self.clip_norm_noise_ratio
-
-    def _clip_noise_ratio(self):
-        # DPNorm's histogram noise over the gradient's; None with fixed clipping.
-        clip_norm, _, _, ratio = self._clip_norm_options()
-        return ratio if clip_norm == "auto" else None
 
     def _batch_size_param(self):
         return self.get_params_for("iterator_train").get("batch_size", self.batch_size)
@@ -536,7 +529,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         ``_plan_training`` before the first step).
         """
         batch_size = self._batch_size_param()
-        ratio = self._clip_noise_ratio()
+        ratio = DPNormOptions.of(self).histogram_noise_ratio
         z = None if self.noise_multiplier is None else float(self.noise_multiplier)
         plan = count_std = schedule = input_bounds = None
         if self.n_samples == "auto":
@@ -663,7 +656,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         ``plan.n_steps`` DP-SGD steps at the plan's rate
         (:func:`~skdp.nn.dpsgd_step_event`, DPNorm's histogram included).
         """
-        ratio = self._clip_noise_ratio()
+        ratio = DPNormOptions.of(self).histogram_noise_ratio
         clip_z = None if ratio is None else ratio * noise_multiplier
         steps = dpsgd_step_event(noise_multiplier, plan.sampling_rate, clip_z, count=plan.n_steps)
         return [steps] if count_std is None else [dataset_size_event(count_std), steps]
@@ -867,7 +860,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             for group in self.optimizer_.param_groups:
                 # skorch built the optimiser before the public size was known.
                 group["lr"] = schedule.lr
-        clip_norm, clip_norm_max, clip_norm_bins, _ = self._clip_norm_options()
+        clip_norm, clip_norm_max, clip_norm_bins, _ = DPNormOptions.of(self)
         if state.clip_noise_ratio is not None:
             clipping = DPNormClipping(clip_norm_max, clip_norm_bins, state.clip_noise_ratio * z)
         else:

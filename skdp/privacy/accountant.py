@@ -40,6 +40,8 @@ import warnings
 from collections import namedtuple
 from dataclasses import replace
 
+from sklearn.utils._param_validation import StrOptions
+
 from .accountants import ACCOUNTANTS, get_accountant
 from .accountants.basic import pure_epsilon
 from .conversions import gaussian_dp_mu
@@ -47,6 +49,13 @@ from .events import REPLACE_ONE, GaussianEvent, PrivacyEvent, _check_relation
 
 #: The ``composition=`` names, the accountants of :mod:`skdp.privacy.accountants`.
 COMPOSITIONS = tuple(ACCOUNTANTS)
+
+#: The one ``_parameter_constraints`` entry of every ``composition=`` parameter
+#: (estimators, pipelines): a view of the live registry, not a snapshot, so an
+#: accountant registered after import (a module added to the package, or a
+#: subclass defined in the user's code) is accepted by every estimator, and its
+#: error message lists the accountants registered when it is raised.
+COMPOSITION_CONSTRAINT = StrOptions(ACCOUNTANTS.keys())
 
 #: The composition of every estimator's ledger unless it is told otherwise.
 DEFAULT_COMPOSITION = "pld"

@@ -327,6 +327,11 @@ def _crossing(cost, epsilon, lo, hi, rtol=1e-9, max_costings=40):
     return z_lo, z_hi
 
 
+#: The calibrator's root finder, for every other one-dimensional search of skdp
+#: (the model-selection search's per-trial budget): one Illinois implementation.
+illinois_bracket = _crossing
+
+
 def _shrink_pld(cost, epsilon, lo, hi, rtol):
     """Shrink ``[lo, hi]`` (``cost(lo) > epsilon >= cost(hi)``) to ``hi / lo <= 1 + rtol``; return ``hi``.
 

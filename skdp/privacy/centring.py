@@ -68,6 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._user_warnings import _user_stacklevel
 from .calibration import calibrate_noise_multiplier
 from .clipping import clip_rows, row_norms
 from .events import REPLACE_ONE, GaussianEvent, LaplaceEvent, PureDPEvent
@@ -301,8 +302,6 @@ def private_centring(reduce, n_samples, n_features, bounds, rng, ledger):
     eps = bounds.quantile_epsilon
     quantile = auto_norm_quantile(n_samples, eps, grid.size - 1)
     if not can_locate_quantile(n_samples, eps, grid.size - 1):
-        from ..base import _user_stacklevel  # the base imports the core: import when needed
-
         # A statement about the public n and the plan's epsilon, not about the data.
         warnings.warn(
             f'data_norm="auto" cannot locate a norm quantile with n_samples={int(n_samples)} at '

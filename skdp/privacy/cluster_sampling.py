@@ -18,7 +18,7 @@ Privacy of one step (add/remove neighbours)
     with ``R_a`` the RDP of the subsampled Gaussian (both directions obey the
     same identity, so the bound holds for add and for remove).  The worst case
     over the cluster of ``x`` is the pointwise maximum over clusters, which is
-    the per-step RDP curve of :class:`ClusterSampledGaussianEvent`.
+    the per-step RDP curve of :class:`~skdp.privacy.events.ClusterSampledGaussianEvent`.
 
 Why not the paper's Theorem 4
     Acs et al. (Section III-D, "each record is selected ... with probability
@@ -34,12 +34,11 @@ Why not the paper's Theorem 4
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .events import ADD_REMOVE, PrivacyEvent, _check_positive
+# The event lives with every other event; importable from here as well.
+from .events import ClusterSampledGaussianEvent
 
 __all__ = [
     "ClusterSampledGaussianEvent",
@@ -98,48 +97,3 @@ def cluster_sampled_gaussian_rdp(noise_multiplier, sampling_rate, selection_prob
         return r
     log_mix = np.logaddexp(np.log1p(-p), np.log(p) + (orders - 1.0) * r)
     return log_mix / (orders - 1.0)
-
-
-@dataclass(frozen=True)
-class ClusterSampledGaussianEvent(PrivacyEvent):
-    """``count`` steps of Alg. 1 of Acs et al.: pick a cluster, DP-SGD step on it.
-
-    Cluster ``s`` is picked with probability ``selection_probabilities[s]``
-    and its Poisson batch is drawn at rate ``sampling_rates[s]``; the step is
-    a Gaussian mechanism with multiplier ``noise_multiplier`` on that batch
-    (Poisson sampling, add/remove neighbours only).  See the module docstring
-    for the RDP curve.
-
-    Parameters
-    ----------
-    count : int
-    neighbouring : "add_remove"
-    noise_multiplier : float
-    sampling_rates : tuple of float
-    selection_probabilities : tuple of float
-        Public probabilities (they need not sum to one exactly: each enters
-        the bound of its own cluster only).
-    """
-
-    noise_multiplier: float = 1.0
-    sampling_rates: tuple = (1.0,)
-    selection_probabilities: tuple = (1.0,)
-
-    def __post_init__(self):
-        super().__post_init__()
-        _check_positive("noise_multiplier", self.noise_multiplier)
-        if self.neighbouring != ADD_REMOVE:
-            raise ValueError(
-                f"Poisson sampling is accounted under 'add_remove' neighbours, not {self.neighbouring!r}."
-            )
-        rates, probs = tuple(self.sampling_rates), tuple(self.selection_probabilities)
-        if len(rates) != len(probs) or not rates:
-            raise ValueError(
-                "sampling_rates and selection_probabilities must be non-empty and of equal length."
-            )
-        if not all(0 < q <= 1 for q in rates):
-            raise ValueError(f"sampling rates must be in (0, 1], got {rates!r}.")
-        if not all(0 < p <= 1 for p in probs):
-            raise ValueError(f"selection probabilities must be in (0, 1], got {probs!r}.")
-        object.__setattr__(self, "sampling_rates", tuple(float(q) for q in rates))
-        object.__setattr__(self, "selection_probabilities", tuple(float(p) for p in probs))

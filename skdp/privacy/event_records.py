@@ -7,9 +7,13 @@ JSON.  An event is a frozen dataclass of plain numbers and strings
 (:mod:`skdp.privacy.events`), so its record is its class name and its fields.
 
 Only the event classes of skdp's privacy core are known (those of
-:mod:`skdp.privacy.events` and :mod:`skdp.privacy.cluster_sampling`): a record
-names a class by string, and resolving an arbitrary name would let a ledger
-file choose what code runs.  Anything else is refused with ValueError.
+:mod:`skdp.privacy.events`): a record names a class by string, and resolving
+an arbitrary name would let a ledger file choose what code runs.  Anything
+else is refused with ValueError, and so are the events of a search (a
+:class:`~skdp.privacy.events.RepeatAndSelectEvent` holds events, which a flat
+record cannot; a :class:`~skdp.privacy.events.WeakTrianglePoissonEvent`
+occurs only inside one): a budget row holding one counts by basic
+composition, as any event the file cannot name.
 """
 
 from __future__ import annotations
@@ -17,22 +21,25 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from . import cluster_sampling, events
+from . import events
 
 __all__ = ["event_from_record", "event_to_record", "events_from_json", "events_to_json"]
 
 
+#: The base class, and a search's events, never written to a record (module docstring).
+_NOT_RECORDED = (events.PrivacyEvent, events.RepeatAndSelectEvent, events.WeakTrianglePoissonEvent)
+
+
 def _event_classes():
     classes = {}
-    for module in (events, cluster_sampling):
-        for value in vars(module).values():
-            if (
-                isinstance(value, type)
-                and issubclass(value, events.PrivacyEvent)
-                and value is not events.PrivacyEvent
-                and value.__module__ == module.__name__
-            ):
-                classes[value.__name__] = value
+    for value in vars(events).values():
+        if (
+            isinstance(value, type)
+            and issubclass(value, events.PrivacyEvent)
+            and value not in _NOT_RECORDED
+            and value.__module__ == events.__name__
+        ):
+            classes[value.__name__] = value
     return classes
 
 

@@ -6,6 +6,12 @@ sensitivity), how many times it was used and under which neighbouring relation
 its sensitivity was computed.  Converting events to a privacy guarantee is the
 accountant's job (:mod:`skdp.privacy.accountant`).
 
+Every event type of the core is defined here, the mechanisms' (Laplace,
+Gaussian, their discrete twins, subsampled Gaussian) and the composite
+procedures' (Acs et al.'s cluster-sampled DP-SGD steps, Papernot & Steinke's
+repeat-and-select); the RDP curves of the last two live with their proofs in
+:mod:`skdp.privacy.cluster_sampling` and :mod:`skdp.privacy.repeat_select`.
+
 Neighbouring relations
 ----------------------
 ``"replace_one"``
@@ -24,6 +30,7 @@ relation, so those conversions raise.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -250,3 +257,147 @@ class SubsampledGaussianEvent(PrivacyEvent):
         # The same Poisson mechanism: a replacement moves the sum by at most
         # twice what an addition or a removal does.
         return replace(self, noise_multiplier=self.noise_multiplier / 2, neighbouring=REPLACE_ONE)
+
+
+# --- Acs et al.'s steps on one randomly chosen cluster (their RDP curve: skdp.privacy.cluster_sampling)
+
+
+@dataclass(frozen=True)
+class ClusterSampledGaussianEvent(PrivacyEvent):
+    """``count`` steps of Alg. 1 of Acs et al.: pick a cluster, DP-SGD step on it.
+
+    Cluster ``s`` is picked with probability ``selection_probabilities[s]``
+    and its Poisson batch is drawn at rate ``sampling_rates[s]``; the step is
+    a Gaussian mechanism with multiplier ``noise_multiplier`` on that batch
+    (Poisson sampling, add/remove neighbours only).  Its RDP curve, and why
+    it is not the paper's Theorem 4, are in :mod:`skdp.privacy.cluster_sampling`.
+
+    Parameters
+    ----------
+    count : int
+    neighbouring : "add_remove"
+    noise_multiplier : float
+    sampling_rates : tuple of float
+    selection_probabilities : tuple of float
+        Public probabilities (they need not sum to one exactly: each enters
+        the bound of its own cluster only).
+    """
+
+    noise_multiplier: float = 1.0
+    sampling_rates: tuple = (1.0,)
+    selection_probabilities: tuple = (1.0,)
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_positive("noise_multiplier", self.noise_multiplier)
+        if self.neighbouring != ADD_REMOVE:
+            raise ValueError(
+                f"Poisson sampling is accounted under 'add_remove' neighbours, not {self.neighbouring!r}."
+            )
+        rates, probs = tuple(self.sampling_rates), tuple(self.selection_probabilities)
+        if len(rates) != len(probs) or not rates:
+            raise ValueError(
+                "sampling_rates and selection_probabilities must be non-empty and of equal length."
+            )
+        if not all(0 < q <= 1 for q in rates):
+            raise ValueError(f"sampling rates must be in (0, 1], got {rates!r}.")
+        if not all(0 < p <= 1 for p in probs):
+            raise ValueError(f"selection probabilities must be in (0, 1], got {probs!r}.")
+        object.__setattr__(self, "sampling_rates", tuple(float(q) for q in rates))
+        object.__setattr__(self, "selection_probabilities", tuple(float(p) for p in probs))
+
+
+# --- Papernot & Steinke's private selection by random repetition (RDP curve: skdp.privacy.repeat_select)
+
+#: ``shape`` of the Poisson distribution of the number of trials.
+POISSON = math.inf
+
+
+@dataclass(frozen=True)
+class RepeatAndSelectEvent(PrivacyEvent):
+    """Best of a random number of trials, each drawing one of several candidate plans.
+
+    Data only; the ``"rdp"`` accountant has its rule
+    (:func:`~skdp.privacy.repeat_select.repeat_and_select_rdp`), the
+    ``"pld"`` accountant none (a history holding one is composed by
+    ``"rdp"``: :func:`~skdp.privacy.compose`'s fallback).
+
+    Parameters
+    ----------
+    count : int
+        Number of independent repeat-and-select procedures.
+    neighbouring : {"replace_one", "add_remove"}
+        Relation of every inner event.
+    inner_events : tuple of PrivacyEvent, or tuple of tuples of PrivacyEvent
+        One trial's events.  A tuple of tuples lists the plans of the
+        candidates a trial draws from (independently of the data): the trial's
+        RDP curve is the pointwise maximum over the candidates of the sum of
+        their events' curves (:mod:`skdp.privacy.repeat_select`).
+    mean : float
+        ``E[K] >= 1``, the mean number of trials.
+    shape : float
+        ``eta >= 0`` of the truncated negative binomial (0: logarithmic,
+        1: geometric), or ``inf`` (:data:`POISSON`) for Poisson.
+    """
+
+    inner_events: tuple = ()
+    mean: float = 1.0
+    shape: float = 1.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        plans = tuple(self.inner_events)
+        if plans and all(isinstance(e, PrivacyEvent) for e in plans):
+            plans = (plans,)
+        plans = tuple(tuple(plan) for plan in plans)
+        if not plans or not all(plans) or not all(isinstance(e, PrivacyEvent) for p in plans for e in p):
+            raise ValueError("inner_events must be a non-empty tuple of PrivacyEvent (or of tuples of them).")
+        if any(e.neighbouring != self.neighbouring for p in plans for e in p):
+            raise ValueError(f"Every inner event must be accounted under {self.neighbouring!r} neighbours.")
+        # Frozen: normalise the field in place once (tuple of candidate plans).
+        object.__setattr__(self, "inner_events", plans)
+        if not (math.isfinite(self.mean) and self.mean >= 1):
+            raise ValueError(f"mean must be a finite number >= 1, got {self.mean!r}.")
+        if math.isnan(self.shape) or self.shape < 0:
+            raise ValueError(f"shape must be >= 0 (inf for Poisson), got {self.shape!r}.")
+
+    def to_relation(self, neighbouring):
+        if neighbouring == self.neighbouring:
+            return self
+        plans = tuple(tuple(e.to_relation(neighbouring) for e in plan) for plan in self.inner_events)
+        return replace(self, inner_events=plans, neighbouring=neighbouring)
+
+
+@dataclass(frozen=True)
+class WeakTrianglePoissonEvent(SubsampledGaussianEvent):
+    """A replace-one Poisson-subsampled Gaussian that needs an RDP curve (a searched DP-SGD step).
+
+    The same mechanism as a replace-one, Poisson
+    :class:`~skdp.privacy.events.SubsampledGaussianEvent` (the DP-SGD and
+    DP-SEP steps converted to the search's relation), with the same fields.
+    The ``"pld"`` accountant accounts it tightly (its rule covers the
+    subclass); the ``"rdp"`` accountant, which has no exact replace-one curve
+    for Poisson sampling, bounds it through an intermediate dataset by the
+    weak triangle inequality
+    (:func:`~skdp.privacy.accountants.rdp.replace_one_poisson_rdp`).  Only
+    the search records it, because a repeat-and-select event needs each
+    trial's RDP curve; an estimator's own replace-one Poisson steps stay on
+    the tight ``"pld"`` accounting, and ``composition="rdp"`` keeps refusing
+    them.
+    """
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.neighbouring != REPLACE_ONE or self.sampling != "poisson":
+            raise ValueError("A WeakTrianglePoissonEvent is a replace-one, Poisson-sampled event.")
+
+    @classmethod
+    def of(cls, event):
+        """``event`` as this class if it is a replace-one Poisson Gaussian, else ``event`` unchanged."""
+        if (
+            type(event) is SubsampledGaussianEvent
+            and event.sampling == "poisson"
+            and (event.neighbouring == REPLACE_ONE)
+        ):
+            return cls(event.count, event.neighbouring, event.noise_multiplier, event.sampling_rate)
+        return event

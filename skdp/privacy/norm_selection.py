@@ -36,12 +36,51 @@ then reads the bound with :func:`bin_upper_edge`.
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
 from .events import REPLACE_ONE, GaussianEvent, _check_relation
 from .mechanisms import GaussianMechanism
 from .selection import histogram_sensitivity, noisy_histogram_mode
+
+
+class DPNormOptions(NamedTuple):
+    """The clipping-bound parameters of an estimator that clips with a declared bound or DPNorm.
+
+    One reading of them for every such estimator (the kernel k-means, the
+    DP-SGD nets, the generative mixture): :meth:`of`.
+    """
+
+    #: The declared bound, or ``"auto"``: DPNorm chooses it.
+    clip_norm: object
+    #: DPNorm's ``c_max``: the upper edge of its last bin.
+    clip_norm_max: float
+    #: DPNorm's number of bins.
+    clip_norm_bins: int
+    #: DPNorm's histogram noise over the DP-SGD gradient's (None where the
+    #: histogram has its own calibration: the kernel k-means).
+    noise_ratio: float | None = None
+
+    @classmethod
+    def of(cls, estimator):
+        """The options set on ``estimator`` (``clip_norm``, ``clip_norm_max``, ``clip_norm_bins``, ``clip_norm_noise_ratio``)."""
+        return cls(
+            estimator.clip_norm,
+            estimator.clip_norm_max,
+            estimator.clip_norm_bins,
+            getattr(estimator, "clip_norm_noise_ratio", None),
+        )
+
+    @property
+    def selected(self):
+        """Whether DPNorm chooses the bound (``clip_norm="auto"``)."""
+        return isinstance(self.clip_norm, str) and self.clip_norm == "auto"
+
+    @property
+    def histogram_noise_ratio(self):
+        """DPNorm's histogram noise over the gradient's when DPNorm runs, else None."""
+        return self.noise_ratio if self.selected else None
 
 
 def _check_positive_real(name, value):

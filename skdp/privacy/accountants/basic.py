@@ -11,9 +11,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..cluster_sampling import ClusterSampledGaussianEvent
 from ..conversions import gaussian_epsilon, zcdp_rdp_epsilon
-from ..events import DiscreteGaussianEvent, GaussianEvent, LaplaceEvent, PureDPEvent, SubsampledGaussianEvent
+from ..events import (
+    ClusterSampledGaussianEvent,
+    DiscreteGaussianEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PureDPEvent,
+    SubsampledGaussianEvent,
+)
 from ._base import Accountant
 
 

@@ -17,17 +17,21 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _autodp
-from ..cluster_sampling import ClusterSampledGaussianEvent, cluster_sampled_gaussian_rdp
+from ..cluster_sampling import cluster_sampled_gaussian_rdp
 from ..conversions import DEFAULT_ORDERS, gaussian_epsilon, pure_dp_rdp, rdp_to_epsilon
 from ..events import (
     ADD_REMOVE,
     REPLACE_ONE,
+    ClusterSampledGaussianEvent,
     DiscreteLaplaceEvent,
     GaussianEvent,
     LaplaceEvent,
     PureDPEvent,
+    RepeatAndSelectEvent,
     SubsampledGaussianEvent,
+    WeakTrianglePoissonEvent,
 )
+from ..repeat_select import repeat_and_select_rdp
 from ._base import Accountant
 
 
@@ -175,12 +179,7 @@ def _cluster_sampled(event, orders):
     return np.max(curves, axis=0)
 
 
-# Papernot & Steinke (2022): private selection by random repetition (issue 21).
-from ..repeat_select import (  # noqa: E402
-    RepeatAndSelectEvent,
-    WeakTrianglePoissonEvent,
-    repeat_and_select_rdp,
-)
+# Papernot & Steinke (2022): private selection by random repetition.
 
 
 @RDPAccountant.rule(WeakTrianglePoissonEvent)
