@@ -107,6 +107,12 @@ def clustering_events_as_add_remove(events):
     return converted
 
 
+#: Compositions that charge every release its own (epsilon, delta) (the
+#: ``basic`` and ``advanced`` accountants): no remaining curve to calibrate a
+#: staged plan to (``_check_params``).
+_PER_USE_COMPOSITIONS = frozenset({"basic", "advanced"})
+
+
 class _NestedKernelKMeans(DPKernelKMeans):
     """The clustering of :class:`DPGenerativeMixture` (Alg. 1 line 1): DPKernelKMeans without its row check.
 
@@ -607,6 +613,16 @@ class DPGenerativeMixture(
 
     def _check_params(self):
         self._partition_mode()
+        if self.composition in _PER_USE_COMPOSITIONS:
+            # The generator's releases are planned from the clustering's
+            # released sizes and calibrated on the remaining budget by a
+            # curve (RDP at an order, or PLD); an accountant that charges an
+            # (epsilon, delta) per use has no such remainder to calibrate to.
+            raise ValueError(
+                f"composition={self.composition!r} charges each release its own (epsilon, delta) and "
+                "cannot calibrate DPGenerativeMixture's plan, whose per-cluster releases are planned from "
+                "the released cluster sizes; use 'pld' (the default), 'rdp' or 'zcdp'."
+            )
         if self.categorical is not None and self.generator != "marginals":
             raise ValueError(
                 f"categorical is used by generator='marginals' only, got generator={self.generator!r}."

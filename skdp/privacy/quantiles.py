@@ -642,7 +642,7 @@ def warn_unlocated_columns(located, pooled, n_samples, epsilon, advice):
     n_none, n_pool = int((~located).sum()), int((located & pooled).sum())
     if not (n_none or n_pool):
         return
-    from ..base import _user_stacklevel  # the base imports the core: import when needed
+    from .._user_warnings import _user_stacklevel
 
     parts = []
     if n_pool:
