@@ -154,6 +154,19 @@ class PLDAccountant(Accountant):
         return min(bound, max(0.0, eps)) if self.pessimistic else max(0.0, eps)
 
 
+    def pld_epsilon(self, events, delta):
+        """The epsilon of the discretised PLD of ``events`` alone (no closed form, no RDP bound); ``inf`` where none is built."""
+        events = [e for e in events if e.count > 0]
+        if not events:
+            return 0.0
+        try:
+            pld = self.distribution(events)
+        except _TooLittleNoise:
+            return math.inf
+        eps = float(_epsilon_for_delta(pld, delta))
+        return max(0.0, eps)
+
+
 def _as_gaussian(event):
     """A full-batch subsampled Gaussian as the plain Gaussian it is; other events unchanged.
 
@@ -333,6 +346,56 @@ def _hockey_stick(loss, epsilons):
     return np.clip(deltas, 0, 1)
 
 
+class _Normal:
+    """``scipy.stats.norm(scale=scale)``'s cdf, logcdf and ppf (same special functions, same arithmetic).
+
+    A frozen SciPy distribution builds its docstring when it is created
+    (milliseconds, more than a coarse PLD costing's arithmetic); the
+    Gaussian privacy loss only evaluates these three.
+    """
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def cdf(self, x):
+        from scipy import special
+
+        return special.ndtr(np.asarray(x, dtype=float) / self.scale)
+
+    def logcdf(self, x):
+        from scipy import special
+
+        return special.log_ndtr(np.asarray(x, dtype=float) / self.scale)
+
+    def ppf(self, q):
+        from scipy import special
+
+        return special.ndtri(q) * self.scale
+
+
+@functools.lru_cache(maxsize=64)
+def _loss_template(loss_class, sampling_prob, adjacency):
+    return loss_class(1.0, sensitivity=1.0, pessimistic_estimate=True, sampling_prob=sampling_prob, adjacency_type=adjacency)
+
+
+def _gaussian_privacy_loss(loss_class, standard_deviation, sampling_prob, adjacency):
+    """dp-accounting's ``GaussianPrivacyLoss(standard_deviation, sampling_prob=..., adjacency_type=...)``.
+
+    A copy of one made at standard deviation 1 (validated by
+    dp-accounting's constructor), given the standard deviation and a
+    :class:`_Normal` of that scale: the object dp-accounting would build,
+    without a frozen SciPy distribution per costing.
+    """
+    import copy
+
+    if not (standard_deviation > 0):
+        raise ValueError(f"Standard deviation is not a positive real number: {standard_deviation}")
+    loss = copy.copy(_loss_template(loss_class, sampling_prob, adjacency))
+    loss._standard_deviation = standard_deviation
+    loss._gaussian_random_variable = _Normal(standard_deviation)
+    return loss
+
+
 def _connect_dots_gaussian_pld(standard_deviation, interval, sampling_prob, replace_one):
     """dp-accounting's pessimistic connect-the-dots PLD of the (subsampled) Gaussian.
 
@@ -342,14 +405,10 @@ def _connect_dots_gaussian_pld(standard_deviation, interval, sampling_prob, repl
     step, with the hockey-stick divergences at the grid's losses computed
     as one array instead of one scalar inversion per grid point.
     """
-    from dp_accounting.pld import pld_pmf
     from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType, GaussianPrivacyLoss
 
     def pmf(adjacency):
-        loss = GaussianPrivacyLoss(
-            standard_deviation, sensitivity=1.0, pessimistic_estimate=True,
-            sampling_prob=sampling_prob, adjacency_type=adjacency,
-        )
+        loss = _gaussian_privacy_loss(GaussianPrivacyLoss, standard_deviation, sampling_prob, adjacency)
         bounds = loss.connect_dots_bounds()
         upper = math.ceil(bounds.epsilon_upper / interval)
         lower = math.floor(bounds.epsilon_lower / interval)
@@ -404,6 +463,11 @@ def _self_compose_pmf(pmf, count, tail_mass_truncation=_TAIL_MASS_TRUNCATION):
     from dp_accounting.pld import pld_pmf
     from scipy import fft
 
+    if isinstance(pmf, pld_pmf.SparsePLDPmf) and count > 1 and pmf.size ** min(count, 11) > pld_pmf._MAX_PMF_SPARSE_SIZE:
+        # What dp-accounting does with a sparse PMF whose composition would
+        # exceed the sparse size (size ** count; the exponent capped where
+        # any size >= 2 exceeds it): compose it densely.
+        pmf = pmf.to_dense_pmf()
     if not isinstance(pmf, pld_pmf.DensePLDPmf) or count <= 0:
         return pmf.self_compose(count, tail_mass_truncation)
     probs = pmf._probs
@@ -447,7 +511,7 @@ def _self_convolve_bounds(probs, count, tail_mass_truncation):
     with np.errstate(divide="ignore"):
         log_mgfs = np.log(sums) + np.where(ks > 0, orders * (n - 1), 0.0)
     log_two = math.log(2 / tail_mass_truncation)
-    for order, log_mgf in zip(orders, log_mgfs):
+    for order, log_mgf in zip(orders, log_mgfs, strict=True):
         bound = (count * float(log_mgf) + log_two) / order
         if not math.isfinite(bound):
             continue
