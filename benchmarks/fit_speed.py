@@ -303,6 +303,13 @@ def calibration_table(step_counts, peers=("opacus", "dp-accounting"), pld=True):
     """
     from skdp.privacy.dpsgd import calibrate_dpsgd_noise
 
+    # Warm-up, untimed: every library imported and past its first call (a
+    # 10-step plan, not calibrated again below), so that the rows compare
+    # the calibrations, not the imports.
+    _timed(lambda: calibrate_dpsgd_noise(EPS, DELTA, Q, 10))
+    for _, fn in _opacus_methods(10) if "opacus" in peers else ():
+        if fn is not None:
+            _timed(fn)
     rows = []
     for steps in step_counts:
         methods = []

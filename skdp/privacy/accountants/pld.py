@@ -553,7 +553,7 @@ def _pmf_epsilon(pmf, delta):
     # Masses *before* loss k is added (k = 0 .. n), as the loop holds them.
     upper = np.cumsum(np.concatenate(([infinity], probs)))
     lower = np.cumsum(np.concatenate(([0.0], np.exp(-losses) * probs)))
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         stops = (upper[:-1] > delta) & (lower[:-1] > 0) & (np.log((upper[:-1] - delta) / lower[:-1]) >= losses)
         # The loop returns max(0, loss) after adding a loss whose lower mass
         # is still zero once the upper mass reaches delta.
