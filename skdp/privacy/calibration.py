@@ -254,7 +254,7 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
     z = _clt_guess(events_at(1.0), epsilon, delta)
     if z is None:
         return None
-    z = _solve_near(coarse, epsilon, z, 1.25, rtol=1e-4)
+    z = _solve_near(coarse, epsilon, z, 1.05, rtol=1e-4)
     if z is None:
         return None
     step = 1.01
@@ -294,20 +294,32 @@ def _clt_guess(events, epsilon, delta):
 
 
 def _solve_near(cost, epsilon, z, width, rtol=1e-7):
-    """The upper end of a bracket of ``cost(w) = epsilon`` near ``z``, to ``rtol``; None if none is found."""
-    lo, hi = z / width, z * width
-    for _ in range(60):
-        if cost(hi) <= epsilon:
-            break
-        lo, hi = hi, hi * width
+    """The upper end of a bracket of ``cost(w) = epsilon`` found from ``z``, to ``rtol``; None if none is found.
+
+    ``z`` is costed first; the bracket is then grown on the side the
+    target lies, by steps of ``width`` squared each time (a good guess
+    costs two points, a poor one a few more), and shrunk by
+    :func:`_crossing`.
+    """
+    step = width
+    if cost(z) > epsilon:
+        lo = z
+        for _ in range(12):
+            hi = lo * step
+            if cost(hi) <= epsilon:
+                break
+            lo, step = hi, step * step
+        else:
+            return None
     else:
-        return None
-    for _ in range(60):
-        if cost(lo) > epsilon:
-            break
-        hi, lo = lo, lo / width
-    else:
-        return None
+        hi = z
+        for _ in range(12):
+            lo = hi / step
+            if cost(lo) > epsilon:
+                break
+            hi, step = lo, step * step
+        else:
+            return None
     return _crossing(cost, epsilon, lo, hi, rtol)[1]
 
 
