@@ -210,9 +210,10 @@ def _is_subsampled(event):
 
 #: Share of the target a subsampled plan calibrated by
 #: :func:`_refine_from_coarse` may leave unspent: its fine PLD epsilon is
-#: in ``[epsilon * (1 - PLD_SLACK), epsilon]`` (the multiplier is then
-#: within about a tenth of a percent of the smallest that meets the target).
-PLD_SLACK = 1e-3
+#: in ``[epsilon * (1 - PLD_SLACK), epsilon]``: the multiplier is then
+#: within about ``PLD_SLACK`` of the smallest that meets the target, as
+#: the bracketed search's :data:`PLD_RTOL`.
+PLD_SLACK = 1e-4
 
 
 def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise, max_fine=5):
