@@ -216,3 +216,80 @@ def test_a_reservation_composes_the_distinct_mechanisms_once(monkeypatch):
     # distinct mechanisms (19: two plans share one), not of 201 fits' events.
     distinct = {(type(e), e.noise_multiplier) for plan in _plans() for e in plan[3]}
     assert calls == [len(distinct)] == [19]
+
+
+@pytest.mark.parametrize(
+    "standard_deviation, sampling_prob, replace_one",
+    [(1.7, 256 / 20000, False), (0.6, 0.1, False), (3.0, 1.0, False), (1.2, 0.05, True), (0.8, 1.0, True)],
+)
+def test_array_pld_is_dp_accountings_pld(standard_deviation, sampling_prob, replace_one):
+    # The connect-the-dots build, the self-composition and the epsilon
+    # read-off on arrays are dp-accounting's algorithms: the same PMFs to
+    # the bit and the same epsilon to rounding.
+    from dp_accounting import NeighboringRelation
+    from dp_accounting.pld import privacy_loss_distribution
+
+    relation = NeighboringRelation.REPLACE_ONE if replace_one else NeighboringRelation.ADD_OR_REMOVE_ONE
+    reference = privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation, sampling_prob=sampling_prob, neighboring_relation=relation
+    )
+    mine = pld_module._connect_dots_gaussian_pld(standard_deviation, 1e-4, sampling_prob, replace_one)
+    for a, b in [(reference._pmf_remove, mine._pmf_remove), (reference._pmf_add, mine._pmf_add)]:
+        a, b = a.to_dense_pmf(), b.to_dense_pmf()
+        assert a._lower_loss == b._lower_loss
+        np.testing.assert_array_equal(a._probs, b._probs)
+        assert a._infinity_mass == b._infinity_mass
+    for count in (1, 7, 300):
+        composed = reference.self_compose(count)
+        remove = pld_module._self_compose_pmf(mine._pmf_remove, count)
+        add = remove if mine._symmetric else pld_module._self_compose_pmf(mine._pmf_add, count)
+        ours = type(mine)(remove) if mine._symmetric else type(mine)(remove, add)
+        for delta in (1e-5, 1e-9):
+            assert pld_module._epsilon_for_delta(ours, delta) == pytest.approx(
+                composed.get_epsilon_for_delta(delta), rel=1e-12
+            )
+
+
+@pytest.mark.parametrize("steps", [300, 2000])
+def test_subsampled_calibration_meets_the_target_near_dp_accountings_sigma(steps):
+    # DP-SGD calibration: located on coarse PLDs, accepted on the fine one.
+    # The plan meets the target, leaves at most PLD_SLACK of it unspent, and
+    # its sigma is within 0.5% of dp-accounting's own PLD calibration
+    # (the issue's tolerance; in practice 2e-4).
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from skdp.privacy.dpsgd import calibrate_dpsgd_noise, dpsgd_step_event
+
+    q, epsilon, delta = 256 / 20000, 1.0, 1e-5
+    sigma = calibrate_dpsgd_noise(epsilon, delta, q, steps)
+    spent = compose([dpsgd_step_event(sigma, q, count=steps)], delta, "pld").epsilon
+    assert epsilon * (1 - calibration.PLD_SLACK) <= spent <= epsilon
+
+    def make_event(s):
+        return dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(s)), steps
+        )
+
+    reference = dp_accounting.calibrate_dp_mechanism(
+        pld_privacy_accountant.PLDAccountant,
+        make_event,
+        epsilon,
+        delta,
+        dp_accounting.ExplicitBracketInterval(0.8 * sigma, 1.2 * sigma),
+        tol=1e-5 * sigma,
+    )
+    assert sigma == pytest.approx(reference, rel=5e-3)
+    assert sigma >= reference * (1 - 1e-4)  # never less noise than the reference answer needs
+
+
+def test_subsampled_calibration_falls_back_when_the_coarse_search_fails(monkeypatch):
+    # Any difficulty of the coarse search (here: no starting guess) leaves
+    # the calibration to the RDP-bracketed PLD search, which still meets
+    # the target.
+    from skdp.privacy.dpsgd import calibrate_dpsgd_noise, dpsgd_step_event
+
+    monkeypatch.setattr(calibration, "_clt_guess", lambda *args: None)
+    q = 0.05
+    sigma = calibrate_dpsgd_noise(2.0, 1e-5, q, 50)
+    assert compose([dpsgd_step_event(sigma, q, count=50)], 1e-5, "pld").epsilon <= 2.0

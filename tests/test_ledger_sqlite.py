@@ -489,3 +489,25 @@ def test_grid_search_of_gaussian_mixtures_composes_on_the_file(tmp_path):
     assert len(ledger.history) == 11
     assert ledger.spent.epsilon <= 0.5 * summed  # measured 0.307 x
     assert SQLiteBudgetAccountant(tmp_path / "ledger.db").spent == ledger.spent
+
+
+def test_incremental_total_sees_every_writer(tmp_path):
+    # Each accountant keeps the state of the rows up to its first open
+    # reservation and reads the rows from there on: rows written by another
+    # accountant on the same file (another process, in practice), open
+    # reservations settled out of order, and plain spends must all be in its
+    # total, equal to the total of an accountant opened afresh.
+    path = tmp_path / "ledger.sqlite"
+    a = SQLiteBudgetAccountant(path, composition="rdp")
+    b = SQLiteBudgetAccountant(path)
+    events = [GaussianEvent(1, REPLACE_ONE, 3.0), LaplaceEvent(1, REPLACE_ONE, 4.0)]
+    first = a.reserve(0.6, 1e-6)
+    assert a.spent.epsilon == pytest.approx(0.6)
+    for k in range(6):
+        writer = (a, b)[k % 2]
+        held = writer.reserve(0.6, 1e-6)
+        writer.settle(held, 0.5, 1e-6, events=events[k % 2 :])
+        b.spend(0.1, 0.0)
+        assert a.spent == b.spent == SQLiteBudgetAccountant(path).spent
+    a.settle(first, 0.2, 1e-6, events=events)
+    assert a.spent == b.spent == SQLiteBudgetAccountant(path).spent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -107,6 +108,36 @@ def _merged(events):
             key = replace(e, count=0)
             counts[key] = counts.get(key, 0) + e.count
     return [replace(key, count=n) for key, n in counts.items()]
+
+
+def _composable_events(events, neighbouring, composition):
+    # The events in the budget's relation if its accountant composes them all, else None.
+    try:
+        events = tuple(e.to_relation(neighbouring) for e in events)
+    except ValueError:
+        return None
+    if get_accountant(composition).unsupported(events):
+        return None
+    return events
+
+
+def _merged_composable(events, neighbouring, composition):
+    """:func:`_composable_events` merged by mechanism (:func:`_merged`), cached by the events.
+
+    A search settles the same plan's events fit after fit: they are
+    converted, checked and merged once per process, not once per fit.
+    """
+    try:
+        return _cached_merged_composable(events, neighbouring, composition)
+    except TypeError:  # an event type that is not hashable
+        composable = _composable_events(events, neighbouring, composition)
+        return None if composable is None else tuple(_merged(composable))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_merged_composable(events, neighbouring, composition):
+    composable = _composable_events(events, neighbouring, composition)
+    return None if composable is None else tuple(_merged(composable))
 
 
 def _join_rank(item):
@@ -317,6 +348,15 @@ class BudgetAccountant:
                 for key, (eps, dlt, label) in enumerate(self._history)
             ]
 
+    def _records_from(self, key):
+        """The entries from ``key`` on (every entry for None) as ``_Record``, oldest first."""
+        with self._lock:
+            start = 0 if key is None else key
+            return [
+                _Record(k, eps, dlt, label, k in self._open, self._events.get(k), self._order.get(k))
+                for k, (eps, dlt, label) in enumerate(self._history[start:], start)
+            ]
+
     def _open_entries(self):
         with self._lock:
             return [self._history[i] for i in sorted(self._open)]
@@ -386,49 +426,54 @@ class BudgetAccountant:
     @property
     def spent(self):
         """Total (epsilon, delta) spent so far, open reservations included (class docstring)."""
-        return self._total(self._records())
+        return self._total()
 
     def _composable(self, record):
         """The record's events in the budget's relation if it joins the composed group, else None."""
         if record.reserved or not record.events:
             return None
-        try:
-            events = tuple(e.to_relation(self.neighbouring) for e in record.events)
-        except ValueError:
-            return None
-        if get_accountant(self.composition).unsupported(events):
-            return None
-        return events
+        return _composable_events(tuple(record.events), self.neighbouring, self.composition)
 
-    def _total(self, records):
-        # Entries are read oldest first and only change by being settled or
-        # appended, so the per-entry parts of the longest unchanged prefix
-        # of the last call are reused: a reservation processes the entries
-        # that are new or changed since, not every fit of the budget.
-        state = self.__dict__.get("_total_cache")
-        m = 0
-        if state is not None:
-            old = state[0]
-            n = min(len(old), len(records))
-            m = next((i for i in range(n) if records[i] != old[i]), n)
-        basic = [] if state is None else state[1][:m]
-        group = [] if state is None else state[2][:m]
-        for r in records[m:]:
-            merged = self._group_events(r)
-            if merged is None:
-                basic.append((r.epsilon, r.delta))
-                group.append(None)
+    def _total(self):
+        """The budget's total (class docstring), from the entries changed since the last total.
+
+        A settled entry never changes again (only an open reservation is
+        resized or settled), and entries are only ever appended.  So the
+        state of the last total is kept up to its first open reservation
+        (the running basic sums after each entry, in entry order, and the
+        composed group's state): a reservation reads and processes the
+        entries from there on, not every fit of the budget, and its cost
+        does not grow with the number of fits settled before.
+        """
+        with self._lock:
+            state = self.__dict__.get("_total_cache")
+            if state is None:
+                state = {"records": [], "sums": [], "open": 0}
+            records, sums, m = state["records"], state["sums"], state["open"]
+            if m < len(records):
+                start = records[m].key
             else:
-                basic.append((0.0, 0.0))
-                group.append((r.order, r.key, r.epsilon, r.delta, merged))
-        self._total_cache = (list(records), basic, group)
-        basic_eps = basic_delta = 0.0
-        for eps, dlt in basic:
-            basic_eps += eps
-            basic_delta += dlt
-        items = sorted((g for g in group if g is not None), key=_join_rank)
-        group_eps, group_delta = self._chain(items)  # delta: the group's deltas summed in join order
-        return PrivacySpent(float(basic_eps + group_eps), min(1.0, float(basic_delta + group_delta)))
+                start = records[-1].key + 1 if records else None
+            fresh = self._records_from(start)
+            del records[m:], sums[m:]
+            basic_eps, basic_delta = sums[-1] if sums else (0.0, 0.0)
+            first_open = None
+            joined = []
+            for r in fresh:
+                if r.reserved and first_open is None:
+                    first_open = len(records)
+                merged = self._group_events(r)
+                if merged is None:
+                    basic_eps += r.epsilon
+                    basic_delta += r.delta
+                else:
+                    joined.append((r.order, r.key, r.epsilon, r.delta, merged))
+                records.append(r)
+                sums.append((basic_eps, basic_delta))
+            state["open"] = len(records) if first_open is None else first_open
+            self._total_cache = state
+            group_eps, group_delta = self._chain(joined)  # delta: the group's deltas summed in join order
+            return PrivacySpent(float(basic_eps + group_eps), min(1.0, float(basic_delta + group_delta)))
 
     def _group_events(self, record):
         """The record's events merged by mechanism if it joins the composed group, else None.
@@ -442,42 +487,58 @@ class BudgetAccountant:
         entry = cache.get((record.key, record.order))
         if entry is not None and not record.reserved and (entry[0] is record.events or entry[0] == record.events):
             return entry[1]
-        events = self._composable(record)
-        merged = None if events is None else tuple(_merged(events))
+        if record.reserved or not record.events:
+            merged = None
+        else:
+            merged = _merged_composable(tuple(record.events), self.neighbouring, self.composition)
         if not record.reserved:
             cache[(record.key, record.order)] = (record.events, merged)
         return merged
 
-    def _chain(self, items):
-        """``(S_n, delta_1 + ... + delta_n)`` of the class docstring for the group ``items`` in join order.
+    def _chain(self, joined):
+        """``(S_n, delta_1 + ... + delta_n)`` of the class docstring, adding the group entries ``joined``.
 
-        ``items`` are ``(order, key, epsilon, delta, merged events)``.  The
-        state of the longest prefix already composed is kept (its ``S_k``
-        values, the counts of each distinct mechanism and the summed delta),
-        so each settled fit is added once: a reservation composes the
-        group's distinct mechanisms once, whatever the number of fits
+        ``joined`` are ``(order, key, epsilon, delta, merged events)`` of the
+        group entries among the entries just read; those already composed
+        are skipped.  The state of the group composed so far is kept (its
+        last ``S_k``, the counts of each distinct mechanism and the summed
+        delta), so each settled fit is added once: a reservation composes
+        the group's distinct mechanisms once, whatever the number of fits
         (identical events of different fits are one mechanism with the sum
-        of their counts, which is all a composition depends on).
+        of their counts, which is all a composition depends on).  An entry
+        joins the group after every entry already in it (its rank is the
+        next one), so the join order is the order of addition; were a
+        rank ever smaller than one already composed (a ledger written by
+        another program), the whole group is composed again in join order.
         """
         state = self._chain_cache
-        if state is None or items[: len(state["items"])] != state["items"]:
-            state = {"items": [], "values": [], "events": {}, "delta": 0.0}
-        k = len(state["items"])
-        events = dict(state["events"])  # mechanism (count 0) -> event with its total count
-        delta = state["delta"]
-        values = list(state["values"])
-        for _, _, eps_k, delta_k, merged in items[k:]:
+        if state is None:
+            state = {"ranks": set(), "last": None, "value": 0.0, "events": {}, "delta": 0.0}
+        todo = sorted((item for item in joined if item[0] not in state["ranks"]), key=_join_rank)
+        if todo and state["last"] is not None and todo[0][0] <= state["last"]:
+            every = (self._group_events(r) for r in self._total_cache["records"])
+            todo = sorted(
+                (
+                    (r.order, r.key, r.epsilon, r.delta, merged)
+                    for r, merged in zip(self._total_cache["records"], every, strict=True)
+                    if merged is not None
+                ),
+                key=_join_rank,
+            )
+            state = {"ranks": set(), "last": None, "value": 0.0, "events": {}, "delta": 0.0}
+        events = state["events"]  # mechanism (count 0) -> event with its total count
+        for order, _, eps_k, delta_k, merged in todo:
             for e in merged:
                 key = replace(e, count=0)
                 held = events.get(key)
                 events[key] = e if held is None else replace(held, count=held.count + e.count)
-            delta += delta_k
-            previous = values[-1] if values else 0.0
-            values.append(min(self._composed_epsilon(list(events.values()), delta), previous + eps_k))
-        # A new state object, never one mutated in place: a concurrent reader
-        # (``spent`` outside the lock) sees either the old state or this one.
-        self._chain_cache = {"items": list(items), "values": values, "events": events, "delta": delta}
-        return (values[-1] if values else 0.0), delta
+            state["delta"] += delta_k
+            previous = state["value"]
+            state["value"] = min(self._composed_epsilon(list(events.values()), state["delta"]), previous + eps_k)
+            state["ranks"].add(order)
+            state["last"] = order
+        self._chain_cache = state
+        return state["value"], state["delta"]
 
     def _composed_epsilon(self, events, delta):
         """Epsilon at ``delta`` of the distinct mechanisms ``events`` (each with its total count)."""
@@ -548,7 +609,7 @@ class BudgetAccountant:
         """
         events = self._in_budget_relation(_check_events(events))
         with self._transaction():
-            eps, dlt = self._check_against(self._total(self._records()), epsilon, delta, neighbouring)
+            eps, dlt = self._check_against(self._total(), epsilon, delta, neighbouring)
             self._append(float(eps), float(dlt), label, events=events)
 
     def reserve(self, epsilon, delta, neighbouring=None, label=None):
@@ -580,7 +641,7 @@ class BudgetAccountant:
         """
         neighbouring = neighbouring or self.neighbouring
         with self._transaction():
-            eps, dlt = self._check_against(self._total(self._records()), epsilon, delta, neighbouring)
+            eps, dlt = self._check_against(self._total(), epsilon, delta, neighbouring)
             key = self._append(float(eps), float(dlt), label, reserved=True)
         return BudgetReservation(int(key), float(eps), float(dlt), neighbouring, label, self._ledger_id())
 
@@ -627,7 +688,7 @@ class BudgetAccountant:
                 raise ValueError(
                     f"Reservation {reservation.key} is not open on this budget (already settled?)."
                 )
-            eps, dlt = self._check_against(self._total(self._records()), epsilon, delta, self.neighbouring)
+            eps, dlt = self._check_against(self._total(), epsilon, delta, self.neighbouring)
             if eps > 0 or dlt > 0:
                 self._resize_entry(reservation.key, float(held[0] + eps), float(held[1] + dlt))
 

@@ -183,6 +183,10 @@ def calibrate_noise_multiplier(
         probe = [_as_released(e, secure_noise).to_relation(neighbouring) for e in make_events(1.0)]
         if not get_accountant("pld").unsupported(probe):
             if not get_accountant("rdp").unsupported(probe):
+                if any(_is_subsampled(e) for e in probe):
+                    z = _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise)
+                    if z is not None:
+                        return z
                 return _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol)
             unsampled = [_unsampled(e) for e in probe]
             if not get_accountant("rdp").unsupported(unsampled):
@@ -191,6 +195,133 @@ def calibrate_noise_multiplier(
                 )
         rtol = max(rtol, PLD_RTOL)
     return _bisect(cost, epsilon, delta, composition, rtol)
+
+
+#: Grid step of the coarse PLDs that locate a subsampled plan's multiplier
+#: (ten times dp-accounting's default): a tenth of the grid points, a tenth
+#: of the cost of each costing.  Only the final multiplier's fine costing
+#: decides what the plan spends.
+PLD_COARSE_INTERVAL = 1e-3
+
+
+def _is_subsampled(event):
+    return isinstance(event, SubsampledGaussianEvent) and event.sampling_rate < 1.0
+
+
+#: Share of the target a subsampled plan calibrated by
+#: :func:`_refine_from_coarse` may leave unspent: its fine PLD epsilon is
+#: in ``[epsilon * (1 - PLD_SLACK), epsilon]``: the multiplier is then
+#: within about ``PLD_SLACK`` of the smallest that meets the target, as
+#: the bracketed search's :data:`PLD_RTOL`.
+PLD_SLACK = 1e-4
+
+
+def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise, max_fine=5):
+    """PLD calibration of a subsampled plan: coarse PLDs locate the multiplier, fine ones accept it.
+
+    A subsampled history has no closed form, and each costing at
+    dp-accounting's grid step builds and self-composes a PLD.  The
+    multiplier is located on PLDs ten times coarser
+    (:data:`PLD_COARSE_INTERVAL`, a tenth of the grid), whose epsilon is
+    above the fine one by a smooth offset (the pessimistic rounding of each
+    composed step, about the grid step times the number of steps).  The
+    coarse root and the coarse curve's log-log slope there start a secant
+    search on the *fine* PLD (the one the ledger composes): each round
+    costs a candidate on the fine grid and steps along the slope (the
+    secant of the last two fine costings once there are two) to
+    ``epsilon * (1 - PLD_SLACK / 2)``.  A candidate is accepted when its
+    fine PLD epsilon is in ``[epsilon * (1 - PLD_SLACK), epsilon]``: the
+    plan meets the target (the ledger reports the smaller of that PLD
+    bound and RDP's) and leaves at most ``PLD_SLACK`` of it unspent.
+    Usually two fine costings.  None after ``max_fine`` or on any
+    difficulty: the caller then brackets from the RDP answer.
+
+    The coarse bracket is centred on the central-limit guess of Bu, Dong,
+    Long & Su (2020) (:func:`_clt_guess`), only a starting point: it is
+    widened until the coarse costs straddle the target.
+    """
+    from .accountants.pld import PLDAccountant
+
+    coarse_accountant = PLDAccountant(value_discretization_interval=PLD_COARSE_INTERVAL, closed_forms=False)
+    fine_accountant = PLDAccountant(closed_forms=False)
+
+    def events_at(z):
+        return [_as_released(e, secure_noise).to_relation(neighbouring) for e in make_events(z)]
+
+    @functools.lru_cache(maxsize=256)
+    def coarse(z):
+        return coarse_accountant.pld_epsilon(events_at(z), delta)
+
+    z = _clt_guess(events_at(1.0), epsilon, delta)
+    if z is None:
+        return None
+    z = _solve_near(coarse, epsilon, z, 1.05, rtol=1e-4)
+    if z is None:
+        return None
+    step = 1.01
+    slope = math.log(coarse(z * step) / coarse(z)) / math.log(step)
+    target = math.log(epsilon * (1 - PLD_SLACK / 2))
+    previous = None
+    for _ in range(max_fine):
+        if not (math.isfinite(slope) and slope < 0):
+            return None
+        fine = fine_accountant.pld_epsilon(events_at(z), delta)
+        if epsilon * (1 - PLD_SLACK) <= fine <= epsilon:
+            return z
+        if not (math.isfinite(fine) and fine > 0):
+            return None
+        point = (math.log(z), math.log(fine))
+        if previous is not None and point[0] != previous[0]:
+            slope = (point[1] - previous[1]) / (point[0] - previous[0])
+        previous = point
+        z = math.exp(point[0] + (target - point[1]) / slope)
+    return None
+
+
+def _clt_guess(events, epsilon, delta):
+    """A starting multiplier for a subsampled plan (``_refine_from_coarse``), or None.
+
+    The largest ``T q^2`` of the plan's subsampled events at multiplier 1
+    sets ``mu``; ``mu`` is the Gaussian DP that meets ``(epsilon, delta)``
+    (the inverse of :func:`gaussian_noise_multiplier`).
+    """
+    sampled = [e for e in events if _is_subsampled(e)]
+    if not sampled or delta <= 0:
+        return None
+    e = max(sampled, key=lambda e: e.count * e.sampling_rate**2)
+    mu = 1.0 / gaussian_noise_multiplier(epsilon, delta)
+    ratio = (mu / e.sampling_rate) ** 2 / e.count
+    return e.noise_multiplier / math.sqrt(math.log1p(ratio))
+
+
+def _solve_near(cost, epsilon, z, width, rtol=1e-7):
+    """The upper end of a bracket of ``cost(w) = epsilon`` found from ``z``, to ``rtol``; None if none is found.
+
+    ``z`` is costed first; the bracket is then grown on the side the
+    target lies, by steps of ``width`` squared each time (a good guess
+    costs two points, a poor one a few more), and shrunk by
+    :func:`_crossing`.
+    """
+    step = width
+    if cost(z) > epsilon:
+        lo = z
+        for _ in range(12):
+            hi = lo * step
+            if cost(hi) <= epsilon:
+                break
+            lo, step = hi, step * step
+        else:
+            return None
+    else:
+        hi = z
+        for _ in range(12):
+            lo = hi / step
+            if cost(lo) > epsilon:
+                break
+            hi, step = lo, step * step
+        else:
+            return None
+    return _crossing(cost, epsilon, lo, hi, rtol)[1]
 
 
 def _unsampled(event):

@@ -244,6 +244,22 @@ class SQLiteBudgetAccountant(BudgetAccountant):
             for key, eps, dlt, label, status, events, joined in rows
         ]
 
+    def _records_from(self, key):
+        # Row ids only grow (AUTOINCREMENT, one writer at a time), so the
+        # rows from ``key`` on are those at or after it: a total reads the
+        # rows that may have changed since the last one, not every row.
+        if key is None:
+            return self._records()
+        rows = self._query(
+            "SELECT id, epsilon, delta, label, status, events, joined FROM spends "
+            "WHERE dataset = ? AND id >= ? ORDER BY id",
+            (self.dataset, key),
+        )
+        return [
+            _Record(key, eps, dlt, label, status == "reserved", self._events_of(events), joined)
+            for key, eps, dlt, label, status, events, joined in rows
+        ]
+
     @staticmethod
     def _events_of(text):
         if text is None:
