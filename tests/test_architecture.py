@@ -185,7 +185,7 @@ def test_a_warning_of_the_core_points_at_the_users_line():
 
     X = np.random.default_rng(0).normal(size=(20, 2))
     with pytest.warns(UserWarning, match="cannot locate a norm quantile") as record:
-        DPKMeans(2, data_norm="auto", epsilon=0.1, random_state=0).fit(X)
+        DPKMeans(2, data_norm="auto", bounds=None, epsilon=0.1, random_state=0).fit(X)
     assert {w.filename for w in record if "norm quantile" in str(w.message)} == {__file__}
 
 
