@@ -208,3 +208,26 @@ def test_total_epsilon_matches_opacus_rdp_accountant(sigma, q, steps):
         theirs = acc.get_epsilon(DELTA)
     ours = compose([_event(sigma, q, steps)], DELTA, "rdp").epsilon
     assert ours == pytest.approx(theirs, rel=0.005)
+
+
+def test_fractional_orders_at_a_large_noise_take_the_next_integer_orders_bound():
+    # Beyond _MAX_FRACTIONAL_SERIES the fractional series (tens of thousands
+    # of terms per order at sigma 100) is replaced by the next integer order's
+    # exact value: an upper bound, since the curve is non-decreasing in the
+    # order, and equal to the series' value at integer orders.
+    from skdp.privacy.sampled_gaussian_rdp import (
+        _MAX_FRACTIONAL_SERIES,
+        log_a_fractional,
+        log_a_integer,
+        sampled_gaussian_rdp,
+    )
+
+    q, sigma = 256 / 20000, 100.0
+    assert sigma**2 * (np.log1p(-q) - np.log(q)) > _MAX_FRACTIONAL_SERIES
+    orders = np.array([1.5, 2.5, 10.25])
+    bounded = sampled_gaussian_rdp(sigma, q, orders)
+    ceil = np.ceil(orders)
+    expected = np.array([log_a_integer(q, sigma, a) for a in ceil]) / (ceil - 1)
+    np.testing.assert_allclose(bounded, expected, rtol=1e-12)
+    exact = log_a_fractional(q, sigma, orders) / (orders - 1)
+    assert np.all(bounded >= exact * (1 - 1e-9))

@@ -99,6 +99,13 @@ def log_a_integer(q, sigma, alpha):
     return float(top + np.log(np.sum(np.exp(log_terms - top))))
 
 
+#: Largest ``z0 = sigma^2 log((1 - q) / q)`` (about the number of terms the
+#: fractional series needs) for which :func:`sampled_gaussian_rdp` sums it;
+#: beyond, a fractional order gets the next integer order's value, an upper
+#: bound.
+_MAX_FRACTIONAL_SERIES = 2000.0
+
+
 def log_a_fractional(q, sigma, alphas):
     """``log A_alpha`` for real orders ``alpha > 1`` by the two series of MTZ19 Sec. 3.3.
 
@@ -173,7 +180,10 @@ def sampled_gaussian_rdp(noise_multiplier, sampling_rate, orders):
         Poisson inclusion probability ``q`` in (0, 1].
     orders : array-like of float
         Renyi orders, all > 1; integer and fractional orders are exact
-        (MTZ19 Sec. 3.3).
+        (MTZ19 Sec. 3.3), except fractional orders at a noise so large that
+        their series needs over ``_MAX_FRACTIONAL_SERIES`` terms, which get
+        the next integer order's value (an upper bound: the curve is
+        non-decreasing in the order).
 
     Returns
     -------
@@ -200,12 +210,20 @@ def sampled_gaussian_rdp(noise_multiplier, sampling_rate, orders):
         # No subsampling: the Gaussian mechanism, alpha / (2 sigma^2) (Mironov 2017, Prop. 7).
         return orders / (2 * sigma**2)
     flat = orders.ravel()
-    log_a = np.empty_like(flat)
     integer = flat == np.floor(flat)
+    # The fractional series only damps after about z0 = sigma^2 log((1-q)/q)
+    # terms: at a large sigma (epsilon far below 1) that is tens of thousands
+    # of terms per order and calibration.  Renyi divergence is non-decreasing
+    # in its order (van Erven & Harremoes 2014, Thm. 3), so there the value at
+    # the next integer order, exact and cheap, bounds a fractional order's.
+    bounded = ~integer & (sigma**2 * (math.log1p(-q) - math.log(q)) > _MAX_FRACTIONAL_SERIES)
+    exact = np.where(bounded, np.ceil(flat), flat)
+    log_a = np.empty_like(flat)
+    series = ~integer & ~bounded
     with np.errstate(over="ignore"):
-        log_a[integer] = [log_a_integer(q, sigma, a) for a in flat[integer]]
-        log_a[~integer] = log_a_fractional(q, sigma, flat[~integer])
+        log_a[~series] = [log_a_integer(q, sigma, a) for a in exact[~series]]
+        log_a[series] = log_a_fractional(q, sigma, flat[series])
         # A_alpha >= 1 (Jensen); rounding may leave a tiny negative log.
-        out = np.maximum(log_a, 0.0) / (flat - 1.0)
+        out = np.maximum(log_a, 0.0) / (exact - 1.0)
     out[~np.isfinite(out)] = math.inf
     return out.reshape(orders.shape)
