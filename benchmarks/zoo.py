@@ -67,6 +67,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -734,7 +735,12 @@ def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=prin
                 except _peers.PeerNotInstalled as exc:
                     row["peer"] = f"not built: {exc}"
                 except Exception as exc:
-                    row["peer"] = f"failed: {type(exc).__name__}: {str(exc)[-300:]}"
+                    # The exception's type and its first line without paths
+                    # (a TimeoutExpired quotes the command with this machine's paths).
+                    first = str(exc).splitlines()[0] if str(exc) else ""
+                    if isinstance(exc, subprocess.TimeoutExpired):
+                        first = f"timed out after {exc.timeout:g} s"
+                    row["peer"] = f"failed: {type(exc).__name__}: {first[:200]}"
             elif case.peer is None:
                 row["peer"] = "none"
             row["ceiling"] = None
