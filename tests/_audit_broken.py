@@ -5,7 +5,7 @@ estimator claims: noise halved, a budget not split, a sensitivity taken as
 ``C`` instead of ``2C``, a generator or a nested seed kept on the model, a
 refusal decided on the counts, a plan read off ``len(X)``, post-fit draws
 charged to nobody.  They patch the package while they run, so they live
-here, outside the installed package; ``tests/test_audit.py`` runs them, and
+here, outside the installed package; ``tests/audit/test_audit.py`` runs them, and
 
     python -m skdp.audit --cases tests/_audit_broken.py
 

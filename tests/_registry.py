@@ -193,9 +193,7 @@ CASES = {
         continuous=False,
         checked=[
             Checked("DPBetaBernoulli", DPBetaBernoulli(random_state=0), _BETA_BERNOULLI_CONTINUOUS),
-            Checked(
-                "DPBetaBernoulli[binarised]", BinarisingBetaBernoulli(random_state=0), {}
-            ),
+            Checked("DPBetaBernoulli[binarised]", BinarisingBetaBernoulli(random_state=0), {}),
         ],
     ),
     "DPBetaBernoulli(ops)": Case(
@@ -337,7 +335,11 @@ CASES = {
             Checked(
                 "DPSEPRegressor[dp]",
                 DPSEPRegressor(
-                    hidden_layer_sizes=(5,), n_epochs=2, feature_bounds=None, target_bounds=None, random_state=0
+                    hidden_layer_sizes=(5,),
+                    n_epochs=2,
+                    feature_bounds=None,
+                    target_bounds=None,
+                    random_state=0,
                 ),
                 slow=True,
             ),
@@ -491,7 +493,13 @@ def _modes():
                 "composition": "rdp",
             },
         ],
-        "DPStandardScaler": [{}, {"delta": 0.0}, {"bounds": "nonprivate"}, {"bounds": "auto"}, {"with_std": False}],
+        "DPStandardScaler": [
+            {},
+            {"delta": 0.0},
+            {"bounds": "nonprivate"},
+            {"bounds": "auto"},
+            {"with_std": False},
+        ],
         "DPMinMaxScaler": [{}, {"delta": 0.0}],
         "DPPCA": [{}, {"centered": True}, {"data_norm": None}, {"data_norm": "auto"}],
         "DPGenerativeMixture": [

@@ -270,3 +270,27 @@ def test_one_reading_of_the_dpnorm_options():
             assert options.selected == (clip_norm == "auto")
             ratio = params.get("clip_norm_noise_ratio")
             assert options.histogram_noise_ratio == (ratio if clip_norm == "auto" else None)
+
+
+# --- the architecture page names what exists ----------------------------------------------------
+
+
+def test_the_architecture_page_names_files_and_functions_that_exist():
+    # docs/architecture.md answers "where is ..." in one lookup: every module
+    # it names exists, and every `module.py`: `name` pair is defined there.
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "architecture.md").read_text()
+    paths = set(re.findall(r"`((?:skdp|tests)/[\w/]+\.py)`", page))
+    assert len(paths) > 15
+    assert not [p for p in paths if not (root / p).is_file()]
+    pairs = re.findall(r"`((?:skdp|tests)/[\w/]+\.py)`: `([\w.]+)`", page)
+    assert len(pairs) > 5
+    missing = []
+    for path, name in pairs:
+        source = (root / path).read_text()
+        leaf = name.split(".")[-1]
+        if not re.search(rf"^\s*(?:def|class) {re.escape(leaf)}\b", source, re.M):
+            missing.append((path, name))
+    assert not missing

@@ -223,7 +223,7 @@ _KMEANS_INIT = np.array([[0.5, 0.5], [-0.5, -0.5]])
 def _no_blas_limits():
     # DP Lloyd limits BLAS to one thread with threadpoolctl, whose library
     # scan costs ~35 ms per fit: 5x the whole fit on 20 rows.  The limit
-    # changes no output (tests/test_audit.py checks), so the cluster cases
+    # changes no output (tests/audit/test_audit.py checks), so the cluster cases
     # skip it to afford thousands of refits.
     with _patched(_cluster_base, "threadpool_limits", lambda **kwargs: contextlib.nullcontext()):
         yield
@@ -544,7 +544,7 @@ def run_case(case, n_runs=None, random_state=0):
 
 @functools.cache
 def _net_on_x_alone():
-    # The audit refits from X alone (tests/test_audit.py checks broken cases
+    # The audit refits from X alone (tests/audit/test_audit.py checks broken cases
     # with fit(X)); the target is 0 for every record, a per-record constant,
     # so the neighbours still differ by exactly one record.
     from ..nn import DPNeuralNetRegressor

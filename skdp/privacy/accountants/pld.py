@@ -265,7 +265,7 @@ def _pure(event, pessimistic, interval):
 # below run the *same* algorithms (same grid, same formulas, same FFT, same
 # sequential sums) on NumPy arrays, and return dp-accounting's own objects:
 # the values agree with dp-accounting's to floating-point rounding (tested
-# in tests/test_accountants.py), in milliseconds.
+# in tests/privacy/test_accountants.py), in milliseconds.
 # --------------------------------------------------------------------------
 
 

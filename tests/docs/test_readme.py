@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _opening_commands():
@@ -63,7 +63,9 @@ def test_demo_runs_every_estimator_within_the_shared_budget():
 
 def test_first_example_runs_and_prints_what_its_comments_say():
     """The README's Python example, line by line: each commented value is what the line returns."""
-    code = re.findall(r"```python\n(.*?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)[0]
+    code = re.findall(r"```python\n(.*?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)[
+        0
+    ]
     namespace = {}
     for line in code.splitlines():
         statement, _, comment = line.partition("  #")

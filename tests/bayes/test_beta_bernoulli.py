@@ -108,7 +108,7 @@ def test_paper_count_release_reproduces_the_pins():
     from _registry import CASES
 
     # The old default's pin is kept as the mode "[count_release=paper]" (tests/_registry.py).
-    pins = json.loads(Path(__file__).with_name("pinned_releases.json").read_text())[
+    pins = json.loads((Path(__file__).resolve().parents[1] / "pinned_releases.json").read_text())[
         "DPBetaBernoulli(laplace)[count_release=paper]"
     ]
     case = CASES["DPBetaBernoulli(laplace)"]
@@ -581,7 +581,9 @@ def test_the_pickle_check_sees_a_stored_generator(count_release):
     old = _audit_broken._KeepsItsGenerator(epsilon=1.0, count_release=count_release).fit(X)
     assert "Generator" in _randomness_in_pickle(old)[1]
     for seed in range(20):
-        old = _audit_broken._KeepsItsGenerator(epsilon=1.0, count_release=count_release, random_state=seed).fit(X)
+        old = _audit_broken._KeepsItsGenerator(
+            epsilon=1.0, count_release=count_release, random_state=seed
+        ).fit(X)
         np.testing.assert_array_equal(_cases._replayed_counts(old, n_records=20), [[13, 7]])
         new = DPBetaBernoulli(epsilon=1.0, count_release=count_release, random_state=seed).fit(X)
         assert _cases._replayed_counts(new, n_records=20) is None

@@ -513,7 +513,11 @@ def test_released_attributes_are_exactly_what_a_fit_holds():
         fitted = {k for k in vars(gm) if k.endswith("_") and not k.startswith("__")} | {"privacy_ledger_"}
         # sample() takes its own random_state, so no after-fit draw counter.
         # Only a model fitted inside a composite holds its owner (PRIVACY_OWNER).
-        assert fitted == set(type(gm)._release_surface()) - {"feature_names_in_", AFTER_FIT_COUNTER, PRIVACY_OWNER}
+        assert fitted == set(type(gm)._release_surface()) - {
+            "feature_names_in_",
+            AFTER_FIT_COUNTER,
+            PRIVACY_OWNER,
+        }
 
 
 def test_single_model_plan_is_the_same_on_neighbouring_datasets():

@@ -2,7 +2,7 @@
 
 No benchmark is run: the worker is driven with this interpreter standing in
 for a peer's environment (scikit-learn's StandardScaler for the peer), as in
-tests/test_benchmarks_runner.py.
+tests/benchmarks/test_benchmarks_runner.py.
 """
 
 import importlib.util
@@ -14,7 +14,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.preprocessing import StandardScaler
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _load(name, filename):

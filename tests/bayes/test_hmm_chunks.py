@@ -128,7 +128,9 @@ def test_string_categories_auto_warn_exactly_as_in_memory():
     Xs = labels[X]
     with warnings.catch_warnings(record=True) as in_memory:
         warnings.simplefilter("always")
-        ref = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="auto", random_state=0).fit(Xs, sequence_ids=seq, timesteps=ts)
+        ref = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="auto", random_state=0).fit(
+            Xs, sequence_ids=seq, timesteps=ts
+        )
     with warnings.catch_warnings(record=True) as chunked:
         warnings.simplefilter("always")
         out = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="auto", random_state=0).fit(
@@ -179,7 +181,9 @@ def test_predict_and_score_on_in_memory_data_after_a_chunked_fit():
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("labels", ["seq+ts", "seq-only"])
 @pytest.mark.parametrize("n_components", [1, 2])
-def test_laplace_releases_do_not_depend_on_the_number_of_chunks(n_components, labels, monkeypatch, chunk_passes):
+def test_laplace_releases_do_not_depend_on_the_number_of_chunks(
+    n_components, labels, monkeypatch, chunk_passes
+):
     X, seq, ts = _data()
     s, t = LABELS[labels](seq, ts)
     releases = []

@@ -770,7 +770,9 @@ def test_kmeans_auto_share_grows_until_the_quantile_can_be_located():
         km = DPKMeans(3, epsilon=eps, random_state=0).fit(X[:n])
         first = km.privacy_ledger_.events[0]
         share = next(
-            s for s in BOX_SHARES if can_locate_quantile(n, calibrate_auto_bounds(eps, 1e-5, s).quantile_epsilon)
+            s
+            for s in BOX_SHARES
+            if can_locate_quantile(n, calibrate_auto_bounds(eps, 1e-5, s).quantile_epsilon)
         )
         assert first.epsilon == pytest.approx(calibrate_auto_bounds(eps, 1e-5, share).quantile_epsilon)
         assert not hasattr(km, "bounds_") and km.privacy_spent_.epsilon <= eps * (1 + 1e-9)
