@@ -533,6 +533,46 @@ def _noise_multiplier(epsilon, delta=1e-5, n=400, d=2, bound=1.0):
     )
 
 
+def test_an_epsilon_grid_search_is_reproduced_by_dp_accounting():
+    # The search's privacy_spent_ against an independent accountant: Google's
+    # dp-accounting RDP accountant composing its own RepeatAndSelectDpEvent
+    # (Papernot & Steinke 2022) of the dominating candidate's trial (its fit's
+    # Gaussian and its noisy score's Laplace) with the worst refit (the
+    # candidate with the larger epsilon).  Same orders; the two conversions
+    # from RDP agree to the curve tolerance of test_curve_matches_dp_accounting.
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import RdpAccountant
+
+    search = DPGridSearchCV(
+        _ToyMean(),
+        {"epsilon": [0.5, 1.0], "shrink": [1.0]},
+        epsilon=3.0,
+        score_bounds=(-4, 0),
+        n_trials_mean=3.0,
+        random_state=0,
+    ).fit(_data())
+    selection = search.privacy_ledger_.events[0]
+    assert isinstance(selection, RepeatAndSelectEvent)
+    plans = [list(plan) for plan in selection.inner_events]
+    assert all(isinstance(e, GaussianEvent | LaplaceEvent) and e.count == 1 for plan in plans for e in plan)
+    dominating = min(
+        plans, key=lambda plan: min(e.noise_multiplier for e in plan if isinstance(e, GaussianEvent))
+    )
+    trial = dp_event.ComposedDpEvent(
+        [
+            dp_event.GaussianDpEvent(e.noise_multiplier)
+            if isinstance(e, GaussianEvent)
+            else dp_event.LaplaceDpEvent(e.noise_multiplier)
+            for e in dominating
+        ]
+    )
+    reference = RdpAccountant(orders=list(DEFAULT_ORDERS))
+    reference.compose(dp_event.RepeatAndSelectDpEvent(trial, selection.mean, selection.shape))
+    reference.compose(dp_event.GaussianDpEvent(_noise_multiplier(1.0)))  # the worst refit
+    assert search.privacy_spent_.epsilon == pytest.approx(reference.get_epsilon(1e-5), rel=0.01)
+    assert search.privacy_spent_.epsilon <= 3.0 * (1 + 1e-9)
+
+
 def test_a_search_whose_trials_spent_more_settles_it_and_is_left_unfitted():
     # Fault 2: the search raised on a trial that released more than planned,
     # with the budget left at the reservation and nothing said about the excess.
