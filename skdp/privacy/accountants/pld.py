@@ -436,12 +436,16 @@ def _connect_dots_pmf(interval, lower, upper, deltas):
     from dp_accounting.pld import pld_pmf
 
     deltas = np.asarray(deltas, dtype=np.float64)
+    # dp-accounting < 0.6 has no _DELTA_DIFF_TOLERANCE (its own check then
+    # differs): leave the whole construction to it there.
+    tolerance = getattr(pld_pmf, "_DELTA_DIFF_TOLERANCE", None)
     if (
-        upper - lower + 1 <= pld_pmf._MAX_PMF_SPARSE_SIZE
+        tolerance is None
+        or upper - lower + 1 <= pld_pmf._MAX_PMF_SPARSE_SIZE
         or deltas.size != upper - lower + 1
         or np.any(deltas < 0)
         or np.any(deltas > 1)
-        or np.any(np.diff(deltas) > pld_pmf._DELTA_DIFF_TOLERANCE)
+        or np.any(np.diff(deltas) > tolerance)
     ):
         return pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(interval, lower, upper, deltas)
     deltas = np.minimum.accumulate(deltas)
