@@ -573,6 +573,56 @@ def test_an_epsilon_grid_search_is_reproduced_by_dp_accounting():
     assert search.privacy_spent_.epsilon <= 3.0 * (1 + 1e-9)
 
 
+def test_a_dpkmeans_budget_grid_search_is_reproduced_by_dp_accounting():
+    # The issue's own case (fault 4): DPKMeans searched over epsilon.  Each
+    # candidate's refit is the candidate refitted at its own epsilon; the
+    # search reports the selection composed with the worst of them, which
+    # dp-accounting's RDP accountant rebuilds from the events alone.
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import RdpAccountant
+
+    from skdp.cluster import DPKMeans
+
+    def dp_events(events):
+        out = []
+        for e in events:
+            assert isinstance(e, GaussianEvent | LaplaceEvent) and e.neighbouring == "replace_one"
+            one = (dp_event.GaussianDpEvent if isinstance(e, GaussianEvent) else dp_event.LaplaceDpEvent)(
+                e.noise_multiplier
+            )
+            out.append(dp_event.SelfComposedDpEvent(one, e.count))
+        return dp_event.ComposedDpEvent(out)
+
+    X = _data(n=600)
+    search = DPGridSearchCV(
+        DPKMeans(2, data_norm=2.0),
+        {"epsilon": [0.5, 1.0]},
+        epsilon=3.0,
+        scoring=lambda model, X, y: -(model.transform(X).min(axis=1) ** 2),  # per row: minus the k-means cost
+        score_bounds=(-4, 0),
+        random_state=0,
+    ).fit(X)
+    selection = search.privacy_ledger_.events[0]
+    delta = search.best_estimator_.delta
+    worst = 0.0
+    for epsilon in (0.5, 1.0):
+        refit = DPKMeans(2, data_norm=2.0, epsilon=epsilon, delta=delta, random_state=0).fit(X)
+        reference = RdpAccountant(orders=list(DEFAULT_ORDERS))
+        trials = [dp_events(plan) for plan in selection.inner_events]
+        # The trial is the pointwise larger of the candidates' curves: the
+        # larger epsilon's plan (less noise everywhere) dominates.
+        gaussian = [
+            [e.event.noise_multiplier for e in t.events if isinstance(e.event, dp_event.GaussianDpEvent)]
+            for t in trials
+        ]
+        dominating = trials[int(np.argmin([min(z) for z in gaussian]))]
+        reference.compose(dp_event.RepeatAndSelectDpEvent(dominating, selection.mean, selection.shape))
+        reference.compose(dp_events(refit.privacy_ledger_.events))
+        worst = max(worst, reference.get_epsilon(1e-5))
+    assert search.privacy_spent_.epsilon == pytest.approx(worst, rel=1e-9)
+    assert search.privacy_spent_.epsilon <= 3.0 * (1 + 1e-9)
+
+
 def test_a_search_whose_trials_spent_more_settles_it_and_is_left_unfitted():
     # Fault 2: the search raised on a trial that released more than planned,
     # with the budget left at the reservation and nothing said about the excess.
