@@ -187,7 +187,17 @@ def calibrate_noise_multiplier(
                     z = _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise)
                     if z is not None:
                         return z
-                return _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol)
+                try:
+                    return _refine_from_rdp(
+                        cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol
+                    )
+                except ValueError as exc:
+                    if not str(exc).startswith("No noise level meets"):
+                        raise
+                    # RDP's orders cannot certify so small an epsilon (its
+                    # conversion needs an order near log(1/delta) / epsilon):
+                    # bisect on PLD alone, which can.
+                    return _bisect(cost, epsilon, delta, composition, max(rtol, PLD_RTOL))
             unsampled = [_unsampled(e) for e in probe]
             if not get_accountant("rdp").unsupported(unsampled):
                 return _descend_from_unsampled(

@@ -293,3 +293,17 @@ def test_subsampled_calibration_falls_back_when_the_coarse_search_fails(monkeypa
     q = 0.05
     sigma = calibrate_dpsgd_noise(2.0, 1e-5, q, 50)
     assert compose([dpsgd_step_event(sigma, q, count=50)], 1e-5, "pld").epsilon <= 2.0
+
+
+def test_dpsgd_calibration_below_what_rdp_can_certify_bisects_on_pld():
+    # At epsilon 1e-3 (delta 1e-5) RDP's default orders cannot certify any
+    # noise level; the calibration used to refuse ("noise beyond 1e12") or,
+    # before the fractional-order bound, run for minutes.  PLD can: the
+    # multiplier meets the target and 1% less noise does not.
+    from skdp.privacy import compose
+    from skdp.privacy.dpsgd import calibrate_dpsgd_noise, dpsgd_step_event
+
+    q, steps = 256 / 20000, 1000
+    z = calibrate_dpsgd_noise(1e-3, 1e-5, q, steps)
+    assert compose([dpsgd_step_event(z, q, count=steps)], 1e-5, "pld").epsilon <= 1e-3
+    assert compose([dpsgd_step_event(0.99 * z, q, count=steps)], 1e-5, "pld").epsilon > 1e-3
