@@ -1012,6 +1012,14 @@ def test_gmm_small_n_epsilon_falls_back_to_the_private_box():
     # exponential mechanism's unlocated quantile released 1e-6 or 1e5 here).
     assert 0 < gm.data_norm_ <= 2 * np.abs(X).max() * math.sqrt(d)
     assert np.all(np.isfinite(gm.means_)) and np.isfinite(gm.score(X))
+    # Chunked rows release the same box (the histograms are summed over chunks).
+    from skdp._chunks import as_chunked
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        chunked = DPGaussianMixture(**params).fit(as_chunked(X, chunk_size=40))
+    assert chunked.data_norm_ == gm.data_norm_
+    np.testing.assert_allclose(chunked.means_, gm.means_, rtol=1e-8, atol=1e-8)
     # A declared share keeps the centre and norm bound (the exponential mechanism).
     from skdp.privacy import PureDPEvent
 
