@@ -24,10 +24,20 @@ from ..privacy import (
 )
 from ..privacy.accountant import COMPOSITION_CONSTRAINT
 from ..privacy.centring import (
-    DEFAULT_BOUNDS_BUDGET,
     auto_bounds_plan,
     calibrate_after_bounds,
+    calibrate_auto_bounds,
+    can_locate_quantile,
     private_centring,
+)
+from ..privacy.quantiles import (
+    AUTO_BOUNDS_QUANTILES,
+    BOX_SHARES,
+    HistogramBounds,
+    calibrate_histogram_bounds,
+    histogram_box_share,
+    private_histogram_box,
+    warn_unlocated_columns,
 )
 from ._init import histogram_start, public_start, random_start
 from ._m_step import niw_prior, private_m_step
@@ -94,8 +104,11 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Public bound on a row's L2 norm.  ``"auto"`` releases a centre and a
         bound with ``bounds_budget`` (:doc:`/bounds`); ``None`` uses the
         data's largest row norm and warns (not private).
-    bounds_budget : float in (0, 1), default=0.1
-        Share of the budget spent on ``data_norm="auto"``.
+    bounds_budget : float in (0, 1) or "auto", default="auto"
+        Share of the budget spent on ``data_norm="auto"``.  ``"auto"``: the
+        smallest of 0.1, 0.2, 0.3, 0.5 at which the norm quantile can be
+        located from ``n`` and ``epsilon``; where none can, a private
+        histogram box (:ref:`auto-data-norm`).
     init_params : {"auto", "histogram", "random"}, default="auto"
         Park et al.'s data-independent start, a private histogram start
         bought with ``init_budget``, or (``"auto"``) the histogram when ``d <= 2``.
@@ -236,7 +249,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "reg_covar": [Interval(Real, 0.0, 1.0, closed="neither")],
         "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
-        "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
+        "bounds_budget": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
         "init_params": [StrOptions({"auto", "random", "histogram"})],
         "init_budget": [Interval(Real, 0, 1, closed="neither")],
         "weights_init": ["array-like", None],
@@ -261,7 +274,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         tol=1e-3,
         reg_covar=1e-3,
         data_norm="auto",
-        bounds_budget=DEFAULT_BOUNDS_BUDGET,
+        bounds_budget="auto",
         init_params="auto",
         init_budget=DEFAULT_INIT_BUDGET,
         weights_init=None,
@@ -303,13 +316,65 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.secure_noise = secure_noise
 
     # The privacy plan (:mod:`skdp.mixture._plan`).
-    def _auto_bounds(self, secure_noise=False):
-        """The :class:`~skdp.privacy.centring.AutoBounds` plan of ``data_norm="auto"``, else None."""
+    def _bounds_share(self, n_samples):
+        """The centring's share: declared, or (``"auto"``) the smallest that locates its quantile.
+
+        ``bounds_budget="auto"``: the smallest share in
+        :data:`~skdp.privacy.quantiles.BOX_SHARES` (below ``1 - init_budget``)
+        whose quantile epsilon lets the exponential mechanism locate a norm
+        quantile with ``n`` rows
+        (:func:`~skdp.privacy.centring.can_locate_quantile`); None when
+        none does (the private histogram box then takes over).  Public
+        quantities only: ``n``, epsilon, delta and the hyperparameters.
+        """
+        if not isinstance(self.bounds_budget, str):
+            return float(self.bounds_budget)
+        for share in self._auto_shares():
+            plan = calibrate_auto_bounds(
+                float(self.epsilon), float(self.delta), share, neighbouring=self._neighbouring
+            )
+            if can_locate_quantile(n_samples, plan.quantile_epsilon):
+                return share
+        return None
+
+    def _auto_shares(self):
+        """The shares ``bounds_budget="auto"`` may take: those that leave the EM iterations some budget."""
+        shares = tuple(s for s in BOX_SHARES if s + float(self.init_budget) < 1)
+        return shares or BOX_SHARES[:1]
+
+    def _auto_bounds(self, secure_noise=False, shape=None):
+        """The bounds' plan of ``data_norm="auto"``, else None (nothing released).
+
+        The centre and norm bound's :class:`~skdp.privacy.centring.AutoBounds`
+        with :meth:`_bounds_share`; where ``bounds_budget="auto"`` and no
+        share locates the norm quantile (``n * epsilon`` too small), the
+        private histogram box's :class:`~skdp.privacy.quantiles.HistogramBounds`,
+        its share the smallest at which a column can be located
+        (:func:`~skdp.privacy.quantiles.histogram_box_share`).  ``shape`` is
+        the public ``(n_samples, n_features)``; without it (before ``fit``)
+        the centring at the smallest share stands in.
+        """
+        if not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
+            return None
+        if shape is None:
+            share = self._auto_shares()[0] if isinstance(self.bounds_budget, str) else self.bounds_budget
+        else:
+            share = self._bounds_share(shape[0])
+        if share is None:
+            n_samples, n_features = shape
+            epsilon, delta = float(self.epsilon), float(self.delta)
+            share = min(
+                histogram_box_share(n_samples, epsilon, delta, n_features, self.composition, secure_noise),
+                self._auto_shares()[-1],
+            )
+            return calibrate_histogram_bounds(
+                epsilon, delta, n_features, share, self.composition, secure_noise
+            )
         return auto_bounds_plan(
             self.data_norm,
             self.epsilon,
             self.delta,
-            self.bounds_budget,
+            share,
             neighbouring=self._neighbouring,
             secure_noise=secure_noise,
         )
@@ -338,7 +403,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             self._check_budget_shares(int(shape[1]))
 
     def _check_budget_shares(self, n_features):
-        init = (self.init_budget, self.bounds_budget, self.init_params, self.means_init)
+        share = self._auto_shares()[0] if isinstance(self.bounds_budget, str) else self.bounds_budget
+        init = (self.init_budget, share, self.init_params, self.means_init)
         check_budget_shares(self.data_norm, *init, n_features)
 
     def _validate_X(self, X, reset):
@@ -401,7 +467,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     def _calibrate(self, data, plan):
         """The scale (declared ``data_norm``) and the noise multipliers of the whole fit."""
         n_features = data.n_features
-        bounds = self._auto_bounds(plan.secure_noise)
+        bounds = self._auto_bounds(plan.secure_noise, (data.n_samples, data.n_features))
         if bounds is not None:
             scale = None  # released in _fit_private
         elif self.data_norm is None:
@@ -432,6 +498,37 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         settings = dict(scale=scale, noise_multiplier=z, multipliers=multipliers, bounds=bounds)
         return plan.with_settings(**settings, init_multiplier=z_init, em_plan=em)
 
+    def _release_box(self, reduce, n_samples, n_features, bounds, rng, ledger):
+        """Small ``n * epsilon``: the private histogram box's centre and half-diagonal as ``(centre, scale)``.
+
+        The box (:func:`~skdp.privacy.quantiles.private_histogram_box`, its
+        events the plan's first) never lies beyond twice the data's largest
+        magnitude; the fit then runs on rows centred at its middle and
+        clipped to its half-diagonal, as with a declared ``data_norm``.  A
+        column it cannot locate by its own counts is announced (from the
+        released counts only).
+        """
+        low, high, located, pooled = private_histogram_box(
+            reduce,
+            n_samples,
+            n_features,
+            bounds.mechanism(),
+            AUTO_BOUNDS_QUANTILES,
+            rng,
+            ledger,
+            return_located=True,
+            return_pooled=True,
+        )
+        warn_unlocated_columns(
+            located,
+            pooled,
+            n_samples,
+            self.epsilon,
+            "Declare data_norm from public knowledge, or raise epsilon.",
+        )
+        scale = float(np.linalg.norm(high - low) / 2.0)
+        return (low + high) / 2.0, scale if scale > 0 else 1.0
+
     def _fit_private(self, data, plan, rng, ledger):
         """``max_iter`` iterations of DP-EM (Park et al. 2017, Alg. 1), every M-step released."""
         n_samples, n_features = data.n_samples, data.n_features
@@ -446,7 +543,11 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             def reduce(fn, *params):
                 return fn(data.X, *params)
 
-        if plan.settings["bounds"] is not None:
+        if isinstance(plan.settings["bounds"], HistogramBounds):
+            centre, scale = self._release_box(
+                reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger
+            )
+        elif plan.settings["bounds"] is not None:
             centre, scale = private_centring(
                 reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger
             )

@@ -955,6 +955,80 @@ def test_gmm_auto_clips_an_outlier():
     assert np.linalg.norm(a.centre_ - b.centre_) < 0.1  # unclipped: 1e6 sqrt(2) / 2000 = 707
 
 
+@pytest.mark.parametrize(
+    "n, d, epsilon",
+    [(150, 2, 1.0), (150, 4, 2.0), (150, 4, 3.0), (1000, 2, 1.0), (3500, 4, 1.0), (20000, 3, 0.3)],
+)
+def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
+    # bounds_budget="auto" (the default): the smallest share at which the norm quantile can be
+    # located, else the histogram box; computed here from (n, d, epsilon) through the core alone.
+    from skdp.privacy.centring import AutoBounds, calibrate_auto_bounds, can_locate_quantile
+    from skdp.privacy.quantiles import BOX_SHARES, HistogramBounds, histogram_box_share
+
+    gm = DPGaussianMixture(2, epsilon=epsilon)
+    assert gm.bounds_budget == "auto" and gm.data_norm == "auto"
+    plan = gm._auto_bounds(shape=(n, d))
+    located = [
+        s
+        for s in BOX_SHARES
+        if can_locate_quantile(n, calibrate_auto_bounds(epsilon, 1e-5, s).quantile_epsilon)
+    ]
+    if located:
+        assert isinstance(plan, AutoBounds)
+        assert _signature(plan.events()) == _signature(
+            calibrate_auto_bounds(epsilon, 1e-5, located[0]).events()
+        )
+    else:
+        assert isinstance(plan, HistogramBounds)
+        assert plan.share == histogram_box_share(n, epsilon, 1e-5, d, "rdp")
+    # Large n * epsilon keeps the 0.1 share of a declared bounds_budget=0.1, event for event.
+    if n * epsilon >= 3500:
+        declared = DPGaussianMixture(2, epsilon=epsilon, bounds_budget=0.1)._auto_bounds(shape=(n, d))
+        assert _signature(plan.events()) == _signature(declared.events())
+
+
+def test_gmm_small_n_epsilon_falls_back_to_the_private_box():
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, histogram_box_share
+
+    n, d, epsilon = 150, 2, 1.0
+    X = _auto_mixture_data(shift=3.0, n=n)
+    params = dict(n_components=2, epsilon=epsilon, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        gm = DPGaussianMixture(**params).fit(X)
+        dry = DPGaussianMixture(**params).fit(np.zeros_like(X))
+    # The events come from the public plan: the box's two histogram releases first, then DP-EM.
+    share = histogram_box_share(n, epsilon, 1e-5, d, "rdp")
+    box = calibrate_histogram_bounds(epsilon, 1e-5, d, share, "rdp").events()
+    events = gm.privacy_ledger_.events
+    n_box = sum(e.count for e in box)
+    assert [type(e) for e in events[:n_box]] == [type(box[0])] * n_box
+    assert sum(e.count for e in events[:n_box]) == n_box
+    for e in events[:n_box]:
+        assert e.noise_multiplier == pytest.approx(box[0].noise_multiplier, rel=1e-6)
+    assert _signature(events) == _signature(dry.privacy_ledger_.events)
+    assert gm.privacy_spent_.epsilon <= epsilon * (1 + 1e-9)
+    # The bound is the box's half-diagonal: never beyond twice the data's magnitude (the
+    # exponential mechanism's unlocated quantile released 1e-6 or 1e5 here).
+    assert 0 < gm.data_norm_ <= 2 * np.abs(X).max() * math.sqrt(d)
+    assert np.all(np.isfinite(gm.means_)) and np.isfinite(gm.score(X))
+    # Chunked rows release the same box (the histograms are summed over chunks).
+    from skdp._chunks import as_chunked
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        chunked = DPGaussianMixture(**params).fit(as_chunked(X, chunk_size=40))
+    assert chunked.data_norm_ == gm.data_norm_
+    np.testing.assert_allclose(chunked.means_, gm.means_, rtol=1e-8, atol=1e-8)
+    # A declared share keeps the centre and norm bound (the exponential mechanism).
+    from skdp.privacy import PureDPEvent
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        declared = DPGaussianMixture(**params, bounds_budget=0.1).fit(X)
+    assert isinstance(declared.privacy_ledger_.events[0], PureDPEvent)
+
+
 # --- init_params="histogram" (the default in 1-2 dimensions): a private start ---------
 
 
