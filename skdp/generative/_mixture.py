@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-from dataclasses import replace
 from functools import partial
 from numbers import Integral, Real
 
@@ -18,14 +16,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import FitInput
-from .._random import check_generator, child_generator
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
-from ..cluster import DPKernelKMeans
 from ..privacy import (
     ADD_REMOVE,
     COMPOSITIONS,
     DEFAULT_COMPOSITION,
-    REPLACE_ONE,
     GaussianEvent,
     GaussianMechanism,
     LaplaceEvent,
@@ -35,18 +30,23 @@ from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.dpsgd import (
     count_noise_multiplier,
     dataset_size_event,
-    release_dataset_size,
 )
 from ..privacy.norm_selection import DPNormOptions
 from ..privacy.torch_noise import TorchGaussianMechanism
-from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
-from ._marginals import (
-    column_layout,
-    declared_blocks,
-    marginal_log_likelihood,
-    release_marginals,
-    sample_marginals,
+from ._clustering import (
+    cluster_records,
+    clustering_events_as_add_remove,  # noqa: F401  (tested from here)
 )
+from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
+from ._inference import (
+    draw_records,
+    log_joint,
+    network_score_samples,
+    sample_clusters,
+    to_data_range,
+)
+from ._inference import sample_generator as _sample_generator  # noqa: F401  (tested from here)
+from ._marginals import column_layout, declared_blocks, fit_marginals
 
 __all__ = ["DPGenerativeMixture"]
 
@@ -54,77 +54,15 @@ __all__ = ["DPGenerativeMixture"]
 # upper end of the bracket, so the plan never exceeds the budget.
 _CALIBRATION_RTOL = 1e-3
 
-#: Spawn key of the stream ``sample(random_state=<int>)`` draws from.  A fit
-#: with the same int uses the root stream (spawn key ``()``) and spawns
-#: ``(0,)`` for its clustering; this key is neither, so a sample is
-#: reproducible from its int but never replays a draw of any fit's noise.
-_SAMPLE_SPAWN_KEY = (0x73616D70,)
-
-
-def _sample_generator(random_state):
-    """Generator of :meth:`DPGenerativeMixture.sample`: never the stream of a fit.
-
-    ``None`` gives fresh OS entropy; an int seeds the child
-    ``SeedSequence(random_state, spawn_key=_SAMPLE_SPAWN_KEY)``, reproducible
-    and distinct from ``default_rng(random_state)``, the stream a fit with
-    the same int draws its noise from; a RandomState or Generator is the
-    caller's own stream (:func:`skdp._random.check_generator`).
-    """
-    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
-        return np.random.default_rng(np.random.SeedSequence(int(random_state), spawn_key=_SAMPLE_SPAWN_KEY))
-    return check_generator(random_state)
-
-
 # --------------------------------------------------------------------------
 # The privacy plan: pure functions (tested directly).
 # --------------------------------------------------------------------------
-
-
-def clustering_events_as_add_remove(events):
-    """Express DPKernelKMeans' replace-one events under add/remove neighbours.
-
-    DPKernelKMeans (Alg. 2 and 3) releases only noisy *counts* (cluster sizes,
-    DPNorm's norm histogram) and noisy *sums* of clipped feature vectors.
-    Adding or removing one record changes a count vector by one unit (L2
-    sensitivity 1, versus ``sqrt(2)`` for replace-one) and a sum by one clipped
-    vector (``C``, versus ``2C``): every add/remove sensitivity is at most the
-    replace-one sensitivity the events were calibrated with, so the same noise
-    has at least the recorded noise multiplier under add/remove.  Re-labelling
-    each event as add/remove with its recorded multiplier is therefore a valid
-    (conservative) description.  Any other event type is refused: the argument
-    is specific to count and sum releases.
-    """
-    converted = []
-    for event in events:
-        if event.neighbouring == ADD_REMOVE:
-            converted.append(event)
-        elif isinstance(event, (GaussianEvent, LaplaceEvent)) and event.neighbouring == REPLACE_ONE:
-            converted.append(replace(event, neighbouring=ADD_REMOVE))
-        else:
-            raise TypeError(
-                f"Cannot convert a clustering event of type {type(event).__name__} to add/remove neighbours."
-            )
-    return converted
 
 
 #: Compositions that charge every release its own (epsilon, delta) (the
 #: ``basic`` and ``advanced`` accountants): no remaining curve to calibrate a
 #: staged plan to (``_check_params``).
 _PER_USE_COMPOSITIONS = frozenset({"basic", "advanced"})
-
-
-class _NestedKernelKMeans(DPKernelKMeans):
-    """The clustering of :class:`DPGenerativeMixture` (Alg. 1 line 1): DPKernelKMeans without its row check.
-
-    DPKernelKMeans refuses fewer rows than clusters, which is public under
-    its replace-one neighbours; inside the mixture the relation is
-    add/remove and ``n`` is private, so an error decided by ``n`` after the
-    hold would release it.  The fit runs whatever ``n`` (empty clusters get
-    noisy sizes like the others); the same releases, the same accounting.
-    """
-
-    def _check_n_samples(self, n_samples):
-        pass
 
 
 # --------------------------------------------------------------------------
@@ -493,53 +431,8 @@ class DPGenerativeMixture(
         return np.clip((X - lo) / (hi - lo), 0.0, 1.0)
 
     def _cluster(self, X, plan, rng, ledger):
-        """Alg. 1 line 1: DP kernel k-means; returns (events, labels, public sizes, clusterer).
-
-        ``events`` are those recorded on ``ledger`` before the DP-SGD steps
-        (the clustering's, or the size count's); the sizes are released
-        (noisy) or declared, never exact.
-
-        The labels of ``X`` are returned for the fit's partition only; the
-        caller must not store them (they are exact functions of every row).
-        """
-        n = X.shape[0]
-        if self.n_clusters == 1:
-            # One model on the whole data.  Under add/remove neighbours N is
-            # private: the plan reads a declared size, or a noisy count
-            # whose event goes on the ledger (and into the calibration).
-            labels = np.zeros(n, dtype=np.intp)
-            if self.n_samples != "auto":
-                return [], labels, np.array([float(self.n_samples)]), None
-            count_std = plan.settings["count_noise_std"]
-            noisy_n = release_dataset_size(n, count_std, rng, ledger)
-            return [dataset_size_event(count_std)], labels, np.array([noisy_n]), None
-        gamma = 1.0 / X.shape[1] if self.gamma is None else self.gamma
-        km = _NestedKernelKMeans(
-            n_clusters=self.n_clusters,
-            epsilon=plan.settings["cluster_epsilon"],
-            delta=self.delta,
-            gamma=gamma,
-            n_components=self.n_components,
-            max_iter=self.kmeans_iter,
-            init=self.cluster_init,
-            # A generator spawned from the fit's: every noise draw of the
-            # clustering comes from the parent's entropy, and no seed exists
-            # that a nested estimator could keep.  (Nested validation is
-            # skipped inside this fit, so the Generator is accepted.)
-            random_state=child_generator(rng),
-            # The marginals' fit samples every release alike; the DP-SGD
-            # path refuses secure noise before the clustering runs.
-            **({"secure_noise": plan.secure_noise} if self.generator == "marginals" else {}),
-        ).fit(X)
-        # The spawned generator has been stepped past the clustering's noise
-        # draws and can be run back to them: the released clusterer keeps
-        # none.  Its get_params() shows random_state=None.
-        km.random_state = None
-        # The base mixin's per-fit ledger holds every event the clustering recorded.
-        events = clustering_events_as_add_remove(km.privacy_ledger_.events)
-        for event in events:
-            ledger.record(event)
-        return events, km.predict(X), np.asarray(km.noisy_counts_, dtype=float), km
+        """Alg. 1 line 1: (events, labels, public sizes, clusterer) (:func:`cluster_records`)."""
+        return cluster_records(self, X, plan, rng, ledger)
 
     # -- fit ---------------------------------------------------------------------
 
@@ -714,50 +607,13 @@ class DPGenerativeMixture(
         return [*cluster_events, sgd_plan_event(noise_multiplier, ratio, rates, probs, n_steps)]
 
     def _fit_marginals(self, data, plan, rng, ledger):
-        """Alg. 1 with the latent-class generator: partition, then one Gaussian release.
-
-        The partition (line 1) is the first declared block's categories
-        (public function, nothing spent), DP kernel k-means (its events
-        first on the ledger), or a single cluster.  Then every record's
-        centred statistic (size, binary columns, the other blocks) is
-        clipped by the core to the domain's norm ``C`` and summed per
-        cluster, and the ``(k, 1 + D)`` sums are released at once by the
-        Gaussian mechanism with add/remove L2 sensitivity ``C`` (a record
-        is one row of norm at most ``C`` in its own cluster's block), its
-        multiplier calibrated so the whole composition is ``(epsilon,
-        delta)``.
-        """
-        X = data.X
-        m = data.n_features
-        blocks = self._blocks(m)
-        mode = self._partition_mode()
-        clusterer, cluster_events, skip = None, [], None
-        if mode == "categorical":
-            skip = 0
-            labels = X[:, list(blocks[0])].argmax(axis=1)
-            k = len(blocks[0])
-        elif mode == "kmeans":
-            cluster_events, labels, _, clusterer = self._cluster(X, plan, rng, ledger)
-            k = self.n_clusters
-        else:
-            labels = np.zeros(X.shape[0], dtype=np.intp)
-            k = 1
-        sizes, probs, z, noise_std = release_marginals(
-            X, labels, k, blocks, skip, cluster_events, plan, rng, ledger, _CALIBRATION_RTOL
+        """Alg. 1 with the latent-class generator (:func:`fit_marginals`)."""
+        blocks, mode = self._blocks(data.n_features), self._partition_mode()
+        fitted = fit_marginals(
+            data.X, blocks, mode, self.n_clusters, self._cluster, plan, rng, ledger, _CALIBRATION_RTOL
         )
-        del labels  # the partition of the training rows is never stored
-        self.clusterer_ = clusterer
-        self.generators_ = None
-        self.marginals_ = probs
-        self.weights_ = sizes / sizes.sum()
-        self.cluster_sizes_ = sizes
-        self.sampling_rates_ = None
-        self.n_steps_ = 0
-        self.cluster_steps_ = None
-        self.noise_multiplier_ = float(z)
-        self.noise_std_ = float(noise_std)
-        self.clip_noise_multiplier_ = None
-        self.clipping_mode_ = None
+        for name, value in fitted.items():
+            setattr(self, name, value)
 
     def _fit_private(self, data, plan, rng, ledger):
         if self.generator == "marginals":
@@ -836,7 +692,7 @@ class DPGenerativeMixture(
     # -- post-processing ---------------------------------------------------------
 
     def predict(self, X):
-        """Cluster of each record: its nearest released centre (post-processing).
+        """Cluster of each record: its nearest released centre, or its most probable cluster.
 
         Parameters
         ----------
@@ -849,16 +705,15 @@ class DPGenerativeMixture(
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         if self.generator == "marginals" and self.clusterer_ is None:
-            # The most probable cluster under the released mixture.
             return np.argmax(self._log_joint(X), axis=1)
-        if self.clusterer_ is None:
-            return np.zeros(X.shape[0], dtype=np.intp)
-        return self.clusterer_.predict(X)
+        return np.zeros(X.shape[0], dtype=np.intp) if self.clusterer_ is None else self.clusterer_.predict(X)
 
     def _log_joint(self, X):
-        """``log p_s + log P(x | s)`` under the released latent-class model, shape ``(n, k)``."""
-        binary, blocks = column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
-        return np.log(self.weights_)[None, :] + marginal_log_likelihood(X, self.marginals_, binary, blocks)
+        """``log p_s + log P(x | s)``, shape ``(n, k)`` (:func:`log_joint`)."""
+        return log_joint(X, self.weights_, self.marginals_, self._layout())
+
+    def _layout(self):
+        return column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
 
     def fit_predict(self, X, y=None):
         """Fit, then return the cluster of every record of ``X`` under the released model.
@@ -881,11 +736,7 @@ class DPGenerativeMixture(
         return self.fit(X).predict(X)
 
     def transform(self, X):
-        """Distances of each record to the released centres in the random feature space.
-
-        Zeros (one column) when ``n_clusters == 1``.  With
-        ``generator="marginals"`` and no kernel k-means: the negative log
-        joint ``-(log p_s + log P(x | s))`` of each cluster.
+        """Distances to the released centres in the random feature space (marginals: ``-log_joint``).
 
         Parameters
         ----------
@@ -899,9 +750,7 @@ class DPGenerativeMixture(
         X = self._validate_X(X, reset=False)
         if self.generator == "marginals" and self.clusterer_ is None:
             return -self._log_joint(X)
-        if self.clusterer_ is None:
-            return np.zeros((X.shape[0], 1))
-        return self.clusterer_.transform(X)
+        return np.zeros((X.shape[0], 1)) if self.clusterer_ is None else self.clusterer_.transform(X)
 
     @property
     def _n_features_out(self):
@@ -910,15 +759,7 @@ class DPGenerativeMixture(
         return self.n_clusters
 
     def score_samples(self, X):
-        """Per-record score of the released mixture.
-
-        Marginals: the mixture's log-likelihood
-        ``log sum_s p_s P(x | s)`` (probabilities floored at 1e-6).
-        VAE: ``log sum_s p_s exp(ELBO_s(x))``, a lower bound on the mixture's
-        log-likelihood (each ELBO averaged over 10 fixed latent draws, the
-        same for every record).  RBM: the negative free energy ``-F(x)`` of
-        the record's own cluster model (its log-probability up to that
-        model's log partition function).
+        """Per-record log-likelihood (marginals), ELBO bound (VAE) or ``-F(x)`` (RBM); the user guide.
 
         Parameters
         ----------
@@ -932,31 +773,8 @@ class DPGenerativeMixture(
         X = self._validate_X(X, reset=False)
         if self.generator == "marginals":
             return np.logaddexp.reduce(self._log_joint(X), axis=1)
-        import torch
-
-        # float64 copies: a record's score must not depend on the batch it comes in.
-        Xt = torch.as_tensor(X, dtype=torch.float64)
-        if self.generator == "rbm":
-            from ._rbm import rbm_score
-
-            labels = self.predict(X)
-            out = np.empty(X.shape[0])
-            for s in np.unique(labels):
-                module = copy.deepcopy(self.generators_[s]).double()
-                out[labels == s] = rbm_score(module, Xt[labels == s]).numpy()
-            return out
-        from ._vae import elbo
-
-        gen = torch.Generator().manual_seed(0)
-        scores = []
-        for module in self.generators_:
-            module = copy.deepcopy(module).double()
-            noise = torch.randn(10, module.latent_dim, generator=gen, dtype=torch.float64)
-            with torch.no_grad():
-                draws = torch.stack([elbo(module, Xt, eps.expand(Xt.shape[0], -1)) for eps in noise])
-            scores.append(draws.mean(0).numpy())
-        log_w = np.log(self.weights_)[:, None]
-        return np.logaddexp.reduce(np.asarray(scores) + log_w, axis=0)
+        labels = self.predict(X) if self.generator == "rbm" else None
+        return network_score_samples(X, self.generator, self.generators_, self.weights_, labels)
 
     def score(self, X, y=None):
         """Mean of :meth:`score_samples`.
@@ -980,63 +798,34 @@ class DPGenerativeMixture(
         ----------
         n_samples : int, default=1
         cluster : int or None, default=None
-            Draw from this cluster's model only; ``None`` picks each record's
-            cluster with the weights ``weights_``.
+            Draw from this cluster's model only; ``None`` draws each record's
+            cluster with ``weights_``.
         return_clusters : bool, default=False
             Also return the cluster of every record.
         random_state : int, RandomState instance or None, default=None
-            ``None`` draws with fresh OS entropy.  An int makes the draw
-            reproducible from a stream spawned for sampling
-            (``SeedSequence(random_state, spawn_key=...)``), never the
-            stream of a fit seeded with the same int.  The model's own
-            ``random_state`` is not used.
+            An int reproduces the draw from a stream spawned for sampling,
+            never a fit's stream; the model's own ``random_state`` is unused.
 
         Returns
         -------
         X : ndarray of shape (n_samples, n_features)
-            Binary records for the Bernoulli VAE and the RBM, values in
-            ``[0, 1]`` for the Gaussian VAE, mapped onto ``data_range``
-            (``lo`` for 0, ``hi`` for 1).
+            Records mapped onto ``data_range``.
         clusters : ndarray of shape (n_samples,)
             Only when ``return_clusters`` is True.
         """
         check_is_fitted(self)
-        if not (isinstance(n_samples, Integral) and n_samples >= 1):
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
-        rng = _sample_generator(random_state)
-        k = len(self.weights_)
-        if cluster is None:
-            clusters = rng.choice(k, size=n_samples, p=self.weights_)
-        elif isinstance(cluster, Integral) and 0 <= cluster < k:
-            clusters = np.full(n_samples, int(cluster), dtype=np.intp)
-        else:
-            raise ValueError(f"cluster must be None or an integer in [0, {k}), got {cluster!r}.")
-        if self.generator == "marginals":
-            binary, blocks = column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
-            out = self._to_data_range(sample_marginals(self.marginals_, binary, blocks, clusters, rng))
-            return (out, clusters) if return_clusters else out
-        import torch
-
-        # A local generator, dropped on return: nothing of it stays on the model.
-        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        if self.generator == "vae":
-            from ._vae import vae_sample as draw
-        else:
-            from ._rbm import rbm_sample as draw
-        out = np.empty((n_samples, self.n_features_in_))
-        with torch.no_grad():
-            for s in np.unique(clusters):
-                mask = clusters == s
-                out[mask] = draw(self.generators_[s], int(mask.sum()), gen).numpy()
-        out = self._to_data_range(out)
+        clusters, rng = sample_clusters(self.weights_, n_samples, cluster, random_state)
+        out = draw_records(
+            self.generator,
+            clusters,
+            self.n_features_in_,
+            rng,
+            marginals=self.marginals_,
+            layout=self._layout() if self.generator == "marginals" else None,
+            generators=self.generators_,
+        )
+        out = to_data_range(out, *self._data_range(self.n_features_in_))
         return (out, clusters) if return_clusters else out
-
-    def _to_data_range(self, out):
-        """Samples on ``[0, 1]`` mapped back onto the declared ``data_range`` (identity for the default)."""
-        lo, hi = self._data_range(self.n_features_in_)
-        if np.all(lo == 0.0) and np.all(hi == 1.0):
-            return out
-        return lo + out * (hi - lo)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
