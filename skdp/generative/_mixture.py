@@ -65,6 +65,72 @@ _CALIBRATION_RTOL = 1e-3
 _PER_USE_COMPOSITIONS = frozenset({"basic", "advanced"})
 
 
+# Everything a fitted model holds besides its parameters (and
+# n_features_in_, feature_names_in_, privacy_spent_, privacy_ledger_).
+# No labels_: the partition of the training rows is an exact function of
+# every row; fit_predict returns it, never stores it.
+_RELEASED_ATTRIBUTES = frozenset(
+    {
+        # Released: its centres, sizes and DPNorm bound are accounted
+        # (its events are on the ledger); its random features are
+        # data-independent; its random_state is None (no seed kept).
+        "clusterer_",
+        # Trained by DP-SGD (accounted steps) from data-independent
+        # initialisation; the RBM's chains never see a record.
+        "generators_",
+        # Post-processing of the released noisy sizes (or the declared
+        # n_samples): p_s, the sizes floored at 1, q_s, T_S.
+        "weights_",
+        "cluster_sizes_",
+        "sampling_rates_",
+        "n_steps_",
+        # Drawn from the public p_s with data-independent randomness;
+        # the accounting treats the model updated at each step as public.
+        "cluster_steps_",
+        # Calibrated from the public plan (functions of the above and of
+        # the clustering's data-independent plan).
+        "noise_multiplier_",
+        "clip_noise_multiplier_",
+        # "ghost" or "vmap": chosen from the model's layer types only.
+        "clipping_mode_",
+        # generator="marginals": post-processing of the one accounted
+        # Gaussian release of the clusters' centred sums (None otherwise),
+        # and that release's public noise std.
+        "marginals_",
+        "noise_std_",
+    }
+)
+
+_PARAMETER_CONSTRAINTS = {
+    **PRIVACY_PARAMETER_CONSTRAINTS,
+    "delta": [Interval(Real, 0, 1, closed="neither")],
+    "n_clusters": [Interval(Integral, 1, None, closed="left")],
+    "generator": [StrOptions({"marginals", "vae", "rbm"})],
+    "categorical": [list, tuple, None],
+    "partition": [StrOptions({"auto", "kmeans", "categorical"})],
+    "hidden_units": [Interval(Integral, 1, None, closed="left")],
+    "latent_dim": [Interval(Integral, 1, None, closed="left")],
+    "likelihood": [StrOptions({"bernoulli", "gaussian"})],
+    "n_components": [Interval(Integral, 1, None, closed="left")],
+    "gamma": [Interval(Real, 0, None, closed="neither"), None],
+    "kmeans_iter": [Interval(Integral, 1, None, closed="left")],
+    "cluster_init": [StrOptions({"random"}), "array-like"],
+    "cluster_budget": [Interval(Real, 0, 1, closed="neither")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "n_epochs": [Interval(Integral, 1, None, closed="left")],
+    "learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "clip_norm": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+    "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
+    "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
+    "clip_norm_noise_ratio": [Interval(Real, 0, None, closed="neither")],
+    "n_chains": [Interval(Integral, 1, None, closed="left")],
+    "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "device": [str],
+    "composition": [COMPOSITION_CONSTRAINT],
+    "data_range": [tuple, list],
+}
+
+
 # --------------------------------------------------------------------------
 # The estimator.
 # --------------------------------------------------------------------------
@@ -85,11 +151,7 @@ class DPGenerativeMixture(
     model.  Records lie in the declared ``data_range``, mapped onto
     ``[0, 1]`` and clipped there record by record.
 
-    ``privacy_spent_`` refers to *add/remove* neighbours, the relation under
-    which Poisson subsampling amplifies (a replace-one guarantee follows by
-    group privacy: ``(2 eps, 2 e^eps delta)``).  Each step is accounted as a
-    cluster-sampled Gaussian, not by the paper's Theorem 4, which is not a
-    valid bound.
+    ``privacy_spent_`` is under *add/remove* neighbours.
 
     Read more in the :doc:`User Guide </generative>`: the generators, the
     sensitivity of every release, the accounting, the deviations from the
@@ -98,124 +160,72 @@ class DPGenerativeMixture(
     Parameters
     ----------
     n_clusters : int, default=10
-        Number ``k`` of clusters and generative models; ``1`` trains a single
-        model on the whole data (no clustering, no clustering budget).
+        Number ``k`` of clusters and models; ``1``: one model, no clustering.
     generator : {"marginals", "vae", "rbm"}, default="marginals"
-        Generative model of each cluster.  ``"marginals"`` (the default)
-        releases each cluster's latent-class marginals at once; ``"vae"`` and
-        ``"rbm"`` train a network per cluster by DP-SGD.
-        The DP-SGD parameters below (``hidden_units`` to ``n_chains``,
-        ``n_samples``) apply to ``"vae"`` and ``"rbm"`` only.
+        Model of each cluster: released marginals, or a network trained by DP-SGD.
     categorical : list of list of int or None, default=None
-        Declared one-hot blocks (``generator="marginals"`` only): each
-        inner list holds the column indices of one categorical variable,
-        exactly one of which is 1 in every record.  Declared, never
-        inferred: ``fit`` refuses (``ValueError`` naming the block) data
-        whose rows are not one-hot there.  The other columns are binary
-        (values in ``[0, 1]`` are modelled by their mean).
+        Declared one-hot blocks (column indices), ``generator="marginals"`` only.
     partition : {"auto", "kmeans", "categorical"}, default="auto"
-        Alg. 1 line 1.  ``"categorical"``: the categories of the first
-        declared block (``k`` = its size; ``n_clusters`` is ignored);
-        ``"kmeans"``: DP kernel k-means with ``n_clusters`` clusters (one
-        cluster: none); ``"auto"``: ``"categorical"`` when
-        ``generator="marginals"`` and a block is declared, else
-        ``"kmeans"``.
+        Alg. 1 line 1: DP kernel k-means or the first declared block's categories.
     hidden_units : int, default=200
         Hidden units of the VAE's encoder and decoder, or of the RBM.
     latent_dim : int, default=2
         Latent dimension of the VAE.
     likelihood : {"bernoulli", "gaussian"}, default="bernoulli"
-        Likelihood of the VAE's decoder: Bernoulli for binary records,
-        Gaussian (pixel std 0.1) for continuous records in ``[0, 1]``.
+        Likelihood of the VAE's decoder.
     n_components : int, default=200
         Random Fourier features ``d`` of the kernel k-means.
     gamma : float or None, default=None
         RBF kernel width of the kernel k-means; ``None`` is ``1 / n_features``.
     kmeans_iter : int, default=20
-        Iterations ``T_K`` of the private kernel k-means (Section IV; on
-        small data fewer iterations, hence less noise each, cluster better).
+        Iterations ``T_K`` of the private kernel k-means.
     cluster_init : "random" or array-like of shape (n_clusters, n_features), default="random"
-        Initial centres of the kernel k-means: ``"random"`` (a random
-        partition) or *public* records from the same distribution
-        (Alg. 2 line 6, footnote 3), passed to DPKernelKMeans as ``init``.
+        Initial centres of the kernel k-means: ``"random"`` or *public* records.
     cluster_budget : float in (0, 1), default=0.2
-        Share of ``epsilon`` given to the clustering (its own replace-one
-        target); the SGD noise is then calibrated to the remainder of the
-        composition.
+        Share of ``epsilon`` given to the clustering.
     batch_size : int, default=32
         Expected batch size ``L`` of every step.
     n_epochs : int, default=20
         Epochs; one epoch is ``round(sum n~ / L)`` steps.
     learning_rate : float, default=1e-3
-        Adam learning rate (the paper's optimiser).
+        Adam learning rate.
     clip_norm : "auto" or float, default="auto"
-        ``"auto"``: per-batch clipping bound chosen by DPNorm (Alg. 3); a
-        float is a fixed clipping bound ``C`` of the per-example gradients.
+        ``"auto"``: DPNorm's per-batch bound (Alg. 3); a float: a fixed clipping bound ``C``.
     clip_norm_max : float, default=10.0
-        ``C_max`` of DPNorm (Section IV), with ``clip_norm="auto"``.
+        ``C_max`` of DPNorm.
     clip_norm_bins : int, default=100
-        Candidate bounds ``w`` of DPNorm (Section IV), with ``clip_norm="auto"``.
+        Candidate bounds ``w`` of DPNorm.
     clip_norm_noise_ratio : float, default=5.0
-        DPNorm histogram's noise multiplier over the gradient's, with
-        ``clip_norm="auto"``.
+        DPNorm histogram's noise multiplier over the gradient's.
     n_chains : int, default=100
         Persistent chains of each RBM.
     n_samples : int or "auto", default="auto"
-        Training-set size ``N`` used by the plan when ``n_clusters == 1``:
-        an int declares it public (no privacy spent on it; Poisson sampling
-        at ``q = min(1, L / n_samples)`` runs over the rows given, so the
-        guarantee holds even if the declaration is wrong); ``"auto"``
-        releases a noisy count of the rows (the user guide).  Ignored when
-        ``n_clusters > 1``, where the clustering's released noisy sizes
-        size the plan.
+        Declared (public) training-set size when ``n_clusters == 1``; ``"auto"`` releases a noisy count.
     epsilon : float, default=1.0
         Privacy budget of the whole fit.
     delta : float, default=1e-5
         Privacy parameter delta (positive: the noise is Gaussian).
     composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
-        Accountant that composes the fit's events, to calibrate the noise
-        and to report ``privacy_spent_``.  ``"pld"`` has no rule for the
-        cluster-sampled steps of ``n_clusters > 1``, which fall back to
-        ``"rdp"``; ``"zcdp"`` cannot account subsampled steps and ``fit``
-        refuses it before anything is reserved.
+        Accountant that calibrates the noise and reports ``privacy_spent_``.
     device : str, default="cpu"
         Torch device of the training.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
-        Seeds the clustering, the models' initialisation, the batches and
-        the noise (on CPU a seeded fit is reproducible).  Noise must be
-        unpredictable to be private: anyone who holds a fixed seed can
-        regenerate the noise and remove it.  The fitted model keeps no seed
-        or generator (the user guide, "What a fitted model holds").
-
+        Seeds the fit; a known seed lets anyone remove the noise.  No seed is kept.
     secure_noise : bool or None, default=None
-        Sample every Laplace and Gaussian release exactly on a grid (discrete
-        Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
-        in floating point, whose low-order bits leak the noiseless value
-        (Mironov 2012).  None follows :func:`skdp.set_config`.  DP-SGD has
-        no secure sampler: ``fit`` then raises before any data is touched.
+        Sample Laplace and Gaussian releases exactly on a grid; None follows :func:`skdp.set_config`.
     data_range : (lo, hi), default=(0.0, 1.0)
-        The declared public domain of the columns: scalars, or arrays of one
-        value per column (one-hot columns keep ``(0, 1)``).  Every record is
-        mapped by ``(x - lo) / (hi - lo)`` onto ``[0, 1]``, the models'
-        domain, and clipped there (per record, nothing is read off the
-        data); :meth:`sample` maps back onto ``[lo, hi]``.  Declare it for
-        data outside ``[0, 1]`` (digits' pixels: ``(0, 16)``): with the
-        default such values are clipped to 1.
+        Declared public domain of the columns, mapped onto ``[0, 1]``.
 
     Attributes
     ----------
     clusterer_ : DPKernelKMeans or None
-        The fitted private clustering (None when ``n_clusters == 1``), with
-        ``random_state=None``: the generator it drew from is not kept.
+        The fitted private clustering (None without kernel k-means).
     weights_ : ndarray of shape (n_clusters,)
-        Selection probabilities ``p_s`` from the noisy cluster sizes; also the
-        mixture weights of :meth:`sample`.
+        Mixture weights ``p_s`` from the noisy cluster sizes.
     cluster_sizes_ : ndarray of shape (n_clusters,)
-        Noisy cluster sizes used by the schedule, at least 1.  When
-        ``n_clusters == 1``: the declared ``n_samples``, or the released
-        noisy count of the rows.
+        Released noisy (or declared) cluster sizes.
     sampling_rates_ : ndarray of shape (n_clusters,)
         Poisson rates ``q_s`` of the batches.
     n_steps_ : int
@@ -223,26 +233,21 @@ class DPGenerativeMixture(
     cluster_steps_ : ndarray of shape (n_clusters,)
         Steps taken on each cluster's model.
     clipping_mode_ : {"ghost", "vmap"}
-        How per-example gradients were clipped: ghost norms for the VAE
-        (Linear layers only), vmap per-example gradients for the RBM.
+        How per-example gradients were clipped.
     noise_multiplier_ : float
-        Calibrated gradient noise multiplier ``sigma_S`` (with
-        ``generator="marginals"``: the release's noise over its sensitivity).
+        Calibrated noise multiplier ``sigma_S``.
     clip_noise_multiplier_ : float or None
         DPNorm's noise multiplier (None with a fixed bound).
     generators_ : list of torch.nn.Module or None
-        The trained models, on the CPU (None with ``generator="marginals"``).
+        The trained models (None with ``generator="marginals"``).
     marginals_ : ndarray of shape (n_clusters, n_features) or None
-        ``generator="marginals"``: ``P(x_j = 1 | cluster)`` (each declared
-        block sums to one per cluster), post-processing of the release.
+        ``P(x_j = 1 | cluster)`` with ``generator="marginals"``.
     noise_std_ : float or None
-        ``generator="marginals"``: std of the Gaussian noise of every
-        released sum, ``noise_multiplier_ * C``.
+        Std of the marginals release's Gaussian noise.
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of the fit, under add/remove neighbours.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features,)
-        Defined when X has feature names that are all strings.
 
     See Also
     --------
@@ -252,15 +257,7 @@ class DPGenerativeMixture(
     References
     ----------
     G. Acs, L. Melis, C. Castelluccia, E. De Cristofaro. Differentially private
-    mixture of generative neural networks. IEEE TKDE 2018, Alg. 1-4,
-    Theorems 3-4, Section IV.
-
-    I. Mironov, K. Talwar, L. Zhang. Renyi differential privacy of the sampled
-    Gaussian mechanism. arXiv:1908.10530, 2019.
-
-    V. Doroshenko, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi. Connect the
-    dots: tighter discrete approximations of privacy loss distributions.
-    PETS 2022 (Google's dp-accounting, the ``"pld"`` accountant).
+    mixture of generative neural networks. IEEE TKDE 2018.
 
     Examples
     --------
@@ -278,70 +275,8 @@ class DPGenerativeMixture(
 
     _neighbouring = ADD_REMOVE
 
-    # Everything a fitted model holds besides its parameters (and
-    # n_features_in_, feature_names_in_, privacy_spent_, privacy_ledger_).
-    # No labels_: the partition of the training rows is an exact function of
-    # every row; fit_predict returns it, never stores it.
-    _released_attributes = frozenset(
-        {
-            # Released: its centres, sizes and DPNorm bound are accounted
-            # (its events are on the ledger); its random features are
-            # data-independent; its random_state is None (no seed kept).
-            "clusterer_",
-            # Trained by DP-SGD (accounted steps) from data-independent
-            # initialisation; the RBM's chains never see a record.
-            "generators_",
-            # Post-processing of the released noisy sizes (or the declared
-            # n_samples): p_s, the sizes floored at 1, q_s, T_S.
-            "weights_",
-            "cluster_sizes_",
-            "sampling_rates_",
-            "n_steps_",
-            # Drawn from the public p_s with data-independent randomness;
-            # the accounting treats the model updated at each step as public.
-            "cluster_steps_",
-            # Calibrated from the public plan (functions of the above and of
-            # the clustering's data-independent plan).
-            "noise_multiplier_",
-            "clip_noise_multiplier_",
-            # "ghost" or "vmap": chosen from the model's layer types only.
-            "clipping_mode_",
-            # generator="marginals": post-processing of the one accounted
-            # Gaussian release of the clusters' centred sums (None otherwise),
-            # and that release's public noise std.
-            "marginals_",
-            "noise_std_",
-        }
-    )
-
-    _parameter_constraints = {
-        **PRIVACY_PARAMETER_CONSTRAINTS,
-        "delta": [Interval(Real, 0, 1, closed="neither")],
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "generator": [StrOptions({"marginals", "vae", "rbm"})],
-        "categorical": [list, tuple, None],
-        "partition": [StrOptions({"auto", "kmeans", "categorical"})],
-        "hidden_units": [Interval(Integral, 1, None, closed="left")],
-        "latent_dim": [Interval(Integral, 1, None, closed="left")],
-        "likelihood": [StrOptions({"bernoulli", "gaussian"})],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
-        "gamma": [Interval(Real, 0, None, closed="neither"), None],
-        "kmeans_iter": [Interval(Integral, 1, None, closed="left")],
-        "cluster_init": [StrOptions({"random"}), "array-like"],
-        "cluster_budget": [Interval(Real, 0, 1, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "n_epochs": [Interval(Integral, 1, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "clip_norm": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
-        "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
-        "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
-        "clip_norm_noise_ratio": [Interval(Real, 0, None, closed="neither")],
-        "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "device": [str],
-        "composition": [COMPOSITION_CONSTRAINT],
-        "data_range": [tuple, list],
-    }
+    _released_attributes = _RELEASED_ATTRIBUTES
+    _parameter_constraints = _PARAMETER_CONSTRAINTS
 
     def __init__(
         self,
