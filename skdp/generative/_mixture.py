@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -24,7 +23,6 @@ from ..privacy import (
     GaussianEvent,
     GaussianMechanism,
     LaplaceEvent,
-    calibrate_noise_multiplier,
 )
 from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.dpsgd import (
@@ -37,7 +35,11 @@ from ._clustering import (
     cluster_records,
     clustering_events_as_add_remove,  # noqa: F401  (tested from here)
 )
-from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
+from ._dpsgd import (
+    cluster_schedule,  # noqa: F401  (tested from here)
+    fit_networks,
+    sgd_plan_event,
+)
 from ._inference import (
     draw_records,
     log_joint,
@@ -553,76 +555,9 @@ class DPGenerativeMixture(
     def _fit_private(self, data, plan, rng, ledger):
         if self.generator == "marginals":
             return self._fit_marginals(data, plan, rng, ledger)
-        from ..nn import DPNormClipping, FixedClipping
-
-        X = data.X
-        m = data.n_features
-        cluster_events, labels, sizes, clusterer = self._cluster(X, plan, rng, ledger)
-        probs, rates, n_steps = cluster_schedule(sizes, self.batch_size, self.n_epochs)
-        ratio = plan.settings["clip_noise_ratio"]
-        clip_norm, clip_norm_max, clip_norm_bins, _ = DPNormOptions.of(self)
-        # Post-processing of the released sizes: the schedule, hence the
-        # steps' events, are public once the clustering is on the ledger.
-        # When the sizes were released (not declared) the schedule is an
-        # adaptive choice: the template's staged-plan step calibrates it so
-        # the claim holds whatever the sizes came out as.
-        if cluster_events:
-            z = self._calibrate_staged(
-                ledger,
-                lambda z: self._planned_events(z, [], rates, probs, n_steps),
-                plan.epsilon,
-                plan.delta,
-            )
-        else:
-            z = calibrate_noise_multiplier(
-                lambda z: self._planned_events(z, cluster_events, rates, probs, n_steps),
-                plan.epsilon,
-                plan.delta,
-                plan.composition,
-                ADD_REMOVE,
-                rtol=_CALIBRATION_RTOL,
-            )
-        modules, picks, clip_z, clipping_mode = train_cluster_models(
-            X,
-            labels,
-            sizes,
-            (probs, rates, n_steps),
-            z,
-            ratio,
-            rng,
-            ledger,
-            kind=self.generator,
-            build=partial(
-                build_generator,
-                self.generator,
-                m,
-                hidden_units=self.hidden_units,
-                latent_dim=self.latent_dim,
-                likelihood=self.likelihood,
-                n_chains=self.n_chains,
-                device=self.device,
-            ),
-            clipping=lambda clip_z: (
-                DPNormClipping(clip_norm_max, clip_norm_bins, clip_z)
-                if ratio is not None
-                else FixedClipping(float(clip_norm))
-            ),
-            learning_rate=self.learning_rate,
-            device=self.device,
-        )
-        del labels  # the partition of the training rows is never stored
-        self.clusterer_ = clusterer
-        self.generators_ = modules
-        self.weights_ = probs
-        self.cluster_sizes_ = np.maximum(sizes, 1.0)
-        self.sampling_rates_ = rates
-        self.n_steps_ = int(n_steps)
-        self.cluster_steps_ = picks
-        self.noise_multiplier_ = float(z)
-        self.clip_noise_multiplier_ = clip_z
-        self.clipping_mode_ = clipping_mode
-        self.marginals_ = None
-        self.noise_std_ = None
+        fitted = fit_networks(self, data.X, plan, rng, ledger, _CALIBRATION_RTOL)
+        for name, value in fitted.items():
+            setattr(self, name, value)
 
     # -- post-processing ---------------------------------------------------------
 
