@@ -166,7 +166,7 @@ def _cluster_keeping_its_seed(self, X, plan, rng, ledger):
     # BROKEN: the nested clusterer is seeded with an int drawn from the fit's
     # generator and keeps it, as DPGenerativeMixture once did.
     seed = int(rng.integers(2**32))
-    with _patched(_generative_mixture_module(), "child_generator", lambda _rng: seed):
+    with _patched(_generative_clustering_module(), "child_generator", lambda _rng: seed):
         out = _CLUSTER(self, X, plan, rng, ledger)
     out[3].random_state = seed
     return out
@@ -176,8 +176,8 @@ def _keeps_nested_seed():
     return _patched(DPGenerativeMixture, "_cluster", _cluster_keeping_its_seed)
 
 
-def _generative_mixture_module():
-    return importlib.import_module("skdp.generative._mixture")
+def _generative_clustering_module():
+    return importlib.import_module("skdp.generative._clustering")
 
 
 def _draws_charged_to_nobody():

@@ -13,9 +13,11 @@ read public quantities only: the released noisy sizes and hyperparameters.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from ..privacy import ADD_REMOVE
+from ..privacy import ADD_REMOVE, calibrate_noise_multiplier
 from ..privacy.dpsgd import (
     combined_noise_multiplier,
     dpsgd_step_event,
@@ -23,6 +25,7 @@ from ..privacy.dpsgd import (
     steps_per_epoch,
 )
 from ..privacy.events import ClusterSampledGaussianEvent
+from ..privacy.norm_selection import DPNormOptions
 
 
 def sgd_plan_event(noise_multiplier, clip_noise_ratio, sampling_rates, selection_probabilities, count):
@@ -275,3 +278,86 @@ def train_cluster_models(
         module.to("cpu").eval()
         module.requires_grad_(False)
     return modules, picks, clip_z, engines[0].clipping_mode
+
+
+def fit_networks(est, X, plan, rng, ledger, rtol):
+    """Alg. 1 with a network generator: partition, calibrate, then ``T_S`` DP-SGD steps.
+
+    ``est`` is the :class:`DPGenerativeMixture` (its hyperparameters, its
+    clustering ``est._cluster`` and its plan's calibration); the gradient
+    noise multiplier is calibrated on the whole composition (or, when the
+    cluster sizes were released, staged after them) and the models are
+    trained by :func:`train_cluster_models`.  Returns the fitted attributes
+    by name; the partition of the training rows is not among them.
+    """
+    from ..nn import DPNormClipping, FixedClipping
+
+    m = X.shape[1]
+    cluster_events, labels, sizes, clusterer = est._cluster(X, plan, rng, ledger)
+    probs, rates, n_steps = cluster_schedule(sizes, est.batch_size, est.n_epochs)
+    ratio = plan.settings["clip_noise_ratio"]
+    clip_norm, clip_norm_max, clip_norm_bins, _ = DPNormOptions.of(est)
+    # Post-processing of the released sizes: the schedule, hence the
+    # steps' events, are public once the clustering is on the ledger.
+    # When the sizes were released (not declared) the schedule is an
+    # adaptive choice: the template's staged-plan step calibrates it so
+    # the claim holds whatever the sizes came out as.
+    if cluster_events:
+        z = est._calibrate_staged(
+            ledger,
+            lambda z: est._planned_events(z, [], rates, probs, n_steps),
+            plan.epsilon,
+            plan.delta,
+        )
+    else:
+        z = calibrate_noise_multiplier(
+            lambda z: est._planned_events(z, cluster_events, rates, probs, n_steps),
+            plan.epsilon,
+            plan.delta,
+            plan.composition,
+            ADD_REMOVE,
+            rtol=rtol,
+        )
+    modules, picks, clip_z, clipping_mode = train_cluster_models(
+        X,
+        labels,
+        sizes,
+        (probs, rates, n_steps),
+        z,
+        ratio,
+        rng,
+        ledger,
+        kind=est.generator,
+        build=partial(
+            build_generator,
+            est.generator,
+            m,
+            hidden_units=est.hidden_units,
+            latent_dim=est.latent_dim,
+            likelihood=est.likelihood,
+            n_chains=est.n_chains,
+            device=est.device,
+        ),
+        clipping=lambda clip_z: (
+            DPNormClipping(clip_norm_max, clip_norm_bins, clip_z)
+            if ratio is not None
+            else FixedClipping(float(clip_norm))
+        ),
+        learning_rate=est.learning_rate,
+        device=est.device,
+    )
+    del labels  # the partition of the training rows is never stored
+    return {
+        "clusterer_": clusterer,
+        "generators_": modules,
+        "weights_": probs,
+        "cluster_sizes_": np.maximum(sizes, 1.0),
+        "sampling_rates_": rates,
+        "n_steps_": int(n_steps),
+        "cluster_steps_": picks,
+        "noise_multiplier_": float(z),
+        "clip_noise_multiplier_": clip_z,
+        "clipping_mode_": clipping_mode,
+        "marginals_": None,
+        "noise_std_": None,
+    }

@@ -285,3 +285,51 @@ def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledge
     partition_block = None if skip is None else np.asarray(blocks[0])
     sizes, probs = marginals_from_release(noisy, binary, released, m, mechanism.scale, partition_block)
     return sizes, probs, z, mechanism.scale
+
+
+def fit_marginals(X, blocks, mode, n_clusters, cluster, plan, rng, ledger, rtol):
+    """Alg. 1 with the latent-class generator: partition, then one Gaussian release.
+
+    The partition (line 1, ``mode``) is the first declared block's
+    categories (public function, nothing spent), DP kernel k-means
+    (``cluster(X, plan, rng, ledger)``, its events first on the ledger), or
+    a single cluster.  Then every record's centred statistic (size, binary
+    columns, the other blocks) is clipped by the core to the domain's norm
+    ``C`` and summed per cluster, and the ``(k, 1 + D)`` sums are released
+    at once by the Gaussian mechanism with add/remove L2 sensitivity ``C``
+    (a record is one row of norm at most ``C`` in its own cluster's block),
+    its multiplier calibrated so the whole composition is ``(epsilon,
+    delta)`` (:func:`release_marginals`).
+
+    Returns the fitted attributes of the mixture, by name; the partition of
+    the training rows is not among them.
+    """
+    clusterer, cluster_events, skip = None, [], None
+    if mode == "categorical":
+        skip = 0
+        labels = X[:, list(blocks[0])].argmax(axis=1)
+        k = len(blocks[0])
+    elif mode == "kmeans":
+        cluster_events, labels, _, clusterer = cluster(X, plan, rng, ledger)
+        k = n_clusters
+    else:
+        labels = np.zeros(X.shape[0], dtype=np.intp)
+        k = 1
+    sizes, probs, z, noise_std = release_marginals(
+        X, labels, k, blocks, skip, cluster_events, plan, rng, ledger, rtol
+    )
+    del labels  # the partition of the training rows is never stored
+    return {
+        "clusterer_": clusterer,
+        "generators_": None,
+        "marginals_": probs,
+        "weights_": sizes / sizes.sum(),
+        "cluster_sizes_": sizes,
+        "sampling_rates_": None,
+        "n_steps_": 0,
+        "cluster_steps_": None,
+        "noise_multiplier_": float(z),
+        "noise_std_": float(noise_std),
+        "clip_noise_multiplier_": None,
+        "clipping_mode_": None,
+    }

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-from dataclasses import replace
-from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,35 +15,40 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import FitInput
-from .._random import check_generator, child_generator
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
-from ..cluster import DPKernelKMeans
 from ..privacy import (
     ADD_REMOVE,
     COMPOSITIONS,
     DEFAULT_COMPOSITION,
-    REPLACE_ONE,
     GaussianEvent,
     GaussianMechanism,
     LaplaceEvent,
-    calibrate_noise_multiplier,
 )
 from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.dpsgd import (
     count_noise_multiplier,
     dataset_size_event,
-    release_dataset_size,
 )
 from ..privacy.norm_selection import DPNormOptions
 from ..privacy.torch_noise import TorchGaussianMechanism
-from ._dpsgd import build_generator, cluster_schedule, sgd_plan_event, train_cluster_models
-from ._marginals import (
-    column_layout,
-    declared_blocks,
-    marginal_log_likelihood,
-    release_marginals,
-    sample_marginals,
+from ._clustering import (
+    cluster_records,
+    clustering_events_as_add_remove,  # noqa: F401  (tested from here)
 )
+from ._dpsgd import (
+    cluster_schedule,  # noqa: F401  (tested from here)
+    fit_networks,
+    sgd_plan_event,
+)
+from ._inference import (
+    draw_records,
+    log_joint,
+    network_score_samples,
+    sample_clusters,
+    to_data_range,
+)
+from ._inference import sample_generator as _sample_generator  # noqa: F401  (tested from here)
+from ._marginals import column_layout, declared_blocks, fit_marginals
 
 __all__ = ["DPGenerativeMixture"]
 
@@ -54,57 +56,9 @@ __all__ = ["DPGenerativeMixture"]
 # upper end of the bracket, so the plan never exceeds the budget.
 _CALIBRATION_RTOL = 1e-3
 
-#: Spawn key of the stream ``sample(random_state=<int>)`` draws from.  A fit
-#: with the same int uses the root stream (spawn key ``()``) and spawns
-#: ``(0,)`` for its clustering; this key is neither, so a sample is
-#: reproducible from its int but never replays a draw of any fit's noise.
-_SAMPLE_SPAWN_KEY = (0x73616D70,)
-
-
-def _sample_generator(random_state):
-    """Generator of :meth:`DPGenerativeMixture.sample`: never the stream of a fit.
-
-    ``None`` gives fresh OS entropy; an int seeds the child
-    ``SeedSequence(random_state, spawn_key=_SAMPLE_SPAWN_KEY)``, reproducible
-    and distinct from ``default_rng(random_state)``, the stream a fit with
-    the same int draws its noise from; a RandomState or Generator is the
-    caller's own stream (:func:`skdp._random.check_generator`).
-    """
-    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
-        return np.random.default_rng(np.random.SeedSequence(int(random_state), spawn_key=_SAMPLE_SPAWN_KEY))
-    return check_generator(random_state)
-
-
 # --------------------------------------------------------------------------
 # The privacy plan: pure functions (tested directly).
 # --------------------------------------------------------------------------
-
-
-def clustering_events_as_add_remove(events):
-    """Express DPKernelKMeans' replace-one events under add/remove neighbours.
-
-    DPKernelKMeans (Alg. 2 and 3) releases only noisy *counts* (cluster sizes,
-    DPNorm's norm histogram) and noisy *sums* of clipped feature vectors.
-    Adding or removing one record changes a count vector by one unit (L2
-    sensitivity 1, versus ``sqrt(2)`` for replace-one) and a sum by one clipped
-    vector (``C``, versus ``2C``): every add/remove sensitivity is at most the
-    replace-one sensitivity the events were calibrated with, so the same noise
-    has at least the recorded noise multiplier under add/remove.  Re-labelling
-    each event as add/remove with its recorded multiplier is therefore a valid
-    (conservative) description.  Any other event type is refused: the argument
-    is specific to count and sum releases.
-    """
-    converted = []
-    for event in events:
-        if event.neighbouring == ADD_REMOVE:
-            converted.append(event)
-        elif isinstance(event, (GaussianEvent, LaplaceEvent)) and event.neighbouring == REPLACE_ONE:
-            converted.append(replace(event, neighbouring=ADD_REMOVE))
-        else:
-            raise TypeError(
-                f"Cannot convert a clustering event of type {type(event).__name__} to add/remove neighbours."
-            )
-    return converted
 
 
 #: Compositions that charge every release its own (epsilon, delta) (the
@@ -113,18 +67,70 @@ def clustering_events_as_add_remove(events):
 _PER_USE_COMPOSITIONS = frozenset({"basic", "advanced"})
 
 
-class _NestedKernelKMeans(DPKernelKMeans):
-    """The clustering of :class:`DPGenerativeMixture` (Alg. 1 line 1): DPKernelKMeans without its row check.
+# Everything a fitted model holds besides its parameters (and
+# n_features_in_, feature_names_in_, privacy_spent_, privacy_ledger_).
+# No labels_: the partition of the training rows is an exact function of
+# every row; fit_predict returns it, never stores it.
+_RELEASED_ATTRIBUTES = frozenset(
+    {
+        # Released: its centres, sizes and DPNorm bound are accounted
+        # (its events are on the ledger); its random features are
+        # data-independent; its random_state is None (no seed kept).
+        "clusterer_",
+        # Trained by DP-SGD (accounted steps) from data-independent
+        # initialisation; the RBM's chains never see a record.
+        "generators_",
+        # Post-processing of the released noisy sizes (or the declared
+        # n_samples): p_s, the sizes floored at 1, q_s, T_S.
+        "weights_",
+        "cluster_sizes_",
+        "sampling_rates_",
+        "n_steps_",
+        # Drawn from the public p_s with data-independent randomness;
+        # the accounting treats the model updated at each step as public.
+        "cluster_steps_",
+        # Calibrated from the public plan (functions of the above and of
+        # the clustering's data-independent plan).
+        "noise_multiplier_",
+        "clip_noise_multiplier_",
+        # "ghost" or "vmap": chosen from the model's layer types only.
+        "clipping_mode_",
+        # generator="marginals": post-processing of the one accounted
+        # Gaussian release of the clusters' centred sums (None otherwise),
+        # and that release's public noise std.
+        "marginals_",
+        "noise_std_",
+    }
+)
 
-    DPKernelKMeans refuses fewer rows than clusters, which is public under
-    its replace-one neighbours; inside the mixture the relation is
-    add/remove and ``n`` is private, so an error decided by ``n`` after the
-    hold would release it.  The fit runs whatever ``n`` (empty clusters get
-    noisy sizes like the others); the same releases, the same accounting.
-    """
-
-    def _check_n_samples(self, n_samples):
-        pass
+_PARAMETER_CONSTRAINTS = {
+    **PRIVACY_PARAMETER_CONSTRAINTS,
+    "delta": [Interval(Real, 0, 1, closed="neither")],
+    "n_clusters": [Interval(Integral, 1, None, closed="left")],
+    "generator": [StrOptions({"marginals", "vae", "rbm"})],
+    "categorical": [list, tuple, None],
+    "partition": [StrOptions({"auto", "kmeans", "categorical"})],
+    "hidden_units": [Interval(Integral, 1, None, closed="left")],
+    "latent_dim": [Interval(Integral, 1, None, closed="left")],
+    "likelihood": [StrOptions({"bernoulli", "gaussian"})],
+    "n_components": [Interval(Integral, 1, None, closed="left")],
+    "gamma": [Interval(Real, 0, None, closed="neither"), None],
+    "kmeans_iter": [Interval(Integral, 1, None, closed="left")],
+    "cluster_init": [StrOptions({"random"}), "array-like"],
+    "cluster_budget": [Interval(Real, 0, 1, closed="neither")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "n_epochs": [Interval(Integral, 1, None, closed="left")],
+    "learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "clip_norm": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+    "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
+    "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
+    "clip_norm_noise_ratio": [Interval(Real, 0, None, closed="neither")],
+    "n_chains": [Interval(Integral, 1, None, closed="left")],
+    "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "device": [str],
+    "composition": [COMPOSITION_CONSTRAINT],
+    "data_range": [tuple, list],
+}
 
 
 # --------------------------------------------------------------------------
@@ -147,11 +153,7 @@ class DPGenerativeMixture(
     model.  Records lie in the declared ``data_range``, mapped onto
     ``[0, 1]`` and clipped there record by record.
 
-    ``privacy_spent_`` refers to *add/remove* neighbours, the relation under
-    which Poisson subsampling amplifies (a replace-one guarantee follows by
-    group privacy: ``(2 eps, 2 e^eps delta)``).  Each step is accounted as a
-    cluster-sampled Gaussian, not by the paper's Theorem 4, which is not a
-    valid bound.
+    ``privacy_spent_`` is under *add/remove* neighbours.
 
     Read more in the :doc:`User Guide </generative>`: the generators, the
     sensitivity of every release, the accounting, the deviations from the
@@ -160,124 +162,72 @@ class DPGenerativeMixture(
     Parameters
     ----------
     n_clusters : int, default=10
-        Number ``k`` of clusters and generative models; ``1`` trains a single
-        model on the whole data (no clustering, no clustering budget).
+        Number ``k`` of clusters and models; ``1``: one model, no clustering.
     generator : {"marginals", "vae", "rbm"}, default="marginals"
-        Generative model of each cluster.  ``"marginals"`` (the default)
-        releases each cluster's latent-class marginals at once; ``"vae"`` and
-        ``"rbm"`` train a network per cluster by DP-SGD.
-        The DP-SGD parameters below (``hidden_units`` to ``n_chains``,
-        ``n_samples``) apply to ``"vae"`` and ``"rbm"`` only.
+        Model of each cluster: released marginals, or a network trained by DP-SGD.
     categorical : list of list of int or None, default=None
-        Declared one-hot blocks (``generator="marginals"`` only): each
-        inner list holds the column indices of one categorical variable,
-        exactly one of which is 1 in every record.  Declared, never
-        inferred: ``fit`` refuses (``ValueError`` naming the block) data
-        whose rows are not one-hot there.  The other columns are binary
-        (values in ``[0, 1]`` are modelled by their mean).
+        Declared one-hot blocks (column indices), ``generator="marginals"`` only.
     partition : {"auto", "kmeans", "categorical"}, default="auto"
-        Alg. 1 line 1.  ``"categorical"``: the categories of the first
-        declared block (``k`` = its size; ``n_clusters`` is ignored);
-        ``"kmeans"``: DP kernel k-means with ``n_clusters`` clusters (one
-        cluster: none); ``"auto"``: ``"categorical"`` when
-        ``generator="marginals"`` and a block is declared, else
-        ``"kmeans"``.
+        Alg. 1 line 1: DP kernel k-means or the first declared block's categories.
     hidden_units : int, default=200
         Hidden units of the VAE's encoder and decoder, or of the RBM.
     latent_dim : int, default=2
         Latent dimension of the VAE.
     likelihood : {"bernoulli", "gaussian"}, default="bernoulli"
-        Likelihood of the VAE's decoder: Bernoulli for binary records,
-        Gaussian (pixel std 0.1) for continuous records in ``[0, 1]``.
+        Likelihood of the VAE's decoder.
     n_components : int, default=200
         Random Fourier features ``d`` of the kernel k-means.
     gamma : float or None, default=None
         RBF kernel width of the kernel k-means; ``None`` is ``1 / n_features``.
     kmeans_iter : int, default=20
-        Iterations ``T_K`` of the private kernel k-means (Section IV; on
-        small data fewer iterations, hence less noise each, cluster better).
+        Iterations ``T_K`` of the private kernel k-means.
     cluster_init : "random" or array-like of shape (n_clusters, n_features), default="random"
-        Initial centres of the kernel k-means: ``"random"`` (a random
-        partition) or *public* records from the same distribution
-        (Alg. 2 line 6, footnote 3), passed to DPKernelKMeans as ``init``.
+        Initial centres of the kernel k-means: ``"random"`` or *public* records.
     cluster_budget : float in (0, 1), default=0.2
-        Share of ``epsilon`` given to the clustering (its own replace-one
-        target); the SGD noise is then calibrated to the remainder of the
-        composition.
+        Share of ``epsilon`` given to the clustering.
     batch_size : int, default=32
         Expected batch size ``L`` of every step.
     n_epochs : int, default=20
         Epochs; one epoch is ``round(sum n~ / L)`` steps.
     learning_rate : float, default=1e-3
-        Adam learning rate (the paper's optimiser).
+        Adam learning rate.
     clip_norm : "auto" or float, default="auto"
-        ``"auto"``: per-batch clipping bound chosen by DPNorm (Alg. 3); a
-        float is a fixed clipping bound ``C`` of the per-example gradients.
+        ``"auto"``: DPNorm's per-batch bound (Alg. 3); a float: a fixed clipping bound ``C``.
     clip_norm_max : float, default=10.0
-        ``C_max`` of DPNorm (Section IV), with ``clip_norm="auto"``.
+        ``C_max`` of DPNorm.
     clip_norm_bins : int, default=100
-        Candidate bounds ``w`` of DPNorm (Section IV), with ``clip_norm="auto"``.
+        Candidate bounds ``w`` of DPNorm.
     clip_norm_noise_ratio : float, default=5.0
-        DPNorm histogram's noise multiplier over the gradient's, with
-        ``clip_norm="auto"``.
+        DPNorm histogram's noise multiplier over the gradient's.
     n_chains : int, default=100
         Persistent chains of each RBM.
     n_samples : int or "auto", default="auto"
-        Training-set size ``N`` used by the plan when ``n_clusters == 1``:
-        an int declares it public (no privacy spent on it; Poisson sampling
-        at ``q = min(1, L / n_samples)`` runs over the rows given, so the
-        guarantee holds even if the declaration is wrong); ``"auto"``
-        releases a noisy count of the rows (the user guide).  Ignored when
-        ``n_clusters > 1``, where the clustering's released noisy sizes
-        size the plan.
+        Declared (public) training-set size when ``n_clusters == 1``; ``"auto"`` releases a noisy count.
     epsilon : float, default=1.0
         Privacy budget of the whole fit.
     delta : float, default=1e-5
         Privacy parameter delta (positive: the noise is Gaussian).
     composition : {"pld", "rdp", "advanced", "basic"}, default="pld"
-        Accountant that composes the fit's events, to calibrate the noise
-        and to report ``privacy_spent_``.  ``"pld"`` has no rule for the
-        cluster-sampled steps of ``n_clusters > 1``, which fall back to
-        ``"rdp"``; ``"zcdp"`` cannot account subsampled steps and ``fit``
-        refuses it before anything is reserved.
+        Accountant that calibrates the noise and reports ``privacy_spent_``.
     device : str, default="cpu"
         Torch device of the training.
     accountant : BudgetAccountant, default=None
         Shared budget charged with ``privacy_spent_``.
     random_state : int, RandomState instance or None, default=None
-        Seeds the clustering, the models' initialisation, the batches and
-        the noise (on CPU a seeded fit is reproducible).  Noise must be
-        unpredictable to be private: anyone who holds a fixed seed can
-        regenerate the noise and remove it.  The fitted model keeps no seed
-        or generator (the user guide, "What a fitted model holds").
-
+        Seeds the fit; a known seed lets anyone remove the noise.  No seed is kept.
     secure_noise : bool or None, default=None
-        Sample every Laplace and Gaussian release exactly on a grid (discrete
-        Laplace / discrete Gaussian, Canonne, Kamath & Steinke 2020) instead of
-        in floating point, whose low-order bits leak the noiseless value
-        (Mironov 2012).  None follows :func:`skdp.set_config`.  DP-SGD has
-        no secure sampler: ``fit`` then raises before any data is touched.
+        Sample Laplace and Gaussian releases exactly on a grid; None follows :func:`skdp.set_config`.
     data_range : (lo, hi), default=(0.0, 1.0)
-        The declared public domain of the columns: scalars, or arrays of one
-        value per column (one-hot columns keep ``(0, 1)``).  Every record is
-        mapped by ``(x - lo) / (hi - lo)`` onto ``[0, 1]``, the models'
-        domain, and clipped there (per record, nothing is read off the
-        data); :meth:`sample` maps back onto ``[lo, hi]``.  Declare it for
-        data outside ``[0, 1]`` (digits' pixels: ``(0, 16)``): with the
-        default such values are clipped to 1.
+        Declared public domain of the columns, mapped onto ``[0, 1]``.
 
     Attributes
     ----------
     clusterer_ : DPKernelKMeans or None
-        The fitted private clustering (None when ``n_clusters == 1``), with
-        ``random_state=None``: the generator it drew from is not kept.
+        The fitted private clustering (None without kernel k-means).
     weights_ : ndarray of shape (n_clusters,)
-        Selection probabilities ``p_s`` from the noisy cluster sizes; also the
-        mixture weights of :meth:`sample`.
+        Mixture weights ``p_s`` from the noisy cluster sizes.
     cluster_sizes_ : ndarray of shape (n_clusters,)
-        Noisy cluster sizes used by the schedule, at least 1.  When
-        ``n_clusters == 1``: the declared ``n_samples``, or the released
-        noisy count of the rows.
+        Released noisy (or declared) cluster sizes.
     sampling_rates_ : ndarray of shape (n_clusters,)
         Poisson rates ``q_s`` of the batches.
     n_steps_ : int
@@ -285,26 +235,21 @@ class DPGenerativeMixture(
     cluster_steps_ : ndarray of shape (n_clusters,)
         Steps taken on each cluster's model.
     clipping_mode_ : {"ghost", "vmap"}
-        How per-example gradients were clipped: ghost norms for the VAE
-        (Linear layers only), vmap per-example gradients for the RBM.
+        How per-example gradients were clipped.
     noise_multiplier_ : float
-        Calibrated gradient noise multiplier ``sigma_S`` (with
-        ``generator="marginals"``: the release's noise over its sensitivity).
+        Calibrated noise multiplier ``sigma_S``.
     clip_noise_multiplier_ : float or None
         DPNorm's noise multiplier (None with a fixed bound).
     generators_ : list of torch.nn.Module or None
-        The trained models, on the CPU (None with ``generator="marginals"``).
+        The trained models (None with ``generator="marginals"``).
     marginals_ : ndarray of shape (n_clusters, n_features) or None
-        ``generator="marginals"``: ``P(x_j = 1 | cluster)`` (each declared
-        block sums to one per cluster), post-processing of the release.
+        ``P(x_j = 1 | cluster)`` with ``generator="marginals"``.
     noise_std_ : float or None
-        ``generator="marginals"``: std of the Gaussian noise of every
-        released sum, ``noise_multiplier_ * C``.
+        Std of the marginals release's Gaussian noise.
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of the fit, under add/remove neighbours.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features,)
-        Defined when X has feature names that are all strings.
 
     See Also
     --------
@@ -314,15 +259,7 @@ class DPGenerativeMixture(
     References
     ----------
     G. Acs, L. Melis, C. Castelluccia, E. De Cristofaro. Differentially private
-    mixture of generative neural networks. IEEE TKDE 2018, Alg. 1-4,
-    Theorems 3-4, Section IV.
-
-    I. Mironov, K. Talwar, L. Zhang. Renyi differential privacy of the sampled
-    Gaussian mechanism. arXiv:1908.10530, 2019.
-
-    V. Doroshenko, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi. Connect the
-    dots: tighter discrete approximations of privacy loss distributions.
-    PETS 2022 (Google's dp-accounting, the ``"pld"`` accountant).
+    mixture of generative neural networks. IEEE TKDE 2018.
 
     Examples
     --------
@@ -340,70 +277,8 @@ class DPGenerativeMixture(
 
     _neighbouring = ADD_REMOVE
 
-    # Everything a fitted model holds besides its parameters (and
-    # n_features_in_, feature_names_in_, privacy_spent_, privacy_ledger_).
-    # No labels_: the partition of the training rows is an exact function of
-    # every row; fit_predict returns it, never stores it.
-    _released_attributes = frozenset(
-        {
-            # Released: its centres, sizes and DPNorm bound are accounted
-            # (its events are on the ledger); its random features are
-            # data-independent; its random_state is None (no seed kept).
-            "clusterer_",
-            # Trained by DP-SGD (accounted steps) from data-independent
-            # initialisation; the RBM's chains never see a record.
-            "generators_",
-            # Post-processing of the released noisy sizes (or the declared
-            # n_samples): p_s, the sizes floored at 1, q_s, T_S.
-            "weights_",
-            "cluster_sizes_",
-            "sampling_rates_",
-            "n_steps_",
-            # Drawn from the public p_s with data-independent randomness;
-            # the accounting treats the model updated at each step as public.
-            "cluster_steps_",
-            # Calibrated from the public plan (functions of the above and of
-            # the clustering's data-independent plan).
-            "noise_multiplier_",
-            "clip_noise_multiplier_",
-            # "ghost" or "vmap": chosen from the model's layer types only.
-            "clipping_mode_",
-            # generator="marginals": post-processing of the one accounted
-            # Gaussian release of the clusters' centred sums (None otherwise),
-            # and that release's public noise std.
-            "marginals_",
-            "noise_std_",
-        }
-    )
-
-    _parameter_constraints = {
-        **PRIVACY_PARAMETER_CONSTRAINTS,
-        "delta": [Interval(Real, 0, 1, closed="neither")],
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "generator": [StrOptions({"marginals", "vae", "rbm"})],
-        "categorical": [list, tuple, None],
-        "partition": [StrOptions({"auto", "kmeans", "categorical"})],
-        "hidden_units": [Interval(Integral, 1, None, closed="left")],
-        "latent_dim": [Interval(Integral, 1, None, closed="left")],
-        "likelihood": [StrOptions({"bernoulli", "gaussian"})],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
-        "gamma": [Interval(Real, 0, None, closed="neither"), None],
-        "kmeans_iter": [Interval(Integral, 1, None, closed="left")],
-        "cluster_init": [StrOptions({"random"}), "array-like"],
-        "cluster_budget": [Interval(Real, 0, 1, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "n_epochs": [Interval(Integral, 1, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "clip_norm": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
-        "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
-        "clip_norm_bins": [Interval(Integral, 1, None, closed="left")],
-        "clip_norm_noise_ratio": [Interval(Real, 0, None, closed="neither")],
-        "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "device": [str],
-        "composition": [COMPOSITION_CONSTRAINT],
-        "data_range": [tuple, list],
-    }
+    _released_attributes = _RELEASED_ATTRIBUTES
+    _parameter_constraints = _PARAMETER_CONSTRAINTS
 
     def __init__(
         self,
@@ -493,53 +368,8 @@ class DPGenerativeMixture(
         return np.clip((X - lo) / (hi - lo), 0.0, 1.0)
 
     def _cluster(self, X, plan, rng, ledger):
-        """Alg. 1 line 1: DP kernel k-means; returns (events, labels, public sizes, clusterer).
-
-        ``events`` are those recorded on ``ledger`` before the DP-SGD steps
-        (the clustering's, or the size count's); the sizes are released
-        (noisy) or declared, never exact.
-
-        The labels of ``X`` are returned for the fit's partition only; the
-        caller must not store them (they are exact functions of every row).
-        """
-        n = X.shape[0]
-        if self.n_clusters == 1:
-            # One model on the whole data.  Under add/remove neighbours N is
-            # private: the plan reads a declared size, or a noisy count
-            # whose event goes on the ledger (and into the calibration).
-            labels = np.zeros(n, dtype=np.intp)
-            if self.n_samples != "auto":
-                return [], labels, np.array([float(self.n_samples)]), None
-            count_std = plan.settings["count_noise_std"]
-            noisy_n = release_dataset_size(n, count_std, rng, ledger)
-            return [dataset_size_event(count_std)], labels, np.array([noisy_n]), None
-        gamma = 1.0 / X.shape[1] if self.gamma is None else self.gamma
-        km = _NestedKernelKMeans(
-            n_clusters=self.n_clusters,
-            epsilon=plan.settings["cluster_epsilon"],
-            delta=self.delta,
-            gamma=gamma,
-            n_components=self.n_components,
-            max_iter=self.kmeans_iter,
-            init=self.cluster_init,
-            # A generator spawned from the fit's: every noise draw of the
-            # clustering comes from the parent's entropy, and no seed exists
-            # that a nested estimator could keep.  (Nested validation is
-            # skipped inside this fit, so the Generator is accepted.)
-            random_state=child_generator(rng),
-            # The marginals' fit samples every release alike; the DP-SGD
-            # path refuses secure noise before the clustering runs.
-            **({"secure_noise": plan.secure_noise} if self.generator == "marginals" else {}),
-        ).fit(X)
-        # The spawned generator has been stepped past the clustering's noise
-        # draws and can be run back to them: the released clusterer keeps
-        # none.  Its get_params() shows random_state=None.
-        km.random_state = None
-        # The base mixin's per-fit ledger holds every event the clustering recorded.
-        events = clustering_events_as_add_remove(km.privacy_ledger_.events)
-        for event in events:
-            ledger.record(event)
-        return events, km.predict(X), np.asarray(km.noisy_counts_, dtype=float), km
+        """Alg. 1 line 1: (events, labels, public sizes, clusterer) (:func:`cluster_records`)."""
+        return cluster_records(self, X, plan, rng, ledger)
 
     # -- fit ---------------------------------------------------------------------
 
@@ -714,129 +544,25 @@ class DPGenerativeMixture(
         return [*cluster_events, sgd_plan_event(noise_multiplier, ratio, rates, probs, n_steps)]
 
     def _fit_marginals(self, data, plan, rng, ledger):
-        """Alg. 1 with the latent-class generator: partition, then one Gaussian release.
-
-        The partition (line 1) is the first declared block's categories
-        (public function, nothing spent), DP kernel k-means (its events
-        first on the ledger), or a single cluster.  Then every record's
-        centred statistic (size, binary columns, the other blocks) is
-        clipped by the core to the domain's norm ``C`` and summed per
-        cluster, and the ``(k, 1 + D)`` sums are released at once by the
-        Gaussian mechanism with add/remove L2 sensitivity ``C`` (a record
-        is one row of norm at most ``C`` in its own cluster's block), its
-        multiplier calibrated so the whole composition is ``(epsilon,
-        delta)``.
-        """
-        X = data.X
-        m = data.n_features
-        blocks = self._blocks(m)
-        mode = self._partition_mode()
-        clusterer, cluster_events, skip = None, [], None
-        if mode == "categorical":
-            skip = 0
-            labels = X[:, list(blocks[0])].argmax(axis=1)
-            k = len(blocks[0])
-        elif mode == "kmeans":
-            cluster_events, labels, _, clusterer = self._cluster(X, plan, rng, ledger)
-            k = self.n_clusters
-        else:
-            labels = np.zeros(X.shape[0], dtype=np.intp)
-            k = 1
-        sizes, probs, z, noise_std = release_marginals(
-            X, labels, k, blocks, skip, cluster_events, plan, rng, ledger, _CALIBRATION_RTOL
+        """Alg. 1 with the latent-class generator (:func:`fit_marginals`)."""
+        blocks, mode = self._blocks(data.n_features), self._partition_mode()
+        fitted = fit_marginals(
+            data.X, blocks, mode, self.n_clusters, self._cluster, plan, rng, ledger, _CALIBRATION_RTOL
         )
-        del labels  # the partition of the training rows is never stored
-        self.clusterer_ = clusterer
-        self.generators_ = None
-        self.marginals_ = probs
-        self.weights_ = sizes / sizes.sum()
-        self.cluster_sizes_ = sizes
-        self.sampling_rates_ = None
-        self.n_steps_ = 0
-        self.cluster_steps_ = None
-        self.noise_multiplier_ = float(z)
-        self.noise_std_ = float(noise_std)
-        self.clip_noise_multiplier_ = None
-        self.clipping_mode_ = None
+        for name, value in fitted.items():
+            setattr(self, name, value)
 
     def _fit_private(self, data, plan, rng, ledger):
         if self.generator == "marginals":
             return self._fit_marginals(data, plan, rng, ledger)
-        from ..nn import DPNormClipping, FixedClipping
-
-        X = data.X
-        m = data.n_features
-        cluster_events, labels, sizes, clusterer = self._cluster(X, plan, rng, ledger)
-        probs, rates, n_steps = cluster_schedule(sizes, self.batch_size, self.n_epochs)
-        ratio = plan.settings["clip_noise_ratio"]
-        clip_norm, clip_norm_max, clip_norm_bins, _ = DPNormOptions.of(self)
-        # Post-processing of the released sizes: the schedule, hence the
-        # steps' events, are public once the clustering is on the ledger.
-        # When the sizes were released (not declared) the schedule is an
-        # adaptive choice: the template's staged-plan step calibrates it so
-        # the claim holds whatever the sizes came out as.
-        if cluster_events:
-            z = self._calibrate_staged(
-                ledger,
-                lambda z: self._planned_events(z, [], rates, probs, n_steps),
-                plan.epsilon,
-                plan.delta,
-            )
-        else:
-            z = calibrate_noise_multiplier(
-                lambda z: self._planned_events(z, cluster_events, rates, probs, n_steps),
-                plan.epsilon,
-                plan.delta,
-                plan.composition,
-                ADD_REMOVE,
-                rtol=_CALIBRATION_RTOL,
-            )
-        modules, picks, clip_z, clipping_mode = train_cluster_models(
-            X,
-            labels,
-            sizes,
-            (probs, rates, n_steps),
-            z,
-            ratio,
-            rng,
-            ledger,
-            kind=self.generator,
-            build=partial(
-                build_generator,
-                self.generator,
-                m,
-                hidden_units=self.hidden_units,
-                latent_dim=self.latent_dim,
-                likelihood=self.likelihood,
-                n_chains=self.n_chains,
-                device=self.device,
-            ),
-            clipping=lambda clip_z: (
-                DPNormClipping(clip_norm_max, clip_norm_bins, clip_z)
-                if ratio is not None
-                else FixedClipping(float(clip_norm))
-            ),
-            learning_rate=self.learning_rate,
-            device=self.device,
-        )
-        del labels  # the partition of the training rows is never stored
-        self.clusterer_ = clusterer
-        self.generators_ = modules
-        self.weights_ = probs
-        self.cluster_sizes_ = np.maximum(sizes, 1.0)
-        self.sampling_rates_ = rates
-        self.n_steps_ = int(n_steps)
-        self.cluster_steps_ = picks
-        self.noise_multiplier_ = float(z)
-        self.clip_noise_multiplier_ = clip_z
-        self.clipping_mode_ = clipping_mode
-        self.marginals_ = None
-        self.noise_std_ = None
+        fitted = fit_networks(self, data.X, plan, rng, ledger, _CALIBRATION_RTOL)
+        for name, value in fitted.items():
+            setattr(self, name, value)
 
     # -- post-processing ---------------------------------------------------------
 
     def predict(self, X):
-        """Cluster of each record: its nearest released centre (post-processing).
+        """Cluster of each record: its nearest released centre, or its most probable cluster.
 
         Parameters
         ----------
@@ -849,16 +575,15 @@ class DPGenerativeMixture(
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         if self.generator == "marginals" and self.clusterer_ is None:
-            # The most probable cluster under the released mixture.
             return np.argmax(self._log_joint(X), axis=1)
-        if self.clusterer_ is None:
-            return np.zeros(X.shape[0], dtype=np.intp)
-        return self.clusterer_.predict(X)
+        return np.zeros(X.shape[0], dtype=np.intp) if self.clusterer_ is None else self.clusterer_.predict(X)
 
     def _log_joint(self, X):
-        """``log p_s + log P(x | s)`` under the released latent-class model, shape ``(n, k)``."""
-        binary, blocks = column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
-        return np.log(self.weights_)[None, :] + marginal_log_likelihood(X, self.marginals_, binary, blocks)
+        """``log p_s + log P(x | s)``, shape ``(n, k)`` (:func:`log_joint`)."""
+        return log_joint(X, self.weights_, self.marginals_, self._layout())
+
+    def _layout(self):
+        return column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
 
     def fit_predict(self, X, y=None):
         """Fit, then return the cluster of every record of ``X`` under the released model.
@@ -881,11 +606,7 @@ class DPGenerativeMixture(
         return self.fit(X).predict(X)
 
     def transform(self, X):
-        """Distances of each record to the released centres in the random feature space.
-
-        Zeros (one column) when ``n_clusters == 1``.  With
-        ``generator="marginals"`` and no kernel k-means: the negative log
-        joint ``-(log p_s + log P(x | s))`` of each cluster.
+        """Distances to the released centres in the random feature space (marginals: ``-log_joint``).
 
         Parameters
         ----------
@@ -899,9 +620,7 @@ class DPGenerativeMixture(
         X = self._validate_X(X, reset=False)
         if self.generator == "marginals" and self.clusterer_ is None:
             return -self._log_joint(X)
-        if self.clusterer_ is None:
-            return np.zeros((X.shape[0], 1))
-        return self.clusterer_.transform(X)
+        return np.zeros((X.shape[0], 1)) if self.clusterer_ is None else self.clusterer_.transform(X)
 
     @property
     def _n_features_out(self):
@@ -910,15 +629,7 @@ class DPGenerativeMixture(
         return self.n_clusters
 
     def score_samples(self, X):
-        """Per-record score of the released mixture.
-
-        Marginals: the mixture's log-likelihood
-        ``log sum_s p_s P(x | s)`` (probabilities floored at 1e-6).
-        VAE: ``log sum_s p_s exp(ELBO_s(x))``, a lower bound on the mixture's
-        log-likelihood (each ELBO averaged over 10 fixed latent draws, the
-        same for every record).  RBM: the negative free energy ``-F(x)`` of
-        the record's own cluster model (its log-probability up to that
-        model's log partition function).
+        """Per-record log-likelihood (marginals), ELBO bound (VAE) or ``-F(x)`` (RBM); the user guide.
 
         Parameters
         ----------
@@ -932,31 +643,8 @@ class DPGenerativeMixture(
         X = self._validate_X(X, reset=False)
         if self.generator == "marginals":
             return np.logaddexp.reduce(self._log_joint(X), axis=1)
-        import torch
-
-        # float64 copies: a record's score must not depend on the batch it comes in.
-        Xt = torch.as_tensor(X, dtype=torch.float64)
-        if self.generator == "rbm":
-            from ._rbm import rbm_score
-
-            labels = self.predict(X)
-            out = np.empty(X.shape[0])
-            for s in np.unique(labels):
-                module = copy.deepcopy(self.generators_[s]).double()
-                out[labels == s] = rbm_score(module, Xt[labels == s]).numpy()
-            return out
-        from ._vae import elbo
-
-        gen = torch.Generator().manual_seed(0)
-        scores = []
-        for module in self.generators_:
-            module = copy.deepcopy(module).double()
-            noise = torch.randn(10, module.latent_dim, generator=gen, dtype=torch.float64)
-            with torch.no_grad():
-                draws = torch.stack([elbo(module, Xt, eps.expand(Xt.shape[0], -1)) for eps in noise])
-            scores.append(draws.mean(0).numpy())
-        log_w = np.log(self.weights_)[:, None]
-        return np.logaddexp.reduce(np.asarray(scores) + log_w, axis=0)
+        labels = self.predict(X) if self.generator == "rbm" else None
+        return network_score_samples(X, self.generator, self.generators_, self.weights_, labels)
 
     def score(self, X, y=None):
         """Mean of :meth:`score_samples`.
@@ -980,63 +668,34 @@ class DPGenerativeMixture(
         ----------
         n_samples : int, default=1
         cluster : int or None, default=None
-            Draw from this cluster's model only; ``None`` picks each record's
-            cluster with the weights ``weights_``.
+            Draw from this cluster's model only; ``None`` draws each record's
+            cluster with ``weights_``.
         return_clusters : bool, default=False
             Also return the cluster of every record.
         random_state : int, RandomState instance or None, default=None
-            ``None`` draws with fresh OS entropy.  An int makes the draw
-            reproducible from a stream spawned for sampling
-            (``SeedSequence(random_state, spawn_key=...)``), never the
-            stream of a fit seeded with the same int.  The model's own
-            ``random_state`` is not used.
+            An int reproduces the draw from a stream spawned for sampling,
+            never a fit's stream; the model's own ``random_state`` is unused.
 
         Returns
         -------
         X : ndarray of shape (n_samples, n_features)
-            Binary records for the Bernoulli VAE and the RBM, values in
-            ``[0, 1]`` for the Gaussian VAE, mapped onto ``data_range``
-            (``lo`` for 0, ``hi`` for 1).
+            Records mapped onto ``data_range``.
         clusters : ndarray of shape (n_samples,)
             Only when ``return_clusters`` is True.
         """
         check_is_fitted(self)
-        if not (isinstance(n_samples, Integral) and n_samples >= 1):
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
-        rng = _sample_generator(random_state)
-        k = len(self.weights_)
-        if cluster is None:
-            clusters = rng.choice(k, size=n_samples, p=self.weights_)
-        elif isinstance(cluster, Integral) and 0 <= cluster < k:
-            clusters = np.full(n_samples, int(cluster), dtype=np.intp)
-        else:
-            raise ValueError(f"cluster must be None or an integer in [0, {k}), got {cluster!r}.")
-        if self.generator == "marginals":
-            binary, blocks = column_layout(self.n_features_in_, self._blocks(self.n_features_in_))
-            out = self._to_data_range(sample_marginals(self.marginals_, binary, blocks, clusters, rng))
-            return (out, clusters) if return_clusters else out
-        import torch
-
-        # A local generator, dropped on return: nothing of it stays on the model.
-        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        if self.generator == "vae":
-            from ._vae import vae_sample as draw
-        else:
-            from ._rbm import rbm_sample as draw
-        out = np.empty((n_samples, self.n_features_in_))
-        with torch.no_grad():
-            for s in np.unique(clusters):
-                mask = clusters == s
-                out[mask] = draw(self.generators_[s], int(mask.sum()), gen).numpy()
-        out = self._to_data_range(out)
+        clusters, rng = sample_clusters(self.weights_, n_samples, cluster, random_state)
+        out = draw_records(
+            self.generator,
+            clusters,
+            self.n_features_in_,
+            rng,
+            marginals=self.marginals_,
+            layout=self._layout() if self.generator == "marginals" else None,
+            generators=self.generators_,
+        )
+        out = to_data_range(out, *self._data_range(self.n_features_in_))
         return (out, clusters) if return_clusters else out
-
-    def _to_data_range(self, out):
-        """Samples on ``[0, 1]`` mapped back onto the declared ``data_range`` (identity for the default)."""
-        lo, hi = self._data_range(self.n_features_in_)
-        if np.all(lo == 0.0) and np.all(hi == 1.0):
-            return out
-        return lo + out * (hi - lo)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
