@@ -17,8 +17,11 @@ within the search's own ``epsilon``.
 
 The preprocessing does not look at the data either: pixels of the digits lie
 in ``[0, 16]``, a public fact, so they are scaled by that constant.
-DP-SGD's guarantee refers to add/remove neighbours; the budget below is
-declared in that relation, so nothing is converted.
+DP-SGD's guarantee refers to add/remove neighbours, but a search's refers to
+replace-one neighbours (it splits the rows into training and validation
+parts, and selects among trials): the search converts its trials' and its
+refit's add/remove steps itself, and the budget it charges is a replace-one
+budget (the default).
 """
 
 import time
@@ -46,7 +49,7 @@ X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_
 # ``classes`` is declared (the ten digits are public); ``score_bounds`` is the
 # public range of the score (accuracy), which the search clips and noises.
 
-budget = BudgetAccountant(epsilon=10.0, delta=1e-4, neighbouring="add_remove")
+budget = BudgetAccountant(epsilon=10.0, delta=1e-4)
 net = DPNeuralNetClassifier(
     classes=list(range(10)),
     module__hidden_units=64,
@@ -68,7 +71,7 @@ search = DPGridSearchCV(
 
 test_accuracy = search.score(X_test, y_test)
 print(f"picked {search.best_params_}: test accuracy {test_accuracy:.3f}")
-print(f"the whole search: privacy_spent_ {search.privacy_spent_} (add/remove)")
+print(f"the whole search: privacy_spent_ {search.privacy_spent_} (replace-one)")
 print(f"the budget: spent {budget.spent}, remaining {budget.remaining()}")
 
 # %%
