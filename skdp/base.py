@@ -835,16 +835,12 @@ def account_after_fit(holder, events, label, delta, *, composes=True):
     alone = PrivacyLedger(ledger.composition, ledger.neighbouring)
     alone.events = list(events)
     alone_spent = alone.privacy_spent(delta)
-    basic = PrivacySpent(
-        float(before.epsilon + alone_spent.epsilon), float(min(1.0, before.delta + alone_spent.delta))
-    )
     trial = PrivacyLedger(ledger.composition, ledger.neighbouring)
     trial.events = [*ledger.events, *events]
-    total = basic
     if composes:
-        composed = trial.privacy_spent(delta)
-        if math.isfinite(composed.epsilon) and composed.epsilon <= basic.epsilon:
-            total = PrivacySpent(float(composed.epsilon), float(composed.delta))
+        total = composed_or_basic(trial, [before, alone_spent], delta)
+    else:
+        total = basic_sum([before, alone_spent])
     owner = holder.__dict__.get(PRIVACY_OWNER)
     if owner is not None:
         # The owner charges its own ledger, budget and owner first; a
@@ -855,3 +851,25 @@ def account_after_fit(holder, events, label, delta, *, composes=True):
     holder.privacy_ledger_ = trial
     holder.privacy_spent_ = total
     return trial
+
+
+def basic_sum(guarantees):
+    """Basic composition of ``(epsilon, delta)`` guarantees (Dwork & Roth 2014, Thm. 3.16)."""
+    return PrivacySpent(
+        float(sum(g.epsilon for g in guarantees)), float(min(1.0, sum(g.delta for g in guarantees)))
+    )
+
+
+def composed_or_basic(ledger, guarantees, delta):
+    """The smaller of the ledger's composition at ``delta`` and the basic sum of ``guarantees``.
+
+    Both are guarantees of the same releases (the first by the ledger's
+    accountant, the second by basic composition of the parts' own
+    guarantees), so a composite, or a model charged after fit, reports the
+    one with the smaller epsilon.
+    """
+    composed = ledger.privacy_spent(delta)
+    basic = basic_sum(guarantees)
+    if math.isfinite(composed.epsilon) and composed.epsilon <= basic.epsilon:
+        return PrivacySpent(float(composed.epsilon), float(composed.delta))
+    return basic

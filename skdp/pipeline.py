@@ -11,7 +11,6 @@ step fitted without DP.  The design and its justification are in
 
 from __future__ import annotations
 
-import math
 import warnings
 from numbers import Real
 
@@ -30,6 +29,7 @@ from .base import (
     PrivacyPlan,
     _user_stacklevel,
     account_after_fit,
+    composed_or_basic,
     steps_fitted_without_dp,
 )
 from .exceptions import BudgetExceededError, PrivacyLeakWarning
@@ -109,6 +109,14 @@ class PostFitOwnerMixin:
     #: before and the release's own): False when ``privacy_spent_`` covers
     #: more than the ledger's events (a search's worst case over its refits).
     _post_fit_composes = True
+
+    def _settled_events(self, ledger, spent):
+        # A composite may report more than (or other than) its ledger's
+        # composition (the basic sum of its steps, a search's worst refit):
+        # the budget composes its events only when the amount is exactly
+        # their guarantee (skdp.base.DPEstimatorMixin._settled_events).
+        composed = ledger.privacy_spent(spent.delta)
+        return ledger.events if composed.epsilon == spent.epsilon else ()
 
     def _charge_after_fit(self, events, label):
         """Charge ``events`` (released after this composite's fit by a model it owns); see the class docstring."""
@@ -475,12 +483,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
             _in_relation(step.privacy_spent_, step._neighbouring, ledger.neighbouring)
             for step in fitted_dp_estimators(self.steps)
         ]
-        return _composed_or_basic(ledger, guarantees, plan.delta)
-
-    def _settled_events(self, ledger, spent):
-        # Exact only when the composition was reported (not the basic sum).
-        composed = ledger.privacy_spent(spent.delta)
-        return ledger.events if composed.epsilon == spent.epsilon else ()
+        return composed_or_basic(ledger, guarantees, plan.delta)
 
     def _overspent_message(self, spent, plan):
         # Not a calibration bug: a step's plan read the data, or a container
@@ -590,22 +593,6 @@ def _in_relation(spent, neighbouring, relation):
     # when every step is): a replacement is a removal and an addition.
     eps, dlt = group_guarantee(spent.epsilon, spent.delta, 2)
     return PrivacySpent(float(eps), float(min(1.0, dlt)))
-
-
-def _composed_or_basic(ledger, guarantees, delta):
-    """The smaller of the events' composition at ``delta`` and the basic sum of the steps' guarantees.
-
-    Both are guarantees of the same releases (the first by the ledger's
-    accountant, the second by basic composition of each step's own
-    guarantee), so the pipeline reports the one with the smaller epsilon.
-    """
-    composed = ledger.privacy_spent(delta)
-    basic = PrivacySpent(
-        float(sum(g.epsilon for g in guarantees)), float(min(1.0, sum(g.delta for g in guarantees)))
-    )
-    if math.isfinite(composed.epsilon) and composed.epsilon <= basic.epsilon:
-        return PrivacySpent(float(composed.epsilon), float(composed.delta))
-    return basic
 
 
 def make_pipeline(

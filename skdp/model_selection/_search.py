@@ -522,12 +522,6 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         composed = ledger.privacy_spent(plan.delta)
         return PrivacySpent(float(max(plan.settings["worst_case"], composed.epsilon)), float(plan.delta))
 
-    def _settled_events(self, ledger, spent):
-        # The budget composes an entry's events only when its amount is
-        # exactly their guarantee (the chosen refit is the worst case).
-        composed = ledger.privacy_spent(spent.delta)
-        return ledger.events if spent.epsilon == composed.epsilon else ()
-
     def _end_private_fit(self, ledger, plan):
         super()._end_private_fit(ledger, plan)
         if "best_estimator_" in self.__dict__:
