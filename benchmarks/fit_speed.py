@@ -166,9 +166,9 @@ class AccountingClock:
         return timed
 
     def __enter__(self):
-        import skdp.privacy.accountant as accountant
         import skdp.privacy.calibration as calibration
         import skdp.privacy.dpsgd as dpsgd
+        import skdp.privacy.ledger as accountant
 
         originals = {
             "compose": accountant.compose,

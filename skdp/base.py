@@ -75,8 +75,8 @@ from ._random import check_generator, generator_after_fit
 from ._user_warnings import _user_stacklevel, warn_privacy_leak  # noqa: F401 (estimators import it from here)
 from .exceptions import PrivacyLeakWarning, without_data_values
 from .privacy import BudgetAccountant, PrivacyLedger, PrivacySpent, hold
-from .privacy.accountant import DEFAULT_COMPOSITION
 from .privacy.events import REPLACE_ONE
+from .privacy.ledger import DEFAULT_COMPOSITION
 
 #: Constraints every DP estimator merges into its ``_parameter_constraints``.
 PRIVACY_PARAMETER_CONSTRAINTS = {

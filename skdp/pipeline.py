@@ -39,8 +39,8 @@ from .privacy import (
     PrivacySpent,
     group_guarantee,
 )
-from .privacy.accountant import COMPOSITION_CONSTRAINT
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
+from .privacy.ledger import COMPOSITION_CONSTRAINT
 
 #: The pipeline's delta when only its epsilon is given: the default of every skdp estimator.
 DEFAULT_DELTA = 1e-5

@@ -22,9 +22,9 @@ from sklearn.base import clone
 
 import skdp
 from skdp.exceptions import PrivacyLeakWarning
-from skdp.privacy.accountant import COMPOSITION_CONSTRAINT
 from skdp.privacy.accountants import ACCOUNTANTS
 from skdp.privacy.accountants.rdp import RDPAccountant
+from skdp.privacy.ledger import COMPOSITION_CONSTRAINT
 
 # --- composition: one constraint, the live registry -----------------------------------------------
 
@@ -210,7 +210,8 @@ def test_every_event_type_of_the_core_is_defined_in_events():
                     defined_elsewhere.add(f"{info.name}.{value.__name__}")
     assert not defined_elsewhere
     # The modules of the curves still name their events (the documented paths).
-    from skdp.privacy import cluster_sampling, events, repeat_select
+    from skdp.privacy import events
+    from skdp.privacy.accountants import cluster_sampling, repeat_select
 
     assert cluster_sampling.ClusterSampledGaussianEvent is events.ClusterSampledGaussianEvent
     assert repeat_select.RepeatAndSelectEvent is events.RepeatAndSelectEvent

@@ -167,7 +167,7 @@ def test_fault9_a_coarse_noisy_count_says_to_declare_n_samples():
 def test_fault7_generative_mixture_per_cluster_plans_meet_the_claim_over_every_outcome():
     pytest.importorskip("torch")
     from skdp.generative import DPGenerativeMixture
-    from skdp.privacy.cluster_sampling import ClusterSampledGaussianEvent
+    from skdp.privacy.accountants.cluster_sampling import ClusterSampledGaussianEvent
     from skdp.privacy.staged import rdp_budget
 
     rng = np.random.default_rng(1)
@@ -193,8 +193,8 @@ def test_fault7_generative_mixture_per_cluster_plans_meet_the_claim_over_every_o
     # dp-accounting has no cluster-sampled event: the worst curve is checked
     # with skdp's RDP curves at the filter's order (the bound the claim uses)
     # and on the whole grid of orders.
+    from skdp.privacy.accountants.conversions import DEFAULT_ORDERS, rdp_to_epsilon
     from skdp.privacy.accountants.rdp import RDPAccountant
-    from skdp.privacy.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 
     orders = np.asarray(DEFAULT_ORDERS)
     curve = lambda events: sum(e.count * RDPAccountant.curve(e, orders) for e in events)  # noqa: E731

@@ -10,9 +10,9 @@ from skdp.bayes import DPBetaBernoulli
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.mixture import DPGaussianMixture
 from skdp.mixture._moments import compute_precision_cholesky, expected_statistics
-from skdp.privacy.matrix import _SymmetricMatrixMixin
-from skdp.privacy.mechanisms import _AdditiveMechanism
-from skdp.privacy.selection import ExponentialMechanism
+from skdp.privacy.mechanisms.additive import _AdditiveMechanism
+from skdp.privacy.mechanisms.matrix import _SymmetricMatrixMixin
+from skdp.privacy.mechanisms.selection import ExponentialMechanism
 
 
 def _data(n_per=400, seed=0, d=3):

@@ -31,7 +31,7 @@ from ..privacy import (
     calibrate_noise_multiplier,
     laplace_noise_multiplier,
 )
-from ..privacy.accountant import COMPOSITION_CONSTRAINT
+from ..privacy.ledger import COMPOSITION_CONSTRAINT
 from ._conjugate import (
     dirichlet_log_likelihood_sensitivity,
     project_counts,

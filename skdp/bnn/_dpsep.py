@@ -28,9 +28,10 @@ from ..privacy import (
     SubsampledGaussianEvent,
     calibrate_noise_multiplier,
 )
-from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.clipping import clip_box
 from ..privacy.dpsgd import poisson_batch_indices
+from ..privacy.ledger import COMPOSITION_CONSTRAINT, accountant_for
+from ..privacy.mechanisms.subsampled import SubsampledGaussianMechanism
 from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
     check_grid,
@@ -39,7 +40,6 @@ from ..privacy.quantiles import (
     rank_counts,
     rank_margin,
 )
-from ..privacy.subsampled_gaussian import SubsampledGaussianMechanism
 from ._pbp import forward_moments, gaussian_log_z, layer_shapes, split_layers
 from ._sep import (
     clip_l2,

@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 from .._input import validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import GaussianMechanism, LaplaceMechanism
-from ..privacy.accountant import COMPOSITION_CONSTRAINT
+from ..privacy.ledger import COMPOSITION_CONSTRAINT
 from ._lloyd import (
     BoxBallProjection,
     assign,

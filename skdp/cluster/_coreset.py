@@ -30,7 +30,7 @@ Given the released counts of the levels above, the nodes of level ``l`` are
 fixed and every row falls in at most one of them (rows of nodes that did not
 branch fall in none).  Replacing one row moves at most one unit between two
 counts of the level: the level's vector of counts has L2 sensitivity
-``sqrt(2)`` and L1 ``2`` (:func:`skdp.privacy.selection.histogram_sensitivity`).
+``sqrt(2)`` and L1 ``2`` (:func:`skdp.privacy.mechanisms.selection.histogram_sensitivity`).
 The leaves are disjoint, so the leaf sums change by ``x' - x`` (same leaf) or
 lose ``x`` and gain ``x'`` (two leaves): L2 ``2 C``, L1 ``2 sqrt(d) C``
 (:func:`skdp.privacy.sensitivity.row_sum_sensitivity`).  Google's library

@@ -29,7 +29,7 @@ from ..privacy.norm_selection import DPNormOptions
 
 
 def sgd_plan_event(noise_multiplier, clip_noise_ratio, sampling_rates, selection_probabilities, count):
-    """Event of ``count`` steps of Alg. 1 lines 3-6 (see :mod:`skdp.privacy.cluster_sampling`).
+    """Event of ``count`` steps of Alg. 1 lines 3-6 (see :mod:`skdp.privacy.accountants.cluster_sampling`).
 
     With DPNorm (``clip_noise_ratio`` not None) a step also releases a noisy
     norm histogram of the same batch with multiplier ``clip_noise_ratio * z``;
@@ -43,7 +43,7 @@ def sgd_plan_event(noise_multiplier, clip_noise_ratio, sampling_rates, selection
     :class:`~skdp.privacy.SubsampledGaussianEvent`), whose RDP curve is the
     cluster-sampled one with ``p = 1`` and which, unlike it, the ``"pld"``
     accountant composes directly.  Several clusters give a
-    :class:`~skdp.privacy.cluster_sampling.ClusterSampledGaussianEvent`,
+    :class:`~skdp.privacy.accountants.cluster_sampling.ClusterSampledGaussianEvent`,
     which only ``"rdp"`` (and basic / advanced composition, per step)
     can account.
     """

@@ -24,13 +24,13 @@ from ..privacy import (
     GaussianMechanism,
     LaplaceEvent,
 )
-from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.dpsgd import (
     count_noise_multiplier,
     dataset_size_event,
 )
+from ..privacy.ledger import COMPOSITION_CONSTRAINT, accountant_for
+from ..privacy.mechanisms.torch_noise import TorchGaussianMechanism
 from ..privacy.norm_selection import DPNormOptions
-from ..privacy.torch_noise import TorchGaussianMechanism
 from ._clustering import (
     cluster_records,
     clustering_events_as_add_remove,  # noqa: F401  (tested from here)

@@ -22,7 +22,6 @@ from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_
 from ..privacy import (
     ExponentialMechanism,
 )
-from ..privacy.accountant import COMPOSITION_CONSTRAINT
 from ..privacy.centring import (
     auto_bounds_plan,
     calibrate_after_bounds,
@@ -30,6 +29,7 @@ from ..privacy.centring import (
     can_locate_quantile,
     private_centring,
 )
+from ..privacy.ledger import COMPOSITION_CONSTRAINT
 from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
     BOX_SHARES,

@@ -11,7 +11,7 @@ with a share ``init_budget`` of the budget:
    projection, drawn from the fit's generator before the data is read,
    otherwise) and counted on the public grid of ``INIT_GRID ** p`` cells of
    ``[-1, 1]^p``; the count vector is released once (each row falls in one
-   cell: :func:`skdp.privacy.selection.histogram_sensitivity`);
+   cell: :func:`skdp.privacy.mechanisms.selection.histogram_sensitivity`);
 2. post-processing: the noisy counts are smoothed over ``3^p`` blocks and the
    ``K`` highest local maxima are the peaks (:func:`histogram_peaks`);
 3. ``d <= 2``: each initial mean is the count-weighted centroid of its peak's
@@ -37,7 +37,7 @@ import numpy as np
 from scipy.ndimage import maximum_filter, uniform_filter
 
 from ..privacy import GaussianEvent, GaussianMechanism, LaplaceMechanism
-from ..privacy.selection import histogram_sensitivity, noisy_histogram
+from ..privacy.mechanisms.selection import histogram_sensitivity, noisy_histogram
 from ..privacy.sensitivity import row_sum_sensitivity
 from ._moments import MIN_COUNT, clip_to_unit_ball, project_rows_to_unit_ball
 

@@ -2,7 +2,7 @@
 
 Papernot & Steinke (2022), "Hyperparameter tuning with Renyi differential
 privacy" (ICLR), Theorems 2 and 6; the privacy computation is
-:mod:`skdp.privacy.repeat_select`.  See the docstring of
+:mod:`skdp.privacy.accountants.repeat_select`.  See the docstring of
 :class:`DPGridSearchCV` and :doc:`/model_selection`.
 """
 
@@ -25,13 +25,13 @@ from ..base import PRIVACY_METADATA, PRIVACY_OWNER, SKLEARN_METADATA, DPEstimato
 from ..exceptions import PrivacyLeakWarning
 from ..pipeline import PostFitOwnerMixin
 from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
-from ..privacy.accountant import DEFAULT_COMPOSITION
+from ..privacy.accountants.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from ..privacy.accountants.rdp import RDPAccountant
+from ..privacy.accountants.repeat_select import truncated_negative_binomial_gamma
 from ..privacy.calibration import illinois_bracket
 from ..privacy.clipping import clip_rows
-from ..privacy.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from ..privacy.events import POISSON, REPLACE_ONE, RepeatAndSelectEvent, WeakTrianglePoissonEvent
-from ..privacy.repeat_select import truncated_negative_binomial_gamma
+from ..privacy.ledger import DEFAULT_COMPOSITION
 
 #: ``n_trials_distribution`` names and their ``eta`` (Papernot & Steinke's Definition 1).
 _DISTRIBUTIONS = {"poisson": POISSON, "geometric": 1.0, "logarithmic": 0.0}
@@ -285,7 +285,7 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
 
         A Poisson-subsampled Gaussian (DP-SGD's steps) under replace-one has
         no exact RDP curve, which the selection's theorem needs: it becomes a
-        :class:`~skdp.privacy.repeat_select.WeakTrianglePoissonEvent`, bounded
+        :class:`~skdp.privacy.accountants.repeat_select.WeakTrianglePoissonEvent`, bounded
         in RDP through an intermediate dataset (a removal, then an addition).
         """
         return WeakTrianglePoissonEvent.of(event.to_relation(self._neighbouring))

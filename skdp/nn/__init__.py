@@ -16,7 +16,7 @@ The DP-SGD accounting (plan, step events, calibration, the private dataset
 size), DPNorm's binning and the torch noise mechanism (:class:`GaussianNoise`,
 which records its event on the ledger it is given) live in the privacy core
 (:mod:`skdp.privacy.dpsgd`, :mod:`skdp.privacy.norm_selection`,
-:mod:`skdp.privacy.torch_noise`); they are re-exported here under the names
+:mod:`skdp.privacy.mechanisms.torch_noise`); they are re-exported here under the names
 users import.
 """
 
@@ -33,8 +33,8 @@ from ..privacy.dpsgd import (
     release_dataset_size,
     steps_per_epoch,
 )
+from ..privacy.mechanisms.torch_noise import TorchGaussianMechanism as GaussianNoise
 from ..privacy.norm_selection import norm_histogram
-from ..privacy.torch_noise import TorchGaussianMechanism as GaussianNoise
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._engine import (

@@ -8,7 +8,7 @@ with the largest noisy count is the clipping bound ``C_s`` of that batch
 
 The binning is the one DPNorm of skdp (:func:`skdp.privacy.norm_selection.norm_histogram`,
 also used by the kernel k-means); here the counts are released with torch
-noise on the batch's device (:class:`~skdp.privacy.torch_noise.TorchGaussianMechanism`),
+noise on the batch's device (:class:`~skdp.privacy.mechanisms.torch_noise.TorchGaussianMechanism`),
 recorded on the DP-SGD step's ledger.
 
 Sensitivity
@@ -31,9 +31,9 @@ import math
 import torch
 
 from ..privacy.events import ADD_REMOVE
+from ..privacy.mechanisms.selection import histogram_sensitivity
+from ..privacy.mechanisms.torch_noise import TorchGaussianMechanism
 from ..privacy.norm_selection import bin_upper_edge, norm_histogram
-from ..privacy.selection import histogram_sensitivity
-from ..privacy.torch_noise import TorchGaussianMechanism
 
 __all__ = ["DPNormClipping"]
 

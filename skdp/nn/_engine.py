@@ -54,7 +54,7 @@ from ..privacy.dpsgd import (
     dpsgd_step_event,
     poisson_batch_indices,
 )
-from ..privacy.torch_noise import TorchGaussianMechanism
+from ..privacy.mechanisms.torch_noise import TorchGaussianMechanism
 from ._ghost import GhostClipping, find_unsupported_layer, warn_fallback
 from ._per_example import VmapPerExampleGradients, _batch_len, _tree_map
 

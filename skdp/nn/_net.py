@@ -53,14 +53,13 @@ from ..base import (
 )
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, COMPOSITIONS, DEFAULT_COMPOSITION, BudgetAccountant, PrivacySpent, compose
-from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
+from ..privacy.accountants.conversions import DEFAULT_ORDERS
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
     calibrate_auto_bounds,
     can_locate_quantile,
     private_centring,
 )
-from ..privacy.conversions import DEFAULT_ORDERS
 from ..privacy.dpsgd import (
     calibrate_dpsgd_noise,
     count_noise_multiplier,
@@ -69,9 +68,10 @@ from ..privacy.dpsgd import (
     dpsgd_step_event,
     release_dataset_size,
 )
+from ..privacy.ledger import COMPOSITION_CONSTRAINT, accountant_for
+from ..privacy.mechanisms.torch_noise import TorchGaussianMechanism
 from ..privacy.norm_selection import DPNormOptions
 from ..privacy.staged import staged_filter
-from ..privacy.torch_noise import TorchGaussianMechanism
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._defaults import auto_schedule

@@ -2,20 +2,11 @@
 
 Estimators ask this package for every noise scale, clip and composition;
 they never compute one inline.  DP-SGD's accounting is :mod:`skdp.privacy.dpsgd`
-and its torch noise :mod:`skdp.privacy.torch_noise` (``import skdp.privacy``
+and its torch noise :mod:`skdp.privacy.mechanisms.torch_noise` (``import skdp.privacy``
 never imports torch).
 """
 
-from .accountant import COMPOSITIONS, DEFAULT_COMPOSITION, PrivacyLedger, PrivacySpent, compose
-from .budget import BudgetAccountant, BudgetRemaining, BudgetReservation
-from .budget_hold import BudgetHold, hold
-from .calibration import (
-    calibrate_noise_multiplier,
-    gaussian_noise_multiplier,
-    laplace_noise_multiplier,
-)
-from .clipping import clip_rows
-from .conversions import (
+from .accountants.conversions import (
     DEFAULT_ORDERS,
     advanced_composition_epsilon,
     gaussian_delta,
@@ -25,6 +16,15 @@ from .conversions import (
     rdp_to_epsilon,
     zcdp_to_epsilon,
 )
+from .budgets.hold import BudgetHold, hold
+from .budgets.in_process import BudgetAccountant, BudgetRemaining, BudgetReservation
+from .budgets.sqlite import SQLiteBudgetAccountant
+from .calibration import (
+    calibrate_noise_multiplier,
+    gaussian_noise_multiplier,
+    laplace_noise_multiplier,
+)
+from .clipping import clip_rows
 from .events import (
     ADD_REMOVE,
     REPLACE_ONE,
@@ -36,18 +36,22 @@ from .events import (
     PureDPEvent,
     SubsampledGaussianEvent,
 )
-from .ledger_sqlite import SQLiteBudgetAccountant
-from .matrix import SymmetricMatrixGaussianMechanism, SymmetricMatrixLaplaceMechanism, project_to_psd
+from .ledger import COMPOSITIONS, DEFAULT_COMPOSITION, PrivacyLedger, PrivacySpent, compose
 from .mechanisms import GaussianMechanism, LaplaceMechanism
-from .norm_selection import dp_norm, dp_norm_from_histogram
-from .selection import (
+from .mechanisms.matrix import (
+    SymmetricMatrixGaussianMechanism,
+    SymmetricMatrixLaplaceMechanism,
+    project_to_psd,
+)
+from .mechanisms.selection import (
     ExponentialMechanism,
     histogram_sensitivity,
     noisy_histogram,
     noisy_histogram_mode,
 )
-from .subsampled_gaussian import SubsampledGaussianMechanism
-from .torch_noise import TorchGaussianMechanism
+from .mechanisms.subsampled import SubsampledGaussianMechanism
+from .mechanisms.torch_noise import TorchGaussianMechanism
+from .norm_selection import dp_norm, dp_norm_from_histogram
 
 __all__ = [
     "ADD_REMOVE",
@@ -97,11 +101,3 @@ __all__ = [
     "zcdp_to_epsilon",
 ]
 
-
-def __getattr__(name):
-    # PEP 562: deprecated names, resolved (with their warning) by their module.
-    if name == "PrivacyAccountant":
-        from . import accountant
-
-        return accountant.PrivacyAccountant
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,9 +22,8 @@ import math
 import numbers
 import re
 
-from .accountant import DEFAULT_COMPOSITION, _check_composition, compose
 from .accountants import get_accountant
-from .conversions import gaussian_delta
+from .accountants.conversions import gaussian_delta
 from .events import (
     REPLACE_ONE,
     DiscreteGaussianEvent,
@@ -34,6 +33,7 @@ from .events import (
     SubsampledGaussianEvent,
     _check_relation,
 )
+from .ledger import DEFAULT_COMPOSITION, _check_composition, compose
 
 #: Event a mechanism records under ``secure_noise`` for each floating-point one.
 _SECURE_EVENTS = {GaussianEvent: DiscreteGaussianEvent, LaplaceEvent: DiscreteLaplaceEvent}

@@ -73,8 +73,8 @@ from .calibration import calibrate_noise_multiplier
 from .clipping import clip_rows, row_norms
 from .events import REPLACE_ONE, GaussianEvent, LaplaceEvent, PureDPEvent
 from .mechanisms import GaussianMechanism, LaplaceMechanism
+from .mechanisms.selection import ExponentialMechanism
 from .quantiles import RANK_SENSITIVITY, _cell_distances, norm_grid, rank_counts, rank_margin
-from .selection import ExponentialMechanism
 
 __all__ = [
     "AUTO_FAILURE",

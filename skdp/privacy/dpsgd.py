@@ -3,7 +3,7 @@
 Pure accounting, shared by every estimator that trains by DP-SGD (the nets of
 :mod:`skdp.nn`, the generative mixture of :mod:`skdp.generative`); nothing
 here imports torch.  The torch side (the noise drawn on tensors) is
-:mod:`skdp.privacy.torch_noise`.
+:mod:`skdp.privacy.mechanisms.torch_noise`.
 
 Acs et al. (2018), Alg. 4, which extends Abadi et al. (2016): a step draws a
 Poisson batch (each record independently with probability ``q = L / N``),
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .accountant import DEFAULT_COMPOSITION
 from .calibration import calibrate_noise_multiplier, gaussian_noise_multiplier
 from .events import ADD_REMOVE, GaussianEvent, SubsampledGaussianEvent
+from .ledger import DEFAULT_COMPOSITION
 from .mechanisms import GaussianMechanism
 
 __all__ = [
@@ -331,7 +331,7 @@ def check_noise_setting(secure_noise):
 
     DP-SGD's noise is floating-point Gaussian noise drawn by torch, hundreds of
     thousands of coordinates per step; the exact grid samplers of
-    :mod:`skdp.privacy.secure` are scalar Python code, far too slow for that.
+    :mod:`skdp.privacy.mechanisms.secure` are scalar Python code, far too slow for that.
     Rather than silently ignore the setting, DP-SGD refuses to run under it.
     The setting is an argument: the estimator resolves it once per fit.
     """

@@ -4,13 +4,13 @@ An event is data (Opacus' and Google dp-accounting's idea): it records the
 mechanism family, its noise *multiplier* (noise scale divided by the
 sensitivity), how many times it was used and under which neighbouring relation
 its sensitivity was computed.  Converting events to a privacy guarantee is the
-accountant's job (:mod:`skdp.privacy.accountant`).
+accountant's job (:mod:`skdp.privacy.ledger`).
 
 Every event type of the core is defined here, the mechanisms' (Laplace,
 Gaussian, their discrete twins, subsampled Gaussian) and the composite
 procedures' (Acs et al.'s cluster-sampled DP-SGD steps, Papernot & Steinke's
 repeat-and-select); the RDP curves of the last two live with their proofs in
-:mod:`skdp.privacy.cluster_sampling` and :mod:`skdp.privacy.repeat_select`.
+:mod:`skdp.privacy.accountants.cluster_sampling` and :mod:`skdp.privacy.accountants.repeat_select`.
 
 Neighbouring relations
 ----------------------
@@ -128,7 +128,7 @@ class DiscreteLaplaceEvent(LaplaceEvent):
     ``+-epsilon``, with probabilities ``e^eps / (1 + e^eps)`` and
     ``1 / (1 + e^eps)``, which is binary randomised response, the epsilon-DP
     mechanism with the largest Renyi divergence of every order.  It is given
-    that curve (``skdp.privacy.conversions.pure_dp_rdp``, valid for every
+    that curve (``skdp.privacy.accountants.conversions.pure_dp_rdp``, valid for every
     epsilon-DP mechanism), never below the continuous one.  A distinct type
     also lets a ledger tell secure releases from floating-point ones.
     """
@@ -259,7 +259,7 @@ class SubsampledGaussianEvent(PrivacyEvent):
         return replace(self, noise_multiplier=self.noise_multiplier / 2, neighbouring=REPLACE_ONE)
 
 
-# --- Acs et al.'s steps on one randomly chosen cluster (their RDP curve: skdp.privacy.cluster_sampling)
+# --- Acs et al.'s steps on one randomly chosen cluster (their RDP curve: skdp.privacy.accountants.cluster_sampling)
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ class ClusterSampledGaussianEvent(PrivacyEvent):
     and its Poisson batch is drawn at rate ``sampling_rates[s]``; the step is
     a Gaussian mechanism with multiplier ``noise_multiplier`` on that batch
     (Poisson sampling, add/remove neighbours only).  Its RDP curve, and why
-    it is not the paper's Theorem 4, are in :mod:`skdp.privacy.cluster_sampling`.
+    it is not the paper's Theorem 4, are in :mod:`skdp.privacy.accountants.cluster_sampling`.
 
     Parameters
     ----------
@@ -307,7 +307,7 @@ class ClusterSampledGaussianEvent(PrivacyEvent):
         object.__setattr__(self, "selection_probabilities", tuple(float(p) for p in probs))
 
 
-# --- Papernot & Steinke's private selection by random repetition (RDP curve: skdp.privacy.repeat_select)
+# --- Papernot & Steinke's private selection by random repetition (RDP curve: skdp.privacy.accountants.repeat_select)
 
 #: ``shape`` of the Poisson distribution of the number of trials.
 POISSON = math.inf
@@ -318,7 +318,7 @@ class RepeatAndSelectEvent(PrivacyEvent):
     """Best of a random number of trials, each drawing one of several candidate plans.
 
     Data only; the ``"rdp"`` accountant has its rule
-    (:func:`~skdp.privacy.repeat_select.repeat_and_select_rdp`), the
+    (:func:`~skdp.privacy.accountants.repeat_select.repeat_and_select_rdp`), the
     ``"pld"`` accountant none (a history holding one is composed by
     ``"rdp"``: :func:`~skdp.privacy.compose`'s fallback).
 
@@ -332,7 +332,7 @@ class RepeatAndSelectEvent(PrivacyEvent):
         One trial's events.  A tuple of tuples lists the plans of the
         candidates a trial draws from (independently of the data): the trial's
         RDP curve is the pointwise maximum over the candidates of the sum of
-        their events' curves (:mod:`skdp.privacy.repeat_select`).
+        their events' curves (:mod:`skdp.privacy.accountants.repeat_select`).
     mean : float
         ``E[K] >= 1``, the mean number of trials.
     shape : float

@@ -29,7 +29,7 @@ This is the one DPNorm of skdp: the kernel k-means selects its clipping bound
 with :func:`dp_norm_from_histogram` (from counts added up chunk by chunk), and
 DP-SGD (:class:`skdp.nn.DPNormClipping`, the nets and the generative mixture)
 bins each batch's gradient norms with :func:`norm_histogram` and releases the
-counts with torch noise (:class:`~skdp.privacy.torch_noise.TorchGaussianMechanism`),
+counts with torch noise (:class:`~skdp.privacy.mechanisms.torch_noise.TorchGaussianMechanism`),
 then reads the bound with :func:`bin_upper_edge`.
 """
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from .events import REPLACE_ONE, GaussianEvent, _check_relation
 from .mechanisms import GaussianMechanism
-from .selection import histogram_sensitivity, noisy_histogram_mode
+from .mechanisms.selection import histogram_sensitivity, noisy_histogram_mode
 
 
 class DPNormOptions(NamedTuple):

@@ -29,7 +29,7 @@ import numpy as np
 
 from .calibration import calibrate_noise_multiplier
 from .events import REPLACE_ONE, PureDPEvent
-from .selection import ExponentialMechanism
+from .mechanisms.selection import ExponentialMechanism
 
 __all__ = [
     "GRID_DECADES",

@@ -11,7 +11,7 @@ noise to, so that no estimator derives a sensitivity inline:
 Rows are clipped to L2 norm ``C`` (:mod:`skdp.privacy.clipping`).  Under
 *replace-one* neighbours one row ``a`` becomes ``b``; under *add/remove* one
 row ``a`` appears or disappears (``b = 0``).  Histograms of counts are
-:func:`skdp.privacy.selection.histogram_sensitivity`.
+:func:`skdp.privacy.mechanisms.selection.histogram_sensitivity`.
 """
 
 from __future__ import annotations

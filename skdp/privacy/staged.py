@@ -45,8 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
+from .accountants.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from .accountants.rdp import RDPAccountant
-from .conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from .events import GaussianEvent
 
 __all__ = ["StagedFilter", "rdp_budget", "staged_filter"]

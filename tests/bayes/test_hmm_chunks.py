@@ -17,7 +17,7 @@ from skdp.bayes import _sequences as sequences
 from skdp.bayes._sequences import ChunkedRecords, build_layout, cell_category_counts, encode_categories
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.privacy import LaplaceMechanism
-from skdp.privacy.mechanisms import _AdditiveMechanism
+from skdp.privacy.mechanisms.additive import _AdditiveMechanism
 
 N_CATEGORIES = (2, 3, 4)
 CATS = [list(range(k)) for k in N_CATEGORIES]

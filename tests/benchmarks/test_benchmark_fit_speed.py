@@ -28,8 +28,8 @@ def bench():
 
 
 def test_smoke_configuration_prints_the_tables(bench, capsys):
-    import skdp.privacy.accountant as accountant
     import skdp.privacy.calibration as calibration
+    import skdp.privacy.ledger as accountant
 
     compose, calibrate = accountant.compose, calibration.calibrate_noise_multiplier
     report = bench.main(["--smoke"])

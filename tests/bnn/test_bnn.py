@@ -44,7 +44,7 @@ from skdp.privacy import (
     calibrate_noise_multiplier,
     compose,
 )
-from skdp.privacy.subsampled_gaussian import SubsampledGaussianMechanism
+from skdp.privacy.mechanisms.subsampled import SubsampledGaussianMechanism
 
 
 def _linear_data(n=400, d=3, noise=0.3, seed=0):

@@ -1,4 +1,4 @@
-"""Tests of skdp.privacy.subsampled_gaussian (the mechanism DP-SEP releases through)."""
+"""Tests of skdp.privacy.mechanisms.subsampled (the mechanism DP-SEP releases through)."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from skdp.privacy import ADD_REMOVE, REPLACE_ONE, PrivacyLedger, SubsampledGaussianEvent, compose
-from skdp.privacy.subsampled_gaussian import SubsampledGaussianMechanism
+from skdp.privacy.mechanisms.subsampled import SubsampledGaussianMechanism
 
 
 def test_event_carries_sampling_and_relation():

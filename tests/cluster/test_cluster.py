@@ -19,7 +19,7 @@ from skdp.cluster import _lloyd as lloyd
 from skdp.cluster._fourier import draw_fourier_weights, random_fourier_features
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.privacy import BudgetAccountant, GaussianEvent, LaplaceEvent, PrivacyLedger
-from skdp.privacy import mechanisms as mech_module
+from skdp.privacy.mechanisms import additive as mech_module
 
 
 def blobs(n=3000, k=3, seed=0):

@@ -14,7 +14,7 @@ from skdp._chunks import as_chunked
 from skdp.cluster import DPKernelKMeans, DPKMeans
 from skdp.cluster import _lloyd as lloyd
 from skdp.exceptions import PrivacyLeakWarning
-from skdp.privacy.mechanisms import _AdditiveMechanism
+from skdp.privacy.mechanisms.additive import _AdditiveMechanism
 
 
 def data(n=600):

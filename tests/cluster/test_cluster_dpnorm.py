@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from skdp.privacy import ADD_REMOVE, GaussianEvent, PrivacyLedger
-from skdp.privacy import mechanisms as mech_module
+from skdp.privacy.mechanisms import additive as mech_module
 from skdp.privacy.norm_selection import (
     dp_norm,
     norm_bin_edges,

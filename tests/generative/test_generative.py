@@ -23,15 +23,15 @@ from skdp.privacy import (
     GaussianEvent,
     PureDPEvent,
     SubsampledGaussianEvent,
-    _autodp,
     compose,
 )
-from skdp.privacy.accountants.rdp import RDPAccountant
-from skdp.privacy.cluster_sampling import (
+from skdp.privacy.accountants import _autodp
+from skdp.privacy.accountants.cluster_sampling import (
     ClusterSampledGaussianEvent,
     cluster_sampled_gaussian_rdp,
     poisson_subsampled_gaussian_rdp,
 )
+from skdp.privacy.accountants.rdp import RDPAccountant
 
 torch = pytest.importorskip("torch")
 
@@ -65,7 +65,7 @@ def small(**kw):
 
 
 # --------------------------------------------------------------------------
-# The cluster-sampled event (skdp.privacy.cluster_sampling).
+# The cluster-sampled event (skdp.privacy.accountants.cluster_sampling).
 # --------------------------------------------------------------------------
 
 
@@ -700,7 +700,7 @@ def test_marginals_noise_has_the_calibrated_std_statistically():
 
 
 def test_marginals_ledger_is_the_plan_and_within_budget():
-    from skdp.privacy.conversions import gaussian_delta
+    from skdp.privacy.accountants.conversions import gaussian_delta
 
     Z, _, block = labelled_binary()
     eps, delta = 1.5, 1e-5

@@ -24,8 +24,8 @@ from skdp.privacy import (
     LaplaceMechanism,
     compose,
 )
-from skdp.privacy.matrix import _SymmetricMatrixMixin
-from skdp.privacy.mechanisms import _AdditiveMechanism
+from skdp.privacy.mechanisms.additive import _AdditiveMechanism
+from skdp.privacy.mechanisms.matrix import _SymmetricMatrixMixin
 
 
 def DPGaussianMixture(*args, **kwargs):  # noqa: N802

@@ -21,7 +21,7 @@ from skdp.base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_f
 from skdp.model_selection import DPGridSearchCV, DPRandomizedSearchCV
 from skdp.privacy import DEFAULT_ORDERS, GaussianEvent, GaussianMechanism, LaplaceEvent, compose
 from skdp.privacy.accountants.rdp import RDPAccountant
-from skdp.privacy.repeat_select import RepeatAndSelectEvent
+from skdp.privacy.accountants.repeat_select import RepeatAndSelectEvent
 
 
 class _ToyMean(DPEstimatorMixin, BaseEstimator):
@@ -430,7 +430,7 @@ def test_dp_sgd_nets_can_be_searched():
     # WeakTrianglePoissonEvents, whose RDP curve the selection's theorem uses;
     # n_samples="auto" is declared to the (public) split sizes.
     pytest.importorskip("torch")
-    from skdp.privacy.repeat_select import WeakTrianglePoissonEvent
+    from skdp.privacy.accountants.repeat_select import WeakTrianglePoissonEvent
 
     X, y, net = _small_net_problem()
     search = DPGridSearchCV(net, {"lr": [0.5]}, epsilon=4.0, n_trials_mean=2.0, random_state=0).fit(X, y)

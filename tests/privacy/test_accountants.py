@@ -39,7 +39,6 @@ from skdp.privacy import (
     PrivacyLedger,
     PureDPEvent,
     SubsampledGaussianEvent,
-    _autodp,
     advanced_composition_epsilon,
     calibrate_noise_multiplier,
     compose,
@@ -48,17 +47,17 @@ from skdp.privacy import (
     rdp_to_epsilon,
     zcdp_to_epsilon,
 )
-from skdp.privacy.accountant import accountant_for
-from skdp.privacy.accountants import ACCOUNTANTS, Accountant, UnsupportedEventError, get_accountant
+from skdp.privacy.accountants import ACCOUNTANTS, Accountant, UnsupportedEventError, _autodp, get_accountant
 from skdp.privacy.accountants.basic import per_use_epsilon
+from skdp.privacy.accountants.cluster_sampling import ClusterSampledGaussianEvent
+from skdp.privacy.accountants.conversions import pure_dp_rdp
 from skdp.privacy.accountants.pld import VALUE_DISCRETIZATION_INTERVAL as VDI
 from skdp.privacy.accountants.pld import PLDAccountant
 from skdp.privacy.accountants.rdp import RDPAccountant, replace_one_poisson_rdp
+from skdp.privacy.accountants.repeat_select import WeakTrianglePoissonEvent
 from skdp.privacy.accountants.zcdp import ZCDPAccountant
 from skdp.privacy.calibration import PLD_RTOL
-from skdp.privacy.cluster_sampling import ClusterSampledGaussianEvent
-from skdp.privacy.conversions import pure_dp_rdp
-from skdp.privacy.repeat_select import WeakTrianglePoissonEvent
+from skdp.privacy.ledger import accountant_for
 
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting import NeighboringRelation  # noqa: E402
@@ -987,15 +986,3 @@ def test_discrete_gaussian_vector_release_is_within_its_rdp_curve(sigma2):
     exact = np.array([sum(_discrete_gaussian_renyi(sigma2, k, a) for k in shift) for a in orders])
     bound = RDPAccountant.curve(DiscreteGaussianEvent(1, REPLACE_ONE, noise_multiplier=multiplier), orders)
     assert np.all(exact <= bound * (1 + 1e-9)), (exact, bound)
-
-
-def test_privacy_accountant_is_a_deprecated_alias_of_privacy_ledger():
-    import skdp.privacy
-    from skdp.privacy import PrivacyLedger
-
-    with pytest.warns(FutureWarning, match="renamed PrivacyLedger"):
-        alias = skdp.privacy.PrivacyAccountant
-    assert alias is PrivacyLedger
-    with pytest.warns(FutureWarning):
-        from skdp.privacy.accountant import PrivacyAccountant
-    assert PrivacyAccountant is PrivacyLedger

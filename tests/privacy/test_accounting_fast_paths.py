@@ -33,11 +33,11 @@ from skdp.privacy import (
     calibration,
     compose,
 )
-from skdp.privacy import budget as budget_module
 from skdp.privacy.accountants import pld as pld_module
+from skdp.privacy.accountants.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from skdp.privacy.accountants.pld import PLDAccountant
 from skdp.privacy.accountants.rdp import RDPAccountant
-from skdp.privacy.conversions import DEFAULT_ORDERS, rdp_to_epsilon
+from skdp.privacy.budgets import in_process as budget_module
 
 pytest.importorskip("dp_accounting")
 

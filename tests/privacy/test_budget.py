@@ -31,16 +31,16 @@ from skdp.privacy import (
     SubsampledGaussianEvent,
     compose,
 )
-from skdp.privacy.budget import BudgetReservation
-from skdp.privacy.cluster_sampling import ClusterSampledGaussianEvent
-from skdp.privacy.event_records import (
+from skdp.privacy.accountants.cluster_sampling import ClusterSampledGaussianEvent
+from skdp.privacy.budgets.in_process import BudgetReservation
+from skdp.privacy.budgets.records import (
     EVENT_CLASSES,
     event_from_record,
     event_to_record,
     events_from_json,
     events_to_json,
 )
-from skdp.privacy.ledger_sqlite import SCHEMA_VERSION
+from skdp.privacy.budgets.sqlite import SCHEMA_VERSION
 
 
 def _binary(n=300, d=3, seed=0):
@@ -550,7 +550,7 @@ def test_incremental_total_equals_the_total_from_scratch(composition):
 def test_reservation_cost_does_not_grow_with_the_settled_fits(monkeypatch):
     # A reservation reads the entries from the first open one on, not every
     # fit settled before: count the records it builds.
-    import skdp.privacy.budget as budget_module
+    import skdp.privacy.budgets.in_process as budget_module
 
     built = []
     original = budget_module.BudgetAccountant._records_from

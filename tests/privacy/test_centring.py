@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from skdp.privacy import GaussianEvent, LaplaceEvent, PrivacyLedger, PureDPEvent
-from skdp.privacy.accountant import compose
 from skdp.privacy.centring import (
     AUTO_MAX_QUANTILE,
     AUTO_MIN_QUANTILE,
@@ -16,6 +15,7 @@ from skdp.privacy.centring import (
     calibrate_auto_bounds,
     private_centring,
 )
+from skdp.privacy.ledger import compose
 from skdp.privacy.quantiles import norm_grid, private_norm_bound
 
 
@@ -28,7 +28,7 @@ def in_memory(X):
 
 def test_bounds_cost_their_share():
     """The three releases compose to (b epsilon, b delta) by the basic theorem; quantiles QUANTILE_SHARE / 2 each."""
-    from skdp.privacy.conversions import gaussian_epsilon
+    from skdp.privacy.accountants.conversions import gaussian_epsilon
 
     bounds = calibrate_auto_bounds(2.0, 1e-5, 0.1)
     events = bounds.events()

@@ -11,11 +11,11 @@ from skdp.privacy import (
     ADD_REMOVE,
     DEFAULT_ORDERS,
     SubsampledGaussianEvent,
-    _autodp,
     compose,
     rdp_to_epsilon,
 )
-from skdp.privacy import sampled_gaussian_rdp as sg
+from skdp.privacy.accountants import _autodp
+from skdp.privacy.accountants import sampled_gaussian_rdp as sg
 
 DELTA = 1e-5
 GRID_Q = [0.01, 0.05, 0.2, 0.5]
@@ -215,7 +215,7 @@ def test_fractional_orders_at_a_large_noise_take_the_next_integer_orders_bound()
     # of terms per order at sigma 100) is replaced by the next integer order's
     # exact value: an upper bound, since the curve is non-decreasing in the
     # order, and equal to the series' value at integer orders.
-    from skdp.privacy.sampled_gaussian_rdp import (
+    from skdp.privacy.accountants.sampled_gaussian_rdp import (
         _MAX_FRACTIONAL_SERIES,
         log_a_fractional,
         log_a_integer,

@@ -32,7 +32,7 @@ from skdp.privacy import (
 from skdp.privacy.accountants.basic import pure_epsilon
 from skdp.privacy.accountants.rdp import RDPAccountant
 from skdp.privacy.accountants.zcdp import ZCDPAccountant
-from skdp.privacy.secure import bernoulli_exp, discrete_gaussian, discrete_laplace, grid_step
+from skdp.privacy.mechanisms.secure import bernoulli_exp, discrete_gaussian, discrete_laplace, grid_step
 
 N = 20_000
 

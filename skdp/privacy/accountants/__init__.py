@@ -13,6 +13,14 @@ subclass of :class:`Accountant` with a ``name``: the package imports every
 module it holds, and the subclass registers itself under its name, after
 which ``composition="<name>"`` works everywhere (estimators, ledgers,
 budgets, calibration).
+
+The package also holds what the accountants compute with: the conversions
+between currencies (:mod:`~skdp.privacy.accountants.conversions`), the RDP
+curves of the subsampled Gaussian (:mod:`~skdp.privacy.accountants.sampled_gaussian_rdp`),
+of DP-SGD on one sampled cluster (:mod:`~skdp.privacy.accountants.cluster_sampling`)
+and of private selection by repetition (:mod:`~skdp.privacy.accountants.repeat_select`),
+and the adapter to autodp (``_autodp``).  They define no accountant class, so
+importing them registers nothing.
 """
 
 from __future__ import annotations

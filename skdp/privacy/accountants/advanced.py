@@ -7,9 +7,9 @@ it otherwise; per-use epsilons come from :class:`BasicAccountant`'s rules.
 
 from __future__ import annotations
 
-from ..conversions import advanced_composition_epsilon
 from ._base import Accountant
 from .basic import BasicAccountant, per_use_epsilons
+from .conversions import advanced_composition_epsilon
 
 
 class AdvancedAccountant(Accountant):

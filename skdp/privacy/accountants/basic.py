@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..conversions import gaussian_epsilon, zcdp_rdp_epsilon
 from ..events import (
     ClusterSampledGaussianEvent,
     DiscreteGaussianEvent,
@@ -21,6 +20,7 @@ from ..events import (
     SubsampledGaussianEvent,
 )
 from ._base import Accountant
+from .conversions import gaussian_epsilon, zcdp_rdp_epsilon
 
 
 def pure_epsilon(event):

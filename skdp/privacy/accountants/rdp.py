@@ -1,7 +1,7 @@
 """Renyi DP (the moments accountant): Mironov 2017; Abadi et al. 2016.
 
 Each event contributes an RDP curve on :data:`~skdp.privacy.DEFAULT_ORDERS`
-(autodp's curves behind :mod:`skdp.privacy._autodp`, the exact
+(autodp's curves behind :mod:`skdp.privacy.accountants._autodp`, the exact
 fractional-order curve of the Poisson-subsampled Gaussian, Mironov, Talwar &
 Zhang 2019, and, for the events that ask for it, its replace-one bound
 through an intermediate dataset, :func:`replace_one_poisson_rdp`); curves add under
@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _autodp
-from ..cluster_sampling import cluster_sampled_gaussian_rdp
-from ..conversions import DEFAULT_ORDERS, gaussian_epsilon, pure_dp_rdp, rdp_to_epsilon
 from ..events import (
     ADD_REMOVE,
     REPLACE_ONE,
@@ -31,8 +28,11 @@ from ..events import (
     SubsampledGaussianEvent,
     WeakTrianglePoissonEvent,
 )
-from ..repeat_select import repeat_and_select_rdp
+from . import _autodp
 from ._base import Accountant
+from .cluster_sampling import cluster_sampled_gaussian_rdp
+from .conversions import DEFAULT_ORDERS, gaussian_epsilon, pure_dp_rdp, rdp_to_epsilon
+from .repeat_select import repeat_and_select_rdp
 
 
 class RDPAccountant(Accountant):

@@ -9,10 +9,10 @@ Subsampled mechanisms have no zCDP characterisation: use ``"rdp"`` or
 
 from __future__ import annotations
 
-from ..conversions import zcdp_to_epsilon
 from ..events import GaussianEvent, LaplaceEvent, PureDPEvent
 from ._base import Accountant
 from .basic import pure_epsilon
+from .conversions import zcdp_to_epsilon
 
 
 class ZCDPAccountant(Accountant):

@@ -9,7 +9,7 @@ value, so a release can never escape the accounting.
 Secure noise is explicit: the ledger a release records on says how the fit
 samples (``PrivacyLedger(secure_noise=...)``, set by the estimator from its
 resolved ``secure_noise``).  On a secure ledger the Laplace and Gaussian
-mechanisms sample exactly on a grid (:mod:`skdp.privacy.secure`) and record
+mechanisms sample exactly on a grid (:mod:`skdp.privacy.mechanisms.secure`) and record
 the discrete events; each mechanism class declares whether it has such an
 exact sampler (:attr:`exact_sampler`), so an estimator can refuse an
 unsupported request before anything is reserved.
@@ -22,8 +22,8 @@ import numbers
 
 import numpy as np
 
-from .calibration import _as_released, gaussian_noise_multiplier, laplace_noise_multiplier
-from .events import (
+from ..calibration import _as_released, gaussian_noise_multiplier, laplace_noise_multiplier
+from ..events import (
     REPLACE_ONE,
     GaussianEvent,
     LaplaceEvent,

@@ -38,7 +38,7 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 # The event lives with every other event; importable from here as well.
-from .events import ClusterSampledGaussianEvent
+from ..events import ClusterSampledGaussianEvent
 
 __all__ = [
     "ClusterSampledGaussianEvent",

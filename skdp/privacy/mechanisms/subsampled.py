@@ -18,8 +18,8 @@ import contextlib
 
 import numpy as np
 
-from .events import ADD_REMOVE, REPLACE_ONE, SubsampledGaussianEvent
-from .mechanisms import GaussianMechanism, _check_value, _secure
+from ..events import ADD_REMOVE, REPLACE_ONE, SubsampledGaussianEvent
+from .additive import GaussianMechanism, _check_value, _secure
 
 #: Neighbouring relation each sampling scheme's amplification theorem refers to.
 SAMPLING_RELATION = {"poisson": ADD_REMOVE, "without_replacement": REPLACE_ONE}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mechanisms import GaussianMechanism, LaplaceMechanism, _check_value, _secure
+from .additive import GaussianMechanism, LaplaceMechanism, _check_value, _secure
 
 
 class _SymmetricMatrixMixin:

@@ -16,7 +16,7 @@ multiplier and evaluates the same curve many times.
 The Poisson-subsampled Gaussian is the one curve where autodp is not the whole
 story: autodp is exact at integer orders only, so its curve is combined
 (pointwise minimum, both being valid upper bounds) with the exact curve at
-every order of :mod:`skdp.privacy.sampled_gaussian_rdp` (Mironov, Talwar &
+every order of :mod:`skdp.privacy.accountants.sampled_gaussian_rdp` (Mironov, Talwar &
 Zhang 2019, Sec. 3.3).
 """
 

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from .events import ADD_REMOVE, REPLACE_ONE, PureDPEvent, _check_relation
+from ..events import ADD_REMOVE, REPLACE_ONE, PureDPEvent, _check_relation
 
 #: Why the exponential mechanism refuses ``secure_noise=True`` (OPS is its one user).
 SECURE_NOISE_REFUSAL = (

@@ -36,7 +36,6 @@ when that is smaller: every bound here is valid, so the smallest one is.
 from __future__ import annotations
 
 import math
-import warnings
 from collections import namedtuple
 from dataclasses import replace
 
@@ -44,7 +43,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .accountants import ACCOUNTANTS, get_accountant
 from .accountants.basic import pure_epsilon
-from .conversions import gaussian_dp_mu
+from .accountants.conversions import gaussian_dp_mu
 from .events import REPLACE_ONE, GaussianEvent, PrivacyEvent, _check_relation
 
 #: The ``composition=`` names, the accountants of :mod:`skdp.privacy.accountants`.
@@ -251,16 +250,3 @@ class PrivacyLedger:
             f"neighbouring={self.neighbouring!r}, n_events={len(self)})"
         )
 
-
-def __getattr__(name):
-    # PEP 562: the old name of PrivacyLedger, kept for one release.
-    if name == "PrivacyAccountant":
-        warnings.warn(
-            "PrivacyAccountant was renamed PrivacyLedger (the per-fit ledger, not to be confused "
-            "with the accountant= parameter, a BudgetAccountant); the old name will be removed in "
-            "the next release.",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return PrivacyLedger
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

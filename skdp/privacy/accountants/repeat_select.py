@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 # The events live with every other event; importable from here as well.
-from .events import POISSON, RepeatAndSelectEvent, WeakTrianglePoissonEvent
+from ..events import POISSON, RepeatAndSelectEvent, WeakTrianglePoissonEvent
 
 __all__ = [
     "POISSON",

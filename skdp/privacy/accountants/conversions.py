@@ -1,7 +1,7 @@
 """Conversions between privacy currencies: pure functions of numbers.
 
 Each function states the theorem it implements; the accountant
-(:mod:`skdp.privacy.accountant`) and the calibrators call them, estimators never
+(:mod:`skdp.privacy.ledger`) and the calibrators call them, estimators never
 do.
 """
 
@@ -18,7 +18,7 @@ from scipy import optimize, special
 #: DP-SGD runs have a sharp optimum in the order, so the grid is dense (steps
 #: of 0.1 up to 11, the grid of Opacus' RDP accountant, then every integer to
 #: 64): with exact fractional-order RDP for the subsampled Gaussian
-#: (:mod:`skdp.privacy.sampled_gaussian_rdp`) a coarser grid alone costs up
+#: (:mod:`skdp.privacy.accountants.sampled_gaussian_rdp`) a coarser grid alone costs up
 #: to 1.5% of epsilon.
 DEFAULT_ORDERS = tuple(
     sorted(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from . import events
+from .. import events
 
 __all__ = ["event_from_record", "event_to_record", "events_from_json", "events_to_json"]
 

@@ -10,10 +10,10 @@ import sqlite3
 import threading
 import time
 
-from .accountant import DEFAULT_COMPOSITION, _check_composition
-from .budget import BudgetAccountant, _Record
-from .event_records import events_from_json, events_to_json
-from .events import REPLACE_ONE
+from ..events import REPLACE_ONE
+from ..ledger import DEFAULT_COMPOSITION, _check_composition
+from .in_process import BudgetAccountant, _Record
+from .records import events_from_json, events_to_json
 
 #: The schema version this code writes (``PRAGMA user_version``).  0: the
 #: ledgers of skdp before versioning (with or without the ``status`` column);
@@ -22,7 +22,7 @@ SCHEMA_VERSION = 2
 
 # ``status`` is 'reserved' for a fit's open reservation and 'spent' once
 # settled (or for a plain spend).  Both count against the budget.  ``events``
-# is the JSON list of the entry's event records (skdp.privacy.event_records),
+# is the JSON list of the entry's event records (skdp.privacy.budgets.records),
 # NULL for an entry without events; ``joined`` its rank among the entries
 # with events, in the order they got them (the order the budget composes
 # them in, see BudgetAccountant).  ``composition`` is NULL only for a budget
@@ -102,7 +102,7 @@ class SQLiteBudgetAccountant(BudgetAccountant):
     Schema versions
         The file's ``PRAGMA user_version`` is :data:`SCHEMA_VERSION` (2):
         the ``spends`` table stores each entry's events as JSON
-        (:mod:`skdp.privacy.event_records`) and the rank in which it joined
+        (:mod:`skdp.privacy.budgets.records`) and the rank in which it joined
         the composed group, the ``budgets`` table the budget's composition.
         A file written by an earlier skdp (version 0) is migrated when it is
         opened, inside the write lock (``ALTER TABLE ... ADD COLUMN``, then

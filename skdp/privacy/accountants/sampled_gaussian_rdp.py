@@ -193,7 +193,7 @@ def sampled_gaussian_rdp(noise_multiplier, sampling_rate, orders):
 
     Examples
     --------
-    >>> from skdp.privacy.sampled_gaussian_rdp import sampled_gaussian_rdp
+    >>> from skdp.privacy.accountants.sampled_gaussian_rdp import sampled_gaussian_rdp
     >>> rdp = sampled_gaussian_rdp(1.0, 1.0, [2.0, 2.5])  # q = 1: alpha / (2 sigma^2)
     >>> [round(float(r), 12) for r in rdp]
     [1.0, 1.25]

@@ -12,11 +12,11 @@ from collections import namedtuple
 from dataclasses import dataclass, replace
 from numbers import Real
 
-from ..exceptions import BudgetExceededError
-from .accountant import DEFAULT_COMPOSITION, PrivacySpent, _check_composition, compose
-from .accountants import get_accountant
-from .conversions import group_guarantee
-from .events import ADD_REMOVE, REPLACE_ONE, PrivacyEvent, _check_relation
+from ...exceptions import BudgetExceededError
+from ..accountants import get_accountant
+from ..accountants.conversions import group_guarantee
+from ..events import ADD_REMOVE, REPLACE_ONE, PrivacyEvent, _check_relation
+from ..ledger import DEFAULT_COMPOSITION, PrivacySpent, _check_composition, compose
 
 #: Relative slack a settlement may exceed its reservation by: the same
 #: floating-point tolerance with which a fit's ``privacy_spent_`` is compared
@@ -666,7 +666,7 @@ class BudgetAccountant:
         >>> budget.spent
         PrivacySpent(epsilon=0.6, delta=0.0)
         """
-        from .budget_hold import BudgetHold
+        from .hold import BudgetHold
 
         neighbouring = neighbouring or self.neighbouring
         reservation = self.reserve(epsilon, delta, neighbouring, label)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import threading
 
-from .budget import _SETTLE_RTOL, _check_amount, _check_events
-from .events import REPLACE_ONE, _check_relation
+from ..events import REPLACE_ONE, _check_relation
+from .in_process import _SETTLE_RTOL, _check_amount, _check_events
 
 
 def _exceeds(amount, held):
@@ -80,7 +80,7 @@ class BudgetHold:
     @property
     def held(self):
         """``(epsilon, delta)`` held so far, in the hold's relation."""
-        from .accountant import PrivacySpent
+        from ..ledger import PrivacySpent
 
         return PrivacySpent(*self._held)
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
-from .dpsgd import check_noise_setting
-from .events import ADD_REMOVE, GaussianEvent, _check_relation
+from ..dpsgd import check_noise_setting
+from ..events import ADD_REMOVE, GaussianEvent, _check_relation
 
 __all__ = ["TorchGaussianMechanism"]
 
