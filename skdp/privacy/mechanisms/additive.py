@@ -69,17 +69,17 @@ class _AdditiveMechanism:
         """Noise scale over sensitivity: the mechanism's privacy in one number."""
         return self.scale / self.sensitivity
 
-    def release(self, value, rng, accountant):
-        """Return ``value`` plus noise, recording one event on ``accountant``.
+    def release(self, value, rng, ledger):
+        """Return ``value`` plus noise, recording one event on ``ledger``.
 
         The whole array is one release: its sensitivity must bound the norm of
         the change of the whole array between neighbouring datasets.  The
-        noise is sampled exactly on a grid when ``accountant`` (the fit's
-        ledger) says ``secure_noise``.
+        noise is sampled exactly on a grid when the ledger
+        says ``secure_noise``.
         """
         value = _check_value(value)
-        secure = _secure(accountant)
-        accountant.record(self.event(secure_noise=secure))
+        secure = _secure(ledger)
+        ledger.record(self.event(secure_noise=secure))
         return self._perturb(value, rng, secure)
 
     def _perturb(self, value, rng, secure):

@@ -22,7 +22,7 @@ from .additive import GaussianMechanism, LaplaceMechanism, _check_value, _secure
 
 
 class _SymmetricMatrixMixin:
-    def release(self, value, rng, accountant):
+    def release(self, value, rng, ledger):
         """Return the symmetric ``value`` plus mirrored upper-triangle noise."""
         value = _check_value(value)
         if value.ndim != 2 or value.shape[0] != value.shape[1]:
@@ -31,8 +31,8 @@ class _SymmetricMatrixMixin:
             raise ValueError("The matrix to privatise must be symmetric.")
         d = value.shape[0]
         iu = np.triu_indices(d)
-        secure = _secure(accountant)
-        accountant.record(self.event(secure_noise=secure))
+        secure = _secure(ledger)
+        ledger.record(self.event(secure_noise=secure))
         out = np.zeros((d, d))
         out[iu] = self._perturb(value[iu], rng, secure)
         return out + np.triu(out, 1).T

@@ -33,18 +33,18 @@ def histogram_sensitivity(norm, neighbouring=REPLACE_ONE):
     return 2.0 if norm == 1 else math.sqrt(2.0)
 
 
-def noisy_histogram(counts, mechanism, rng, accountant):
+def noisy_histogram(counts, mechanism, rng, ledger):
     """Release a histogram of counts through ``mechanism`` (one event)."""
-    return mechanism.release(counts, rng, accountant)
+    return mechanism.release(counts, rng, ledger)
 
 
-def noisy_histogram_mode(counts, mechanism, rng, accountant):
+def noisy_histogram_mode(counts, mechanism, rng, ledger):
     """Index of the largest bin of the noisy histogram (Acs et al. 2018, Algorithm 3 line 6).
 
     The argmax is post-processing of the released noisy histogram, so it costs
     what the histogram release costs.
     """
-    return int(np.argmax(noisy_histogram(counts, mechanism, rng, accountant)))
+    return int(np.argmax(noisy_histogram(counts, mechanism, rng, ledger)))
 
 
 class ExponentialMechanism:
@@ -100,26 +100,26 @@ class ExponentialMechanism:
     def event(self, count=1):
         return PureDPEvent(count=count, neighbouring=self.neighbouring, epsilon=self.epsilon)
 
-    def select(self, utilities, rng, accountant):
+    def select(self, utilities, rng, ledger):
         """Sample an index of ``utilities`` (one event)."""
         u = np.asarray(utilities, dtype=float)
         if u.ndim != 1 or u.size == 0 or not np.all(np.isfinite(u)):
             raise ValueError("utilities must be a non-empty 1-D array of finite numbers.")
-        if getattr(accountant, "secure_noise", False):
+        if getattr(ledger, "secure_noise", False):
             self.refuse_secure_noise()
-        accountant.record(self.event())
+        ledger.record(self.event())
         logits = u / self.temperature
         p = np.exp(logits - logits.max())
         return int(rng.choice(u.size, p=p / p.sum()))
 
-    def sample(self, sampler, rng, accountant):
+    def sample(self, sampler, rng, ledger):
         """Draw one sample from a tempered distribution (one event).
 
         ``sampler(temperature, rng)`` must draw exactly from the density
         proportional to ``exp(u(theta) / temperature)`` over the (truncated)
         parameter space; posterior sampling passes the log joint as ``u``.
         """
-        if getattr(accountant, "secure_noise", False):
+        if getattr(ledger, "secure_noise", False):
             self.refuse_secure_noise()
-        accountant.record(self.event())
+        ledger.record(self.event())
         return sampler(self.temperature, rng)

@@ -91,18 +91,18 @@ class SubsampledGaussianMechanism(GaussianMechanism):
             sampling=self.sampling,
         )
 
-    def release(self, value, rng, accountant):
+    def release(self, value, rng, ledger):
         """One release on a fresh subsample (see :meth:`session` for loops)."""
-        if _secure(accountant):
+        if _secure(ledger):
             self.refuse_secure_noise()
-        return super().release(value, rng, accountant)
+        return super().release(value, rng, ledger)
 
     @contextlib.contextmanager
-    def session(self, rng, accountant):
+    def session(self, rng, ledger):
         """Context giving a ``release(value)`` function for a loop of releases.
 
         On exit (normal or not) one event with ``count`` equal to the number
-        of releases made is recorded on ``accountant``.
+        of releases made is recorded on ``ledger``.
 
         Examples
         --------
@@ -116,7 +116,7 @@ class SubsampledGaussianMechanism(GaussianMechanism):
         >>> ledger.events[0].count
         3
         """
-        if _secure(accountant):
+        if _secure(ledger):
             self.refuse_secure_noise()
         made = 0
         scale = self.scale
@@ -131,7 +131,7 @@ class SubsampledGaussianMechanism(GaussianMechanism):
             yield release
         finally:
             if made:
-                accountant.record(self.event(count=made))
+                ledger.record(self.event(count=made))
 
     def __repr__(self):
         return (
