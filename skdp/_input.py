@@ -49,6 +49,18 @@ class FitInput(NamedTuple):
     def chunked(self):
         return self.chunks is not None
 
+    def reduce(self, fn, *params):
+        """``fn(rows, *params)`` over all training rows: on the array in memory, summed chunk by chunk otherwise.
+
+        The one reduction every sufficient statistic goes through (private bounds,
+        centring, moments): ``fn`` returns a sum over its rows (an array or a tuple
+        of arrays), so the chunked total equals the in-memory one up to the order
+        of the additions.
+        """
+        if self.chunked:
+            return self.chunks.map_reduce(fn, *params)
+        return fn(self.X, *params)
+
 
 def set_chunked_features(estimator, data):
     """Set ``n_features_in_``/``feature_names_in_`` from chunked input, as ``validate_data`` would."""

@@ -536,13 +536,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         scale, z, multipliers = settings["scale"], settings["noise_multiplier"], settings["multipliers"]
         self.__dict__.pop("centre_", None)
         centre = None
-        if data.chunked:
-            reduce = data.chunks.map_reduce
-        else:
-
-            def reduce(fn, *params):
-                return fn(data.X, *params)
-
+        reduce = data.reduce
         if isinstance(plan.settings["bounds"], HistogramBounds):
             centre, scale = self._release_box(
                 reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger

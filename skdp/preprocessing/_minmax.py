@@ -202,11 +202,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         return plan.with_settings(mechanism=histogram_mechanism(data.n_features, z, plan.delta > 0))
 
     def _fit_private(self, data, plan, rng, ledger):
-        def reduce(fn, *params):
-            return data.chunks.map_reduce(fn, *params) if data.chunked else fn(data.X, *params)
-
         low, high, located, pooled = private_histogram_box(
-            reduce,
+            data.reduce,
             data.n_samples,
             data.n_features,
             plan.settings["mechanism"],

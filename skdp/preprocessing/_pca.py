@@ -278,14 +278,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.__dict__.pop("centre_", None)
         centre = None
         if plan.settings["bounds"] is not None:
-            if data.chunked:
-                reduce = data.chunks.map_reduce
-            else:
-
-                def reduce(fn, *params):
-                    return fn(data.X, *params)
-
-            centre, norm = private_centring(reduce, data.n_samples, d, plan.settings["bounds"], rng, ledger)
+            centre, norm = private_centring(data.reduce, data.n_samples, d, plan.settings["bounds"], rng, ledger)
             if self.centered:
                 centre = None  # declared centred at 0: c = 0, not released
             else:

@@ -330,12 +330,8 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     def _column_bounds(self, data, plan, rng, ledger):
         d = data.n_features
         if self._auto_bounds():
-
-            def reduce(fn, *params):
-                return data.chunks.map_reduce(fn, *params) if data.chunked else fn(data.X, *params)
-
             low, high, located, pooled = private_histogram_box(
-                reduce,
+                data.reduce,
                 data.n_samples,
                 d,
                 plan.settings["bounds_mechanism"],
