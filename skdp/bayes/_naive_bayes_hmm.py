@@ -143,7 +143,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     releases and the layout (``startprob_``, ``transmat_``,
     ``emissionprob_``, ``states_``), or public (``categories_`` when
     declared, ``temperature_`` and ``truncation_``).  With
-    ``categories="auto"`` the category values are read off the data and a
+    ``categories="nonprivate"`` the category values are read off the data and a
     :class:`~skdp.exceptions.PrivacyLeakWarning` is raised; the default,
     None, refuses a private fit until they are declared.  With declared
     ``categories``, a training value outside them makes ``fit`` raise a
@@ -174,14 +174,14 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Iterations discarded before averaging (must be below ``n_iter``).
     ops_accounting : {"worst_case", "converged"}, default="worst_case"
         OPS accounting, see above.
-    categories : list of array-like, "auto" or None, default=None
+    categories : list of array-like, "nonprivate" or None, default=None
         Categories of each feature, as :class:`~sklearn.preprocessing.OrdinalEncoder`:
         the public domain of the records.  Every training value must be
         among them (``fit`` raises a ``ValueError`` otherwise, without
         quoting the value).  None (the default) asks for them: a private fit
         refuses, before anything is charged, until they are declared (with
         ``mechanism="none"``, nothing private, they are read off the data).
-        ``"auto"`` reads them off the data in a private fit too: the set of
+        ``"nonprivate"`` reads them off the data in a private fit too: the set of
         values each feature takes is released outside the guarantee (a
         :class:`~skdp.exceptions.PrivacyLeakWarning` says so).
     handle_unknown : {"error", "ignore"}, default="error"
@@ -301,7 +301,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "n_iter": [Interval(Integral, 1, None, closed="left")],
         "burn_in": [Interval(Integral, 0, None, closed="left")],
         "ops_accounting": [StrOptions({"worst_case", "converged"})],
-        "categories": [StrOptions({"auto"}), list, None],
+        "categories": [StrOptions({"nonprivate"}), list, None],
         "handle_unknown": [StrOptions({"error", "ignore"})],
         "composition": [COMPOSITION_CONSTRAINT],
     }
@@ -385,7 +385,7 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
         Pass 1 reads what the in-memory fit reads before counting: the row
         count, the sequence and timestep labels (the set of cells) and, only
-        for ``categories="auto"``, the values of each feature.  Pass 2 counts
+        for ``categories="nonprivate"``, the values of each feature.  Pass 2 counts
         the records of every cell chunk by chunk and adds the counts up on the
         driver: the same array as in memory, exactly (integers).
         """
@@ -447,14 +447,14 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
     # features and of categories is known.
     def _reads_categories(self):
         """Whether ``fit`` reads the category values off the data (``categories`` docstring)."""
-        return self.categories == "auto" or (self.categories is None and self.mechanism == "none")
+        return self.categories == "nonprivate" or (self.categories is None and self.mechanism == "none")
 
     def _check_params(self):
         if self.categories is None and self.mechanism != "none":
             raise ValueError(
                 "categories must be declared for a private fit: pass each feature's possible values, "
                 "e.g. categories=[[0, 1], ['a', 'b', 'c']] (the public domain of the records). "
-                "categories='auto' reads them off the data, which releases them outside the guarantee."
+                "categories='nonprivate' reads them off the data, which releases them outside the guarantee."
             )
         if self.burn_in >= self.n_iter:
             raise ValueError(f"burn_in ({self.burn_in}) must be smaller than n_iter ({self.n_iter}).")

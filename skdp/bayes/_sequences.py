@@ -256,7 +256,7 @@ def _lookup(lookup, value):
 #
 # 1. ``ChunkedRecords.scan_cells``: every chunk reports its row count, its
 #    sequence labels (with counts), its (sequence, timestep) pairs and, for
-#    ``categories="auto"`` only, the values of every feature.  The driver
+#    ``categories="nonprivate"`` only, the values of every feature.  The driver
 #    takes the unions: the global labels, the set of cells (public metadata,
 #    as in memory) and the :class:`CellLayout`, plus, for every chunk, the
 #    global cell of each of its local (sequence, timestep) pairs.
@@ -620,7 +620,7 @@ def _chunk_labels(chunk, seq, time, _, auto_categories):
 
     ``pair_keys = local_seq_code * len(time_labels) + local_time_code`` lists
     the chunk's (sequence, timestep) pairs; ``categories`` only when learned
-    from the data (``categories="auto"``).
+    from the data (``categories="nonprivate"``).
     """
     n = chunk.shape[0]
     chunk = check_array(chunk, dtype=None, input_name="X")  # the in-memory checks (NaN in objects)

@@ -510,7 +510,7 @@ def test_string_categories_and_auto_categories_warn():
     labels = np.array(["lo", "mid", "hi", "top"], dtype=object)
     Xs = labels[X]
     with pytest.warns(PrivacyLeakWarning, match="categories"):
-        model = DPNaiveBayesHMM(n_iter=4, burn_in=2, categories="auto", random_state=0).fit(
+        model = DPNaiveBayesHMM(n_iter=4, burn_in=2, categories="nonprivate", random_state=0).fit(
             Xs, sequence_ids=seq, timesteps=ts
         )
     assert [list(c) for c in model.categories_] == [sorted(labels[:k]) for k in N_CATEGORIES]

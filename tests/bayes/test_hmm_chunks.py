@@ -128,12 +128,12 @@ def test_string_categories_auto_warn_exactly_as_in_memory():
     Xs = labels[X]
     with warnings.catch_warnings(record=True) as in_memory:
         warnings.simplefilter("always")
-        ref = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="auto", random_state=0).fit(
+        ref = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="nonprivate", random_state=0).fit(
             Xs, sequence_ids=seq, timesteps=ts
         )
     with warnings.catch_warnings(record=True) as chunked:
         warnings.simplefilter("always")
-        out = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="auto", random_state=0).fit(
+        out = DPNaiveBayesHMM(n_iter=6, burn_in=3, categories="nonprivate", random_state=0).fit(
             _factory(Xs, 11), sequence_ids=seq, timesteps=ts
         )
     assert [(w.category, str(w.message)) for w in chunked] == [
@@ -145,7 +145,7 @@ def test_string_categories_auto_warn_exactly_as_in_memory():
 
 
 def test_declared_categories_are_not_read_off_the_data(monkeypatch):
-    """Pass 1 learns categories only for categories='auto' (the in-memory fit's only leak)."""
+    """Pass 1 learns categories only for categories='nonprivate' (the in-memory fit's only leak)."""
     calls = []
     original = sequences.learn_categories
 
@@ -160,7 +160,7 @@ def test_declared_categories_are_not_read_off_the_data(monkeypatch):
         _model().fit(_factory(X, 9), sequence_ids=seq, timesteps=ts)
     assert "auto" not in calls
     with pytest.warns(PrivacyLeakWarning, match="categories"):
-        _model(categories="auto").fit(_factory(X, 9), sequence_ids=seq, timesteps=ts)
+        _model(categories="nonprivate").fit(_factory(X, 9), sequence_ids=seq, timesteps=ts)
     assert calls.count("auto") == -(-X.shape[0] // 9)  # once per chunk, in the first pass
 
 
@@ -352,7 +352,7 @@ def test_dask_dataframe_string_categories_on_a_local_cluster():
         {"a": labels[X[:, 0]], "b": X[:, 1], "c": labels[X[:, 2]], "region": seq.astype(str), "month": ts}
     )
     with pytest.warns(PrivacyLeakWarning, match="categories"):
-        ref = _model(categories="auto").fit(frame, sequence_ids="region", timesteps="month")
+        ref = _model(categories="nonprivate").fit(frame, sequence_ids="region", timesteps="month")
     with (
         distributed.LocalCluster(
             processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None
@@ -360,7 +360,7 @@ def test_dask_dataframe_string_categories_on_a_local_cluster():
         distributed.Client(cluster),
         pytest.warns(PrivacyLeakWarning, match="categories"),
     ):
-        out = _model(categories="auto").fit(
+        out = _model(categories="nonprivate").fit(
             dd.from_pandas(frame, npartitions=3), sequence_ids="region", timesteps="month"
         )
     assert_same_fit(ref, out)
