@@ -175,27 +175,151 @@ def simhash_planes(dim, max_depth, rng):
 
 
 def hash_codes(Z, planes):
-    """SimHash code of every row: bit ``j`` (most significant first) is ``<z, g_j> < 0``."""
+    """SimHash code of every row: bit ``j`` (most significant first) is ``<z, g_j> < 0``.
+
+    The bits are weighted by powers of two in floating point (one BLAS
+    product; every code is below ``2**D <= 2**53``, so the sum is exact).
+    """
     bits = (Z @ planes.T) < 0
-    weights = np.left_shift(np.int64(1), np.arange(planes.shape[0] - 1, -1, -1, dtype=np.int64))
-    return bits.astype(np.int64) @ weights
+    weights = np.ldexp(1.0, np.arange(planes.shape[0] - 1, -1, -1))
+    return (bits @ weights).astype(np.int64)
 
 
 def code_histogram(Z, planes):
-    """Exact number of rows with each ``D``-bit code (shape ``(2**D,)``; private)."""
-    return np.bincount(hash_codes(Z, planes), minlength=1 << planes.shape[0]).astype(float)
+    """Exact number of rows with each ``D``-bit code (shape ``(2**D,)``, int64; private).
 
-
-def leaf_sums(Z, planes, leaf_of_code, n_leaves):
-    """Exact sums of the rows of every leaf (shape ``(n_leaves, dim)``; private).
-
-    ``leaf_of_code`` maps a code to its leaf, ``-1`` for rows in no leaf.
+    The dense form that chunk results are summed in; :func:`code_counts` keeps
+    only the codes that occur.
     """
-    leaves = leaf_of_code[hash_codes(Z, planes)]
+    return np.bincount(hash_codes(Z, planes), minlength=1 << planes.shape[0])
+
+
+def _occurring(histogram):
+    codes = np.flatnonzero(histogram)
+    return codes, histogram[codes]
+
+
+def code_counts(rows, planes):
+    """The codes that occur, sorted, with their numbers of rows (private); and the rows' codes.
+
+    Returns ``(codes, counts, row_codes)``; ``row_codes`` (the code of every
+    row, for :func:`leaf_sums_of_codes`) is None for chunked rows, whose
+    dense histograms are summed chunk by chunk.  In memory, a sort of the
+    ``n`` codes replaces the ``2**D`` histogram when ``n`` is small against
+    it (the same numbers).
+    """
+    if rows.chunked:
+        return (*_occurring(reduce_rows(rows, code_histogram, planes)), None)
+    row_codes = hash_codes(rows.Z, planes)
+    if 8 * row_codes.size >= 1 << planes.shape[0]:
+        codes, counts = _occurring(np.bincount(row_codes, minlength=1 << planes.shape[0]))
+    else:
+        codes, counts = np.unique(row_codes, return_counts=True)
+    return codes, counts, row_codes
+
+
+class PrefixCounts:
+    """Exact row counts of code prefixes, read off the sorted occurring codes.
+
+    The prefix ``p`` of length ``l`` holds the codes in ``[p 2**(D-l), (p+1)
+    2**(D-l))``: two binary searches in the sorted codes and a difference of
+    cumulative counts, so a level costs ``O(m log u)`` for its ``m`` nodes and
+    ``u`` occurring codes instead of a pass over ``2**D`` cells (integer
+    counts: the same numbers).
+    """
+
+    def __init__(self, codes, counts, max_depth):
+        self.codes = np.asarray(codes, dtype=np.int64)
+        self.cumulative = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        self.max_depth = max_depth
+
+    def __call__(self, level, prefixes):
+        """Counts (float64) of the prefixes of length ``level``."""
+        shift = self.max_depth - level
+        lo = np.searchsorted(self.codes, prefixes << shift)
+        hi = np.searchsorted(self.codes, (prefixes + 1) << shift)
+        return (self.cumulative[hi] - self.cumulative[lo]).astype(float)
+
+
+def grow_tree(prefix_counts, max_depth, n_samples, count_mechanism, min_node, min_branch, rng, ledger):
+    """Grow the prefix tree, releasing one vector of counts per level.
+
+    ``prefix_counts(level, prefixes)`` gives the exact counts (a
+    :class:`PrefixCounts`).  Each level is handled as arrays: the children
+    of the branching nodes, their noisy counts, and per node the three
+    possible leaves in order (the node itself when both children are
+    dropped, then each kept child that does not branch).
+
+    Returns
+    -------
+    leaves : ndarray of shape (n_leaves, 2)
+        The leaves ``(level, prefix)``; leaf ``(l, p)`` holds the rows whose code's top ``l`` bits are ``p``.
+    leaf_counts : ndarray of shape (n_leaves,)
+        Their noisy counts (released; the root's is the public ``n``).
+    """
+    # Prefixes and released counts of the branching nodes of the current level.
+    if n_samples >= min_branch:
+        prefixes, counts = np.zeros(1, dtype=np.int64), np.array([float(n_samples)])
+        leaves, leaf_counts = [np.empty((0, 2), dtype=np.int64)], [np.empty(0)]
+    else:
+        prefixes, counts = np.empty(0, dtype=np.int64), np.empty(0)
+        leaves, leaf_counts = [np.zeros((1, 2), dtype=np.int64)], [np.array([float(n_samples)])]
+    for level in range(1, max_depth + 1):
+        children = (2 * prefixes[:, None] + np.array([0, 1])).ravel()
+        # Every level is released, empty when nothing branches, so the ledger equals the plan.
+        noisy = np.asarray(count_mechanism.release(prefix_counts(level, children), rng, ledger), dtype=float)
+        pairs = noisy.reshape(-1, 2)
+        kept = pairs >= min_node
+        branches = kept & (pairs >= min_branch) if level < max_depth else np.zeros_like(kept)
+        # Per node, in order: itself (both children dropped), child 0, child 1.
+        is_leaf = np.column_stack([~kept.any(axis=1), kept & ~branches]).ravel()
+        node_prefix = np.column_stack([prefixes, children.reshape(-1, 2)]).ravel()
+        node_level = np.tile([level - 1, level, level], len(prefixes))
+        leaves.append(np.column_stack([node_level, node_prefix])[is_leaf])
+        leaf_counts.append(np.column_stack([counts, pairs]).ravel()[is_leaf])
+        grows = branches.ravel()
+        prefixes, counts = children[grows], noisy[grows]
+    return np.concatenate(leaves).astype(np.int64), np.concatenate(leaf_counts)
+
+
+def leaf_intervals(leaves, max_depth):
+    """The leaves as code intervals: ``(starts, ends, index)`` sorted by start.
+
+    Leaf ``index[i]`` holds the codes in ``[starts[i], ends[i])``; the leaves
+    are disjoint prefixes, so the intervals do not overlap.
+    """
+    leaves = np.asarray(leaves, dtype=np.int64).reshape(-1, 2)
+    shift = max_depth - leaves[:, 0]
+    starts = leaves[:, 1] << shift
+    order = np.argsort(starts, kind="stable")
+    return starts[order], ((leaves[:, 1] + 1) << shift)[order], order
+
+
+def leaf_of_codes(codes, intervals):
+    """Index of the leaf of every code (``-1``: in no leaf), by binary search in the intervals."""
+    starts, ends, index = intervals
+    if not starts.size:
+        return np.full(np.shape(codes), -1, dtype=np.int64)
+    at = np.maximum(np.searchsorted(starts, codes, side="right") - 1, 0)
+    return np.where((codes >= starts[at]) & (codes < ends[at]), index[at], -1)
+
+
+def leaf_sums_of_codes(Z, codes, intervals, n_leaves):
+    """Exact sums of the rows of every leaf, from the rows' codes (shape ``(n_leaves, dim)``; private)."""
+    leaves = leaf_of_codes(codes, intervals)
     keep = leaves >= 0
     n = int(keep.sum())
     onehot = sparse.csr_matrix((np.ones(n), leaves[keep], np.arange(n + 1)), shape=(n, n_leaves))
     return np.asarray(onehot.T @ Z[keep])
+
+
+def leaf_sums(Z, planes, intervals, n_leaves):
+    """Exact sums of the rows of every leaf (shape ``(n_leaves, dim)``; private).
+
+    ``intervals`` are the leaves' code intervals (:func:`leaf_intervals`);
+    rows in no leaf are left out.
+    """
+    return leaf_sums_of_codes(Z, hash_codes(Z, planes), intervals, n_leaves)
 
 
 def _chunk_apply(chunk, fn, feature_map, bound, *params):
@@ -208,57 +332,6 @@ def reduce_rows(rows, fn, *params):
     if rows.chunked:
         return rows.data.map_reduce(_chunk_apply, fn, rows.feature_map, rows.bound, *params)
     return fn(rows.Z, *params)
-
-
-def grow_tree(histogram, max_depth, n_samples, count_mechanism, min_node, min_branch, rng, ledger):
-    """Grow the prefix tree from the exact code histogram, releasing one vector of counts per level.
-
-    Returns
-    -------
-    leaves : list of (level, prefix)
-        The leaves; leaf ``(l, p)`` holds the rows whose code's top ``l`` bits are ``p``.
-    leaf_counts : ndarray of shape (n_leaves,)
-        Their noisy counts (released; the root's is the public ``n``).
-    """
-    # (prefix, released count) of the branching nodes of the current level.
-    branching = [(0, float(n_samples))] if n_samples >= min_branch else []
-    leaves, leaf_counts = ([], []) if branching else ([(0, 0)], [float(n_samples)])
-    # Every level's exact counts, by pairwise sums from the leaves up: 2 * 2**D
-    # additions in all, where summing the histogram afresh per level costs
-    # D * 2**D (integer counts in float64: both exact, the same numbers).
-    levels = [histogram]
-    for _ in range(max_depth):
-        levels.append(levels[-1][0::2] + levels[-1][1::2])
-    levels.reverse()  # levels[l]: the counts of the 2**l prefixes of length l
-    for level in range(1, max_depth + 1):
-        level_counts = levels[level]
-        children = np.array([2 * p + b for p, _ in branching for b in (0, 1)], dtype=np.int64)
-        # Every level is released, empty when nothing branches, so the ledger equals the plan.
-        noisy = count_mechanism.release(level_counts[children], rng, ledger)
-        next_branching = []
-        for i, (prefix, count) in enumerate(branching):
-            kept = [(children[2 * i + b], noisy[2 * i + b]) for b in (0, 1) if noisy[2 * i + b] >= min_node]
-            if not kept:
-                # Both children dropped: the node itself is a leaf.
-                leaves.append((level - 1, prefix))
-                leaf_counts.append(count)
-            for child, child_count in kept:
-                if level < max_depth and child_count >= min_branch:
-                    next_branching.append((int(child), float(child_count)))
-                else:
-                    leaves.append((level, int(child)))
-                    leaf_counts.append(float(child_count))
-        branching = next_branching
-    return leaves, np.asarray(leaf_counts, dtype=float)
-
-
-def leaf_lookup(leaves, max_depth):
-    """Map every ``D``-bit code to the index of its leaf (``-1``: in no leaf)."""
-    table = np.full(1 << max_depth, -1, dtype=np.int64)
-    for index, (level, prefix) in enumerate(leaves):
-        shift = max_depth - level
-        table[prefix << shift : (prefix + 1) << shift] = index
-    return table
 
 
 def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
@@ -309,13 +382,25 @@ def private_coreset(
     recorded on ``ledger`` by their mechanisms.
     """
     planes = simhash_planes(rows.n_features, max_depth, rng)
-    histogram = reduce_rows(rows, code_histogram, planes)
+    codes, code_rows, row_codes = code_counts(rows, planes)
     min_node, min_branch = thresholds
     leaves, counts = grow_tree(
-        histogram, max_depth, rows.n_samples, count_mechanism, min_node, min_branch, rng, ledger
+        PrefixCounts(codes, code_rows, max_depth),
+        max_depth,
+        rows.n_samples,
+        count_mechanism,
+        min_node,
+        min_branch,
+        rng,
+        ledger,
     )
-    del histogram
-    sums = reduce_rows(rows, leaf_sums, planes, leaf_lookup(leaves, max_depth), len(leaves))
+    del codes, code_rows
+    intervals = leaf_intervals(leaves, max_depth)
+    if row_codes is None:
+        sums = reduce_rows(rows, leaf_sums, planes, intervals, len(leaves))
+    else:
+        # In memory: the codes of the first pass, not hashed again.
+        sums = leaf_sums_of_codes(rows.Z, row_codes, intervals, len(leaves))
     noisy_sums = sum_mechanism.release(sums, rng, ledger)
     points = noisy_sums / np.maximum(counts, 1.0)[:, None]
     points = project_to_ball(points, bound) if project is None else project(points)
