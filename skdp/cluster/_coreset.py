@@ -218,6 +218,10 @@ def code_counts(rows, planes):
     return codes, counts, row_codes
 
 
+#: The two children of a prefix ``p``: ``2 p + b``.
+_BITS = np.array([0, 1], dtype=np.int64)
+
+
 class PrefixCounts:
     """Exact row counts of code prefixes, read off the sorted occurring codes.
 
@@ -260,26 +264,36 @@ def grow_tree(prefix_counts, max_depth, n_samples, count_mechanism, min_node, mi
     # Prefixes and released counts of the branching nodes of the current level.
     if n_samples >= min_branch:
         prefixes, counts = np.zeros(1, dtype=np.int64), np.array([float(n_samples)])
-        leaves, leaf_counts = [np.empty((0, 2), dtype=np.int64)], [np.empty(0)]
+        leaves, leaf_counts = [], []
     else:
         prefixes, counts = np.empty(0, dtype=np.int64), np.empty(0)
         leaves, leaf_counts = [np.zeros((1, 2), dtype=np.int64)], [np.array([float(n_samples)])]
     for level in range(1, max_depth + 1):
-        children = (2 * prefixes[:, None] + np.array([0, 1])).ravel()
+        children = (2 * prefixes[:, None] + _BITS).ravel()
         # Every level is released, empty when nothing branches, so the ledger equals the plan.
         noisy = np.asarray(count_mechanism.release(prefix_counts(level, children), rng, ledger), dtype=float)
-        pairs = noisy.reshape(-1, 2)
-        kept = pairs >= min_node
-        branches = kept & (pairs >= min_branch) if level < max_depth else np.zeros_like(kept)
-        # Per node, in order: itself (both children dropped), child 0, child 1.
-        is_leaf = np.column_stack([~kept.any(axis=1), kept & ~branches]).ravel()
-        node_prefix = np.column_stack([prefixes, children.reshape(-1, 2)]).ravel()
-        node_level = np.tile([level - 1, level, level], len(prefixes))
-        leaves.append(np.column_stack([node_level, node_prefix])[is_leaf])
-        leaf_counts.append(np.column_stack([counts, pairs]).ravel()[is_leaf])
-        grows = branches.ravel()
+        if not children.size:
+            continue
+        kept = noisy >= min_node
+        grows = kept & (noisy >= min_branch) if level < max_depth else np.zeros_like(kept)
+        child_leaf = kept & ~grows
+        node_leaf = ~(kept[0::2] | kept[1::2])
+        if node_leaf.any() or child_leaf.any():
+            # Per node, in order: itself (both children dropped), child 0, child 1.
+            m = len(prefixes)
+            is_leaf = np.empty((m, 3), dtype=bool)
+            is_leaf[:, 0], is_leaf[:, 1:] = node_leaf, child_leaf.reshape(m, 2)
+            slot = np.empty((m, 3, 2), dtype=np.int64)
+            slot[:, 0, 0], slot[:, 1:, 0] = level - 1, level
+            slot[:, 0, 1], slot[:, 1:, 1] = prefixes, children.reshape(m, 2)
+            slot_count = np.empty((m, 3))
+            slot_count[:, 0], slot_count[:, 1:] = counts, noisy.reshape(m, 2)
+            leaves.append(slot[is_leaf])
+            leaf_counts.append(slot_count[is_leaf])
         prefixes, counts = children[grows], noisy[grows]
-    return np.concatenate(leaves).astype(np.int64), np.concatenate(leaf_counts)
+    if not leaves:
+        return np.empty((0, 2), dtype=np.int64), np.empty(0)
+    return np.concatenate(leaves), np.concatenate(leaf_counts)
 
 
 def leaf_intervals(leaves, max_depth):
