@@ -119,10 +119,17 @@ class SQLiteBudgetAccountant(BudgetAccountant):
     valid, and when to choose ``composition="basic"``).
 
     Crash safety: a process killed mid-transaction leaves no partial row
-    (SQLite rolls its journal back); a fit killed between its reservation
-    and its settlement leaves its reservation charged (a row with
-    ``status='reserved'``, listed by :attr:`reservations`), so the ledger
-    still records everything that may have been released.
+    (SQLite's write-ahead log holds no uncommitted transaction after a
+    crash); a fit killed between its reservation and its settlement leaves
+    its reservation charged (a row with ``status='reserved'``, listed by
+    :attr:`reservations`), so the ledger still records everything that may
+    have been released.  With ``durability="charges"`` (the default) every
+    transaction that may raise the charged total is on disk before the call
+    returns, so not even a power failure or an operating-system crash can
+    undo a charge; only a settlement within its reservation (which lowers
+    the total) is not waited for: lost, its reservation stays charged, an
+    over-count.  The file must be on a local file system (SQLite's locks
+    and its log's shared index need one).
 
     Threads: a transaction's connection belongs to the thread that opened it
     (thread-local), and reads outside a transaction open their own
@@ -162,6 +169,16 @@ class SQLiteBudgetAccountant(BudgetAccountant):
         agree, or pass None to adopt it.  A budget migrated from version 0
         has none stored: the first opener's choice (None: ``"pld"``) is
         stored.
+    durability : {"charges", "process"}, default="charges"
+        What a commit waits for.  ``"charges"``: a spend, a reservation, an
+        extension and a settlement above its reservation wait until the log
+        is synced to disk (one ``fsync`` each, a few milliseconds on most
+        disks); a settlement within its reservation does not.  ``"process"``:
+        no commit waits for the disk (SQLite's ``synchronous=NORMAL``): every
+        committed transaction survives the crash of any process, but the last
+        ones may be undone by a power failure or an operating-system crash,
+        which could then forget a charge whose fit's output already left the
+        machine.  A setting of this handle, not of the file.
     """
 
     def __init__(
