@@ -65,6 +65,7 @@ from scipy import sparse
 from .._chunks import check_chunk
 from ..privacy import REPLACE_ONE, GaussianEvent, LaplaceEvent
 from ..privacy.centring import calibrate_after_bounds
+from ._coreset_kmeans import weighted_kmeans_fit
 from ._lloyd import project_to_ball, relative_centre_noise, split_largest
 from ._rows import chunk_features
 
@@ -351,6 +352,9 @@ def reduce_rows(rows, fn, *params):
 def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
     """k centres of the weighted coreset (k-means++ and Lloyd; post-processing of releases).
 
+    scikit-learn's ``KMeans(n_init=3)`` with the coreset's weights
+    (:func:`~skdp.cluster._coreset_kmeans.weighted_kmeans_fit`).
+
     With fewer coreset points than clusters, the missing centres are
     re-seeded next to the heaviest ones
     (:func:`~skdp.cluster._lloyd.split_largest`).
@@ -364,13 +368,12 @@ def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
     n_iter : int
         Lloyd iterations of the k-means on the coreset (post-processing).
     """
-    from sklearn.cluster import KMeans
-
     k = min(n_clusters, len(points))
     seed = int(rng.integers(2**31 - 1))
-    km = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(points, sample_weight=weights)
-    centres = km.cluster_centers_
-    cluster_weights = np.bincount(km.labels_, weights=weights, minlength=k)
+    # scikit-learn's KMeans(n_clusters=k, n_init=3, random_state=seed) with
+    # sample_weight, without its per-call overhead (the same result, bit for bit).
+    centres, labels, n_iter = weighted_kmeans_fit(points, weights, k, seed, n_init=3)
+    cluster_weights = np.bincount(labels, weights=weights, minlength=k)
     centres = project_to_ball(centres, bound) if project is None else project(centres)
     n_reseeded = n_clusters - k
     if n_reseeded:
@@ -383,7 +386,7 @@ def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
         )
         centres = np.vstack([centres, extra])
         cluster_weights = np.concatenate([cluster_weights, np.zeros(n_reseeded)])
-    return centres, cluster_weights, n_reseeded, int(km.n_iter_)
+    return centres, cluster_weights, n_reseeded, n_iter
 
 
 def private_coreset(

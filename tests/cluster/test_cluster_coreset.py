@@ -2,6 +2,7 @@
 
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -328,3 +329,30 @@ def test_halved_level_count_noise_is_caught(monkeypatch):
     km = coreset(epsilon=8.0).fit(blobs())
     noise = np.concatenate(seen)
     assert not _std_within_chi2(noise, _level_count_std(km))
+
+
+def test_weighted_kmeans_equals_scikit_learn_kmeans():
+    # The coreset's k-means is scikit-learn's KMeans(n_init=3) with weights, bit
+    # for bit: small and large coresets, k up to n, duplicated points, integer weights.
+    from sklearn.cluster import KMeans
+
+    from skdp.cluster._coreset_kmeans import weighted_kmeans_fit
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n = int(rng.choice([1, 2, 5, 9, 40, 300]))
+        k, dim = int(rng.integers(1, min(n, 20) + 1)), int(rng.integers(1, 12))
+        points = rng.standard_normal((n, dim)) * rng.uniform(0.01, 10.0)
+        if trial % 4 == 0 and n > 2:
+            points[1] = points[0]
+        weights = rng.uniform(0.5, 3000.0, n)
+        if trial % 3 == 0:
+            weights = np.round(weights)
+        seed = int(rng.integers(2**31 - 1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            km = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(points, sample_weight=weights)
+            centres, labels, n_iter = weighted_kmeans_fit(points, weights, k, seed)
+        np.testing.assert_array_equal(centres, km.cluster_centers_)
+        np.testing.assert_array_equal(labels, km.labels_)
+        assert n_iter == km.n_iter_
