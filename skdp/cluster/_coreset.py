@@ -394,9 +394,11 @@ def private_coreset(
 ):
     """The released coreset of the (mapped, clipped) ``rows``: points, weights.
 
-    Two passes over the rows (the code histogram, then the leaf sums),
-    ``max_depth`` releases of level counts and one of the leaf sums, all
-    recorded on ``ledger`` by their mechanisms.
+    Two passes over the rows (the codes' counts, then the leaf sums; in
+    memory the codes of the first are kept for the second), ``max_depth``
+    releases of level counts and one of the leaf sums, all recorded on
+    ``ledger`` by their mechanisms.  The tree is grown on the codes that
+    occur (:class:`PrefixCounts`), never on ``2**D`` cells.
     """
     planes = simhash_planes(rows.n_features, max_depth, rng)
     codes, code_rows, row_codes = code_counts(rows, planes)
