@@ -356,3 +356,25 @@ def test_weighted_kmeans_equals_scikit_learn_kmeans():
         np.testing.assert_array_equal(centres, km.cluster_centers_)
         np.testing.assert_array_equal(labels, km.labels_)
         assert n_iter == km.n_iter_
+
+
+def test_blas_limit_is_applied_and_restored():
+    # The clustering fits' BLAS limit (one kept threadpoolctl controller): one
+    # thread inside, the previous setting after, no limit (and no scan) for None.
+    import threadpoolctl
+
+    from skdp.cluster._blas import threadpool_limits
+
+    def blas_threads():
+        return [m["num_threads"] for m in threadpoolctl.threadpool_info() if m["user_api"] == "blas"]
+
+    if not blas_threads():
+        pytest.skip("no BLAS library that threadpoolctl can control")
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):  # a known setting above one
+        before = blas_threads()
+        assert all(n == 2 for n in before)
+        with threadpool_limits(limits=1, user_api="blas"):
+            assert all(n == 1 for n in blas_threads())
+        assert blas_threads() == before
+        with threadpool_limits(limits=None, user_api="blas"):
+            assert blas_threads() == before
