@@ -284,7 +284,7 @@ class SQLiteBudgetAccountant(BudgetAccountant):
             _INHERITED.append(con)
         con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         # Write-ahead log: a commit appends to the log instead of rewriting a
-        # rollback journal and the file (three syncs per commit), and
+        # rollback journal and the file (several syncs per commit), and
         # readers never block the writer.  Persistent in the file; where the
         # file system cannot share the log's index (no shared memory), SQLite
         # keeps its rollback journal, and every commit then syncs in full.
