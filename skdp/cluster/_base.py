@@ -20,12 +20,12 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_limits
 
 from .._input import validate_fit_input
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..privacy import GaussianMechanism, LaplaceMechanism
 from ..privacy.ledger import COMPOSITION_CONSTRAINT
+from ._blas import threadpool_limits
 from ._lloyd import (
     BoxBallProjection,
     assign,

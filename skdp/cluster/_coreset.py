@@ -65,6 +65,7 @@ from scipy import sparse
 from .._chunks import check_chunk
 from ..privacy import REPLACE_ONE, GaussianEvent, LaplaceEvent
 from ..privacy.centring import calibrate_after_bounds
+from ._coreset_kmeans import weighted_kmeans_fit
 from ._lloyd import project_to_ball, relative_centre_noise, split_largest
 from ._rows import chunk_features
 
@@ -175,27 +176,165 @@ def simhash_planes(dim, max_depth, rng):
 
 
 def hash_codes(Z, planes):
-    """SimHash code of every row: bit ``j`` (most significant first) is ``<z, g_j> < 0``."""
+    """SimHash code of every row: bit ``j`` (most significant first) is ``<z, g_j> < 0``.
+
+    The bits are weighted by powers of two in floating point (one BLAS
+    product; every code is below ``2**D <= 2**53``, so the sum is exact).
+    """
     bits = (Z @ planes.T) < 0
-    weights = np.left_shift(np.int64(1), np.arange(planes.shape[0] - 1, -1, -1, dtype=np.int64))
-    return bits.astype(np.int64) @ weights
+    weights = np.ldexp(1.0, np.arange(planes.shape[0] - 1, -1, -1))
+    return (bits @ weights).astype(np.int64)
 
 
 def code_histogram(Z, planes):
-    """Exact number of rows with each ``D``-bit code (shape ``(2**D,)``; private)."""
-    return np.bincount(hash_codes(Z, planes), minlength=1 << planes.shape[0]).astype(float)
+    """Exact number of rows with each ``D``-bit code (shape ``(2**D,)``, int64; private).
 
-
-def leaf_sums(Z, planes, leaf_of_code, n_leaves):
-    """Exact sums of the rows of every leaf (shape ``(n_leaves, dim)``; private).
-
-    ``leaf_of_code`` maps a code to its leaf, ``-1`` for rows in no leaf.
+    The dense form that chunk results are summed in; :func:`code_counts` keeps
+    only the codes that occur.
     """
-    leaves = leaf_of_code[hash_codes(Z, planes)]
+    return np.bincount(hash_codes(Z, planes), minlength=1 << planes.shape[0])
+
+
+def _occurring(histogram):
+    codes = np.flatnonzero(histogram)
+    return codes, histogram[codes]
+
+
+def code_counts(rows, planes):
+    """The codes that occur, sorted, with their numbers of rows (private); and the rows' codes.
+
+    Returns ``(codes, counts, row_codes)``; ``row_codes`` (the code of every
+    row, for :func:`leaf_sums_of_codes`) is None for chunked rows, whose
+    dense histograms are summed chunk by chunk.  In memory, a sort of the
+    ``n`` codes replaces the ``2**D`` histogram when ``n`` is small against
+    it (the same numbers).
+    """
+    if rows.chunked:
+        return (*_occurring(reduce_rows(rows, code_histogram, planes)), None)
+    row_codes = hash_codes(rows.Z, planes)
+    if 8 * row_codes.size >= 1 << planes.shape[0]:
+        codes, counts = _occurring(np.bincount(row_codes, minlength=1 << planes.shape[0]))
+    else:
+        codes, counts = np.unique(row_codes, return_counts=True)
+    return codes, counts, row_codes
+
+
+#: The two children of a prefix ``p``: ``2 p + b``.
+_BITS = np.array([0, 1], dtype=np.int64)
+
+
+class PrefixCounts:
+    """Exact row counts of code prefixes, read off the sorted occurring codes.
+
+    The prefix ``p`` of length ``l`` holds the codes in ``[p 2**(D-l), (p+1)
+    2**(D-l))``: two binary searches in the sorted codes and a difference of
+    cumulative counts, so a level costs ``O(m log u)`` for its ``m`` nodes and
+    ``u`` occurring codes instead of a pass over ``2**D`` cells (integer
+    counts: the same numbers).
+    """
+
+    def __init__(self, codes, counts, max_depth):
+        self.codes = np.asarray(codes, dtype=np.int64)
+        self.cumulative = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        self.max_depth = max_depth
+
+    def __call__(self, level, prefixes):
+        """Counts (float64) of the prefixes of length ``level``."""
+        shift = self.max_depth - level
+        lo = np.searchsorted(self.codes, prefixes << shift)
+        hi = np.searchsorted(self.codes, (prefixes + 1) << shift)
+        return (self.cumulative[hi] - self.cumulative[lo]).astype(float)
+
+
+def grow_tree(prefix_counts, max_depth, n_samples, count_mechanism, min_node, min_branch, rng, ledger):
+    """Grow the prefix tree, releasing one vector of counts per level.
+
+    ``prefix_counts(level, prefixes)`` gives the exact counts (a
+    :class:`PrefixCounts`).  Each level is handled as arrays: the children
+    of the branching nodes, their noisy counts, and per node the three
+    possible leaves in order (the node itself when both children are
+    dropped, then each kept child that does not branch).
+
+    Returns
+    -------
+    leaves : ndarray of shape (n_leaves, 2)
+        The leaves ``(level, prefix)``; leaf ``(l, p)`` holds the rows whose code's top ``l`` bits are ``p``.
+    leaf_counts : ndarray of shape (n_leaves,)
+        Their noisy counts (released; the root's is the public ``n``).
+    """
+    # Prefixes and released counts of the branching nodes of the current level.
+    if n_samples >= min_branch:
+        prefixes, counts = np.zeros(1, dtype=np.int64), np.array([float(n_samples)])
+        leaves, leaf_counts = [], []
+    else:
+        prefixes, counts = np.empty(0, dtype=np.int64), np.empty(0)
+        leaves, leaf_counts = [np.zeros((1, 2), dtype=np.int64)], [np.array([float(n_samples)])]
+    for level in range(1, max_depth + 1):
+        children = (2 * prefixes[:, None] + _BITS).ravel()
+        # Every level is released, empty when nothing branches, so the ledger equals the plan.
+        noisy = np.asarray(count_mechanism.release(prefix_counts(level, children), rng, ledger), dtype=float)
+        if not children.size:
+            continue
+        kept = noisy >= min_node
+        grows = kept & (noisy >= min_branch) if level < max_depth else np.zeros_like(kept)
+        child_leaf = kept & ~grows
+        node_leaf = ~(kept[0::2] | kept[1::2])
+        if node_leaf.any() or child_leaf.any():
+            # Per node, in order: itself (both children dropped), child 0, child 1.
+            m = len(prefixes)
+            is_leaf = np.empty((m, 3), dtype=bool)
+            is_leaf[:, 0], is_leaf[:, 1:] = node_leaf, child_leaf.reshape(m, 2)
+            slot = np.empty((m, 3, 2), dtype=np.int64)
+            slot[:, 0, 0], slot[:, 1:, 0] = level - 1, level
+            slot[:, 0, 1], slot[:, 1:, 1] = prefixes, children.reshape(m, 2)
+            slot_count = np.empty((m, 3))
+            slot_count[:, 0], slot_count[:, 1:] = counts, noisy.reshape(m, 2)
+            leaves.append(slot[is_leaf])
+            leaf_counts.append(slot_count[is_leaf])
+        prefixes, counts = children[grows], noisy[grows]
+    if not leaves:
+        return np.empty((0, 2), dtype=np.int64), np.empty(0)
+    return np.concatenate(leaves), np.concatenate(leaf_counts)
+
+
+def leaf_intervals(leaves, max_depth):
+    """The leaves as code intervals: ``(starts, ends, index)`` sorted by start.
+
+    Leaf ``index[i]`` holds the codes in ``[starts[i], ends[i])``; the leaves
+    are disjoint prefixes, so the intervals do not overlap.
+    """
+    leaves = np.asarray(leaves, dtype=np.int64).reshape(-1, 2)
+    shift = max_depth - leaves[:, 0]
+    starts = leaves[:, 1] << shift
+    order = np.argsort(starts, kind="stable")
+    return starts[order], ((leaves[:, 1] + 1) << shift)[order], order
+
+
+def leaf_of_codes(codes, intervals):
+    """Index of the leaf of every code (``-1``: in no leaf), by binary search in the intervals."""
+    starts, ends, index = intervals
+    if not starts.size:
+        return np.full(np.shape(codes), -1, dtype=np.int64)
+    at = np.maximum(np.searchsorted(starts, codes, side="right") - 1, 0)
+    return np.where((codes >= starts[at]) & (codes < ends[at]), index[at], -1)
+
+
+def leaf_sums_of_codes(Z, codes, intervals, n_leaves):
+    """Exact sums of the rows of every leaf, from the rows' codes (shape ``(n_leaves, dim)``; private)."""
+    leaves = leaf_of_codes(codes, intervals)
     keep = leaves >= 0
     n = int(keep.sum())
     onehot = sparse.csr_matrix((np.ones(n), leaves[keep], np.arange(n + 1)), shape=(n, n_leaves))
     return np.asarray(onehot.T @ Z[keep])
+
+
+def leaf_sums(Z, planes, intervals, n_leaves):
+    """Exact sums of the rows of every leaf (shape ``(n_leaves, dim)``; private).
+
+    ``intervals`` are the leaves' code intervals (:func:`leaf_intervals`);
+    rows in no leaf are left out.
+    """
+    return leaf_sums_of_codes(Z, hash_codes(Z, planes), intervals, n_leaves)
 
 
 def _chunk_apply(chunk, fn, feature_map, bound, *params):
@@ -210,59 +349,11 @@ def reduce_rows(rows, fn, *params):
     return fn(rows.Z, *params)
 
 
-def grow_tree(histogram, max_depth, n_samples, count_mechanism, min_node, min_branch, rng, ledger):
-    """Grow the prefix tree from the exact code histogram, releasing one vector of counts per level.
-
-    Returns
-    -------
-    leaves : list of (level, prefix)
-        The leaves; leaf ``(l, p)`` holds the rows whose code's top ``l`` bits are ``p``.
-    leaf_counts : ndarray of shape (n_leaves,)
-        Their noisy counts (released; the root's is the public ``n``).
-    """
-    # (prefix, released count) of the branching nodes of the current level.
-    branching = [(0, float(n_samples))] if n_samples >= min_branch else []
-    leaves, leaf_counts = ([], []) if branching else ([(0, 0)], [float(n_samples)])
-    # Every level's exact counts, by pairwise sums from the leaves up: 2 * 2**D
-    # additions in all, where summing the histogram afresh per level costs
-    # D * 2**D (integer counts in float64: both exact, the same numbers).
-    levels = [histogram]
-    for _ in range(max_depth):
-        levels.append(levels[-1][0::2] + levels[-1][1::2])
-    levels.reverse()  # levels[l]: the counts of the 2**l prefixes of length l
-    for level in range(1, max_depth + 1):
-        level_counts = levels[level]
-        children = np.array([2 * p + b for p, _ in branching for b in (0, 1)], dtype=np.int64)
-        # Every level is released, empty when nothing branches, so the ledger equals the plan.
-        noisy = count_mechanism.release(level_counts[children], rng, ledger)
-        next_branching = []
-        for i, (prefix, count) in enumerate(branching):
-            kept = [(children[2 * i + b], noisy[2 * i + b]) for b in (0, 1) if noisy[2 * i + b] >= min_node]
-            if not kept:
-                # Both children dropped: the node itself is a leaf.
-                leaves.append((level - 1, prefix))
-                leaf_counts.append(count)
-            for child, child_count in kept:
-                if level < max_depth and child_count >= min_branch:
-                    next_branching.append((int(child), float(child_count)))
-                else:
-                    leaves.append((level, int(child)))
-                    leaf_counts.append(float(child_count))
-        branching = next_branching
-    return leaves, np.asarray(leaf_counts, dtype=float)
-
-
-def leaf_lookup(leaves, max_depth):
-    """Map every ``D``-bit code to the index of its leaf (``-1``: in no leaf)."""
-    table = np.full(1 << max_depth, -1, dtype=np.int64)
-    for index, (level, prefix) in enumerate(leaves):
-        shift = max_depth - level
-        table[prefix << shift : (prefix + 1) << shift] = index
-    return table
-
-
 def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
     """k centres of the weighted coreset (k-means++ and Lloyd; post-processing of releases).
+
+    scikit-learn's ``KMeans(n_init=3)`` with the coreset's weights
+    (:func:`~skdp.cluster._coreset_kmeans.weighted_kmeans_fit`).
 
     With fewer coreset points than clusters, the missing centres are
     re-seeded next to the heaviest ones
@@ -277,13 +368,12 @@ def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
     n_iter : int
         Lloyd iterations of the k-means on the coreset (post-processing).
     """
-    from sklearn.cluster import KMeans
-
     k = min(n_clusters, len(points))
     seed = int(rng.integers(2**31 - 1))
-    km = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(points, sample_weight=weights)
-    centres = km.cluster_centers_
-    cluster_weights = np.bincount(km.labels_, weights=weights, minlength=k)
+    # scikit-learn's KMeans(n_clusters=k, n_init=3, random_state=seed) with
+    # sample_weight, without its per-call overhead (the same result, bit for bit).
+    centres, labels, n_iter = weighted_kmeans_fit(points, weights, k, seed, n_init=3)
+    cluster_weights = np.bincount(labels, weights=weights, minlength=k)
     centres = project_to_ball(centres, bound) if project is None else project(centres)
     n_reseeded = n_clusters - k
     if n_reseeded:
@@ -296,7 +386,7 @@ def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
         )
         centres = np.vstack([centres, extra])
         cluster_weights = np.concatenate([cluster_weights, np.zeros(n_reseeded)])
-    return centres, cluster_weights, n_reseeded, int(km.n_iter_)
+    return centres, cluster_weights, n_reseeded, n_iter
 
 
 def private_coreset(
@@ -304,18 +394,32 @@ def private_coreset(
 ):
     """The released coreset of the (mapped, clipped) ``rows``: points, weights.
 
-    Two passes over the rows (the code histogram, then the leaf sums),
-    ``max_depth`` releases of level counts and one of the leaf sums, all
-    recorded on ``ledger`` by their mechanisms.
+    Two passes over the rows (the codes' counts, then the leaf sums; in
+    memory the codes of the first are kept for the second), ``max_depth``
+    releases of level counts and one of the leaf sums, all recorded on
+    ``ledger`` by their mechanisms.  The tree is grown on the codes that
+    occur (:class:`PrefixCounts`), never on ``2**D`` cells.
     """
     planes = simhash_planes(rows.n_features, max_depth, rng)
-    histogram = reduce_rows(rows, code_histogram, planes)
+    codes, code_rows, row_codes = code_counts(rows, planes)
     min_node, min_branch = thresholds
     leaves, counts = grow_tree(
-        histogram, max_depth, rows.n_samples, count_mechanism, min_node, min_branch, rng, ledger
+        PrefixCounts(codes, code_rows, max_depth),
+        max_depth,
+        rows.n_samples,
+        count_mechanism,
+        min_node,
+        min_branch,
+        rng,
+        ledger,
     )
-    del histogram
-    sums = reduce_rows(rows, leaf_sums, planes, leaf_lookup(leaves, max_depth), len(leaves))
+    del codes, code_rows
+    intervals = leaf_intervals(leaves, max_depth)
+    if row_codes is None:
+        sums = reduce_rows(rows, leaf_sums, planes, intervals, len(leaves))
+    else:
+        # In memory: the codes of the first pass, not hashed again.
+        sums = leaf_sums_of_codes(rows.Z, row_codes, intervals, len(leaves))
     noisy_sums = sum_mechanism.release(sums, rng, ledger)
     points = noisy_sums / np.maximum(counts, 1.0)[:, None]
     points = project_to_ball(points, bound) if project is None else project(points)

@@ -6,7 +6,6 @@ from numbers import Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
-from threadpoolctl import threadpool_limits
 
 from ..base import warn_privacy_leak
 from ..privacy import ExponentialMechanism
@@ -25,6 +24,7 @@ from ..privacy.quantiles import (
     warn_unlocated_columns,
 )
 from ._base import _BaseDPLloyd, _blas_threads
+from ._blas import threadpool_limits
 from ._coreset import (
     ALGORITHMS,
     CORESET_COUNT_WEIGHT,

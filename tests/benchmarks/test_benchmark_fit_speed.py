@@ -2,7 +2,7 @@
 
 No timing is asserted (timings belong to the benchmark's PASS/FAIL lines);
 the checks are that every table is printed, that the accounting clock
-restores what it wrapped, and that the two budget backends report the same
+restores what it wrapped, and that the budget backends report the same
 total.
 """
 
@@ -51,3 +51,5 @@ def test_smoke_configuration_prints_the_tables(bench, capsys):
     assert t_cold > 0 and 0 < acc_cold <= t_cold
     spent = {(backend, n): eps for backend, n, _, _, _, eps in report["budget"]}
     assert spent[("memory", 10)] == pytest.approx(spent[("sqlite", 10)], rel=1e-12)
+    assert spent[("sqlite", 10)] == spent[("sqlite-process", 10)]
+    assert report["fsync_ms"] > 0

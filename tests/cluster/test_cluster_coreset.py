@@ -2,6 +2,7 @@
 
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -93,7 +94,7 @@ def test_level_counts_and_leaf_sums_sensitivity():
     depth, dim, C = 8, 5, 1.0
     planes = cs.simhash_planes(dim, depth, rng)
     leaves = [(2, 0), (3, 2), (3, 3), (1, 1)]
-    table = cs.leaf_lookup(leaves, depth)
+    intervals = cs.leaf_intervals(leaves, depth)
     for _ in range(50):
         X = rng.standard_normal((40, dim))
         X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True) / C)
@@ -103,15 +104,103 @@ def test_level_counts_and_leaf_sums_sensitivity():
         for level in range(1, depth + 1):
             diff = h.reshape(1 << level, -1).sum(1) - hp.reshape(1 << level, -1).sum(1)
             assert np.linalg.norm(diff) <= math.sqrt(2) + 1e-12
-        ds = cs.leaf_sums(X, planes, table, len(leaves)) - cs.leaf_sums(Xp, planes, table, len(leaves))
+        ds = cs.leaf_sums(X, planes, intervals, 4) - cs.leaf_sums(Xp, planes, intervals, 4)
         assert np.linalg.norm(ds) <= 2 * C + 1e-12
 
 
 def test_leaves_partition_the_codes_and_thresholds_are_public():
-    table = cs.leaf_lookup([(1, 0), (2, 2), (2, 3)], 4)
-    assert np.array_equal(table, [0] * 8 + [1] * 4 + [2] * 4)
+    # Leaves given out of code order, and codes in no leaf (-1).
+    intervals = cs.leaf_intervals([(2, 2), (1, 0), (3, 7)], 4)
+    table = cs.leaf_of_codes(np.arange(16), intervals)
+    assert np.array_equal(table, [1] * 8 + [0] * 4 + [-1] * 2 + [2] * 2)
+    assert np.array_equal(cs.leaf_of_codes(np.arange(4), cs.leaf_intervals(np.empty((0, 2)), 2)), [-1] * 4)
     min_node, min_branch = cs.tree_thresholds(4.0, "gaussian", 100_000, 64, 100)
     assert min_node == 100_000 // 128 and min_node <= min_branch < 100_000 // 64
+
+
+class _ListLedger:
+    """Records events; enough of a ledger for the mechanisms' ``release``."""
+
+    secure_noise = False
+
+    def __init__(self):
+        self.events = []
+
+    def record(self, event):
+        self.events.append(event)
+
+
+def _reference_tree(histogram, max_depth, n, mechanism, min_node, min_branch, rng, ledger):
+    """The tree grown node by node from the dense ``2**D`` histogram (the definition)."""
+    branching = [(0, float(n))] if n >= min_branch else []
+    leaves, counts = ([], []) if branching else ([(0, 0)], [float(n)])
+    for level in range(1, max_depth + 1):
+        level_counts = histogram.reshape(1 << level, -1).sum(axis=1).astype(float)
+        children = np.array([2 * p + b for p, _ in branching for b in (0, 1)], dtype=np.int64)
+        noisy = mechanism.release(level_counts[children], rng, ledger)
+        following = []
+        for i, (prefix, count) in enumerate(branching):
+            kept = [(children[2 * i + b], noisy[2 * i + b]) for b in (0, 1) if noisy[2 * i + b] >= min_node]
+            if not kept:
+                leaves.append((level - 1, prefix))
+                counts.append(count)
+            for child, child_count in kept:
+                if level < max_depth and child_count >= min_branch:
+                    following.append((int(child), float(child_count)))
+                else:
+                    leaves.append((level, int(child)))
+                    counts.append(float(child_count))
+        branching = following
+    return leaves, counts
+
+
+@pytest.mark.parametrize(
+    "n, min_node, scale", [(3000, 40, 5.0), (500, 5, 1.0), (30, 40, 1.0), (2000, 1, 0.5)]
+)
+def test_tree_on_arrays_equals_the_node_by_node_definition(n, min_node, scale):
+    # The level-by-level arrays (sorted codes, binary searches, masks) give the
+    # same releases, leaves (in the same order) and counts as the node-by-node
+    # tree on the dense histogram, from the same generator state.
+    from skdp.cluster._rows import InMemoryRows
+    from skdp.privacy import GaussianMechanism
+
+    depth, dim = 10, 4
+    X = blobs(n=n, dim=dim, k=5, seed=n)
+    X /= np.linalg.norm(X, axis=1, keepdims=True).max()
+    planes = cs.simhash_planes(dim, depth, np.random.default_rng(0))
+    mechanism = GaussianMechanism(math.sqrt(2), scale * math.sqrt(2))
+    min_branch = int(math.ceil(cs.CORESET_BRANCH_FACTOR * min_node))
+    codes, code_rows, row_codes = cs.code_counts(InMemoryRows(X), planes)
+    ours, theirs = _ListLedger(), _ListLedger()
+    leaves, counts = cs.grow_tree(
+        cs.PrefixCounts(codes, code_rows, depth),
+        depth,
+        n,
+        mechanism,
+        min_node,
+        min_branch,
+        np.random.default_rng(7),
+        ours,
+    )
+    ref_leaves, ref_counts = _reference_tree(
+        cs.code_histogram(X, planes),
+        depth,
+        n,
+        mechanism,
+        min_node,
+        min_branch,
+        np.random.default_rng(7),
+        theirs,
+    )
+    assert [tuple(leaf) for leaf in leaves.tolist()] == ref_leaves
+    assert counts.tolist() == ref_counts
+    assert len(ours.events) == len(theirs.events) == depth
+    # The leaves partition the codes they cover; every row's leaf by interval search.
+    table = cs.leaf_of_codes(np.arange(1 << depth), cs.leaf_intervals(leaves, depth))
+    for index, (level, prefix) in enumerate(ref_leaves):
+        shift = depth - level
+        assert np.all(table[prefix << shift : (prefix + 1) << shift] == index)
+    assert np.array_equal(cs.leaf_of_codes(row_codes, cs.leaf_intervals(leaves, depth)), table[row_codes])
 
 
 def test_fitted_model_holds_releases_only():
@@ -240,3 +329,52 @@ def test_halved_level_count_noise_is_caught(monkeypatch):
     km = coreset(epsilon=8.0).fit(blobs())
     noise = np.concatenate(seen)
     assert not _std_within_chi2(noise, _level_count_std(km))
+
+
+def test_weighted_kmeans_equals_scikit_learn_kmeans():
+    # The coreset's k-means is scikit-learn's KMeans(n_init=3) with weights, bit
+    # for bit: small and large coresets, k up to n, duplicated points, integer weights.
+    from sklearn.cluster import KMeans
+
+    from skdp.cluster._coreset_kmeans import weighted_kmeans_fit
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n = int(rng.choice([1, 2, 5, 9, 40, 300]))
+        k, dim = int(rng.integers(1, min(n, 20) + 1)), int(rng.integers(1, 12))
+        points = rng.standard_normal((n, dim)) * rng.uniform(0.01, 10.0)
+        if trial % 4 == 0 and n > 2:
+            points[1] = points[0]
+        weights = rng.uniform(0.5, 3000.0, n)
+        if trial % 3 == 0:
+            weights = np.round(weights)
+        seed = int(rng.integers(2**31 - 1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            km = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(points, sample_weight=weights)
+            centres, labels, n_iter = weighted_kmeans_fit(points, weights, k, seed)
+        np.testing.assert_array_equal(centres, km.cluster_centers_)
+        np.testing.assert_array_equal(labels, km.labels_)
+        assert n_iter == km.n_iter_
+
+
+def test_blas_limit_is_applied_and_restored():
+    # The clustering fits' BLAS limit (one kept threadpoolctl controller): one
+    # thread inside, the previous setting after, no limit (and no scan) for None.
+    import threadpoolctl
+
+    from skdp.cluster._blas import threadpool_limits
+
+    def blas_threads():
+        return [m["num_threads"] for m in threadpoolctl.threadpool_info() if m["user_api"] == "blas"]
+
+    if not blas_threads():
+        pytest.skip("no BLAS library that threadpoolctl can control")
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):  # a known setting above one
+        before = blas_threads()
+        assert all(n == 2 for n in before)
+        with threadpool_limits(limits=1, user_api="blas"):
+            assert all(n == 1 for n in blas_threads())
+        assert blas_threads() == before
+        with threadpool_limits(limits=None, user_api="blas"):
+            assert blas_threads() == before

@@ -1043,3 +1043,74 @@ def test_incremental_total_sees_every_writer(tmp_path):
         assert a.spent == b.spent == SQLiteBudgetAccountant(path).spent
     a.settle(first, 0.2, 1e-6, events=events)
     assert a.spent == b.spent == SQLiteBudgetAccountant(path).spent
+
+
+# ------------------------------------------------- SQLite: journal, durability, connections ---
+
+
+def _synchronous_log(ledger, monkeypatch):
+    """Record, for each transaction, the ``PRAGMA synchronous`` its commit runs under."""
+    log = []
+    original = SQLiteBudgetAccountant._set_synchronous
+
+    def spy(self, con, durable):
+        original(self, con, durable)
+        log.append(con.execute("PRAGMA synchronous").fetchone()[0])  # 2 FULL, 1 NORMAL
+
+    monkeypatch.setattr(SQLiteBudgetAccountant, "_set_synchronous", spy)
+    return log
+
+
+def test_sqlite_ledger_is_a_write_ahead_log_whose_charges_are_durable(tmp_path, monkeypatch):
+    # Every transaction that may raise the charge (spend, reserve, extend, a
+    # settlement above its reservation) commits with a sync of the log
+    # (FULL); a settlement within its reservation only lowers the total and
+    # is not waited for (NORMAL).
+    path = tmp_path / "ledger.sqlite"
+    ledger = SQLiteBudgetAccountant(path, epsilon=10.0, delta=1e-3)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+    log = _synchronous_log(ledger, monkeypatch)
+    ledger.spend(0.5, 0.0)
+    held = ledger.reserve(1.0, 1e-5)
+    ledger.settle(held, 0.5, 1e-6, events=[GaussianEvent(1, REPLACE_ONE, 3.0)])
+    with ledger.hold(1.0, 1e-5) as hold:
+        hold.extend(1.5, 1e-5)
+        hold.settle(1.2, 1e-5)  # above the first reservation, within the extended one
+    held = ledger.reserve(0.5, 0.0)
+    with pytest.raises(ValueError, match="exceeds the reservation"):
+        ledger.settle(held, 0.75, 0.0)
+    assert log == [2, 2, 1, 2, 2, 2, 2, 2]
+    assert ledger.spent.epsilon == pytest.approx(0.5 + 0.5 + 1.2 + 0.75)
+    # durability="process": no commit waits for the disk; the same ledger.
+    fast = SQLiteBudgetAccountant(path, durability="process")
+    log.clear()
+    fast.settle(fast.reserve(0.5, 0.0), 0.25, 0.0)
+    assert log == [1, 1]
+    assert fast.spent == ledger.spent == SQLiteBudgetAccountant(path).spent
+    with pytest.raises(ValueError, match="durability"):
+        SQLiteBudgetAccountant(path, durability="none")
+    assert pickle.loads(pickle.dumps(fast)).durability == "process"
+
+
+def _spend_inherited(ledger, queue):
+    # The parent's accountant, inherited through fork: the child opens its own connection.
+    try:
+        ledger.spend(0.25, 0.0, label="child")
+        queue.put(ledger.spent.epsilon)
+    except Exception as exc:  # noqa: BLE001 -- reported to the parent
+        queue.put(repr(exc))
+
+
+def test_sqlite_connection_is_reopened_after_fork(tmp_path):
+    ledger = SQLiteBudgetAccountant(tmp_path / "ledger.sqlite", epsilon=2.0, delta=0.0)
+    ledger.spend(0.5, 0.0, label="parent")  # the parent's connection is open
+    queue = CTX.Queue()
+    child = CTX.Process(target=_spend_inherited, args=(ledger, queue))
+    child.start()
+    assert queue.get(timeout=60) == pytest.approx(0.75)
+    child.join(30)
+    ledger.spend(0.5, 0.0, label="parent")  # the parent's connection still works
+    assert ledger.history == [(0.5, 0.0, "parent"), (0.25, 0.0, "child"), (0.5, 0.0, "parent")]
+    assert ledger.spent.epsilon == pytest.approx(1.25)

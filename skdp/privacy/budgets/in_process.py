@@ -23,6 +23,12 @@ from ..ledger import DEFAULT_COMPOSITION, PrivacySpent, _check_composition, comp
 #: to its request (:meth:`skdp.base.DPEstimatorMixin._end_private_fit`).
 _SETTLE_RTOL = 1e-9
 
+
+def _within_reservation(amount):
+    """The largest settlement a reservation of ``amount`` admits (:data:`_SETTLE_RTOL`)."""
+    return amount * (1 + _SETTLE_RTOL) + 1e-12
+
+
 BudgetRemaining = namedtuple("BudgetRemaining", ["epsilon", "delta"])
 BudgetRemaining.__doc__ = """(epsilon, delta) a budget still admits (:meth:`BudgetAccountant.remaining`).
 
@@ -362,7 +368,11 @@ class BudgetAccountant:
             return [self._history[i] for i in sorted(self._open)]
 
     @contextlib.contextmanager
-    def _transaction(self):
+    def _transaction(self, raises_charge=True):
+        # ``raises_charge``: whether the transaction may raise the charged
+        # total (a persistent backend makes those durable before returning;
+        # in memory there is nothing to make durable).
+        del raises_charge
         if os.getpid() != self._owner_pid:
             raise RuntimeError(
                 "This BudgetAccountant is a copy in another process (n_jobs > 1?); its spends "
@@ -485,7 +495,11 @@ class BudgetAccountant:
         """
         cache = self.__dict__.setdefault("_group_cache", {})
         entry = cache.get((record.key, record.order))
-        if entry is not None and not record.reserved and (entry[0] is record.events or entry[0] == record.events):
+        if (
+            entry is not None
+            and not record.reserved
+            and (entry[0] is record.events or entry[0] == record.events)
+        ):
             return entry[1]
         if record.reserved or not record.events:
             merged = None
@@ -534,7 +548,9 @@ class BudgetAccountant:
                 events[key] = e if held is None else replace(held, count=held.count + e.count)
             state["delta"] += delta_k
             previous = state["value"]
-            state["value"] = min(self._composed_epsilon(list(events.values()), state["delta"]), previous + eps_k)
+            state["value"] = min(
+                self._composed_epsilon(list(events.values()), state["delta"]), previous + eps_k
+            )
             state["ranks"].add(order)
             state["last"] = order
         self._chain_cache = state
@@ -731,14 +747,20 @@ class BudgetAccountant:
         events = self._in_budget_relation(_check_events(events))
         eps, dlt = self._converted(epsilon, delta, neighbouring or reservation.neighbouring)
         eps, dlt = float(eps), float(dlt)
-        with self._transaction():
+        # A settlement within the reservation it replaces only lowers the
+        # total (class docstring): were it lost, the reservation would stay
+        # charged, an over-count.  Only one above it (an excess) raises it.
+        lowers = eps <= _within_reservation(reservation.epsilon) and dlt <= _within_reservation(
+            reservation.delta
+        )
+        with self._transaction(raises_charge=not lowers):
             held = self._open_entry(reservation.key)
             if held is None:
                 raise ValueError(
                     f"Reservation {reservation.key} is not open on this budget (already settled?)."
                 )
             self._close_entry(reservation.key, eps, dlt, events)
-        if eps > held[0] * (1 + _SETTLE_RTOL) + 1e-12 or dlt > held[1] * (1 + _SETTLE_RTOL) + 1e-12:
+        if eps > _within_reservation(held[0]) or dlt > _within_reservation(held[1]):
             raise ValueError(
                 f"Settled (epsilon={eps:g}, delta={dlt:g}) exceeds the reservation "
                 f"(epsilon={held[0]:g}, delta={held[1]:g}); the larger amount was charged."

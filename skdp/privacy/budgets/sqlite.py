@@ -50,6 +50,14 @@ _TABLES = (
     "CREATE INDEX IF NOT EXISTS spends_dataset ON spends(dataset)",
 )
 
+# Indexes on columns added since the first schema (created after the migration
+# below): the next join rank, MAX(joined), in O(log n) instead of a scan of
+# every row.  An earlier skdp opening the file keeps them up to date.
+_INDEXES = ("CREATE INDEX IF NOT EXISTS spends_joined ON spends(dataset, joined)",)
+
+#: Values of ``durability`` (:class:`SQLiteBudgetAccountant`).
+DURABILITIES = ("charges", "process")
+
 # Columns added since the first released schema, added to older files.
 _ADDED_COLUMNS = (
     ("spends", "status", "TEXT NOT NULL DEFAULT 'spent'"),
@@ -57,6 +65,11 @@ _ADDED_COLUMNS = (
     ("spends", "joined", "INTEGER"),
     ("budgets", "composition", "TEXT"),
 )
+
+
+#: Connections inherited through ``fork`` from the parent process: kept
+#: referenced in the child so that they are never used nor closed there.
+_INHERITED = []
 
 
 @functools.lru_cache(maxsize=8192)
@@ -76,6 +89,22 @@ def _parsed_events(text):
         return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _cached_events_json(events):
+    return events_to_json(events)
+
+
+def _events_json(events):
+    """The JSON of ``events`` (a tuple), written once per process for the same events.
+
+    A search settles the same plan's events fit after fit.
+    """
+    try:
+        return _cached_events_json(events)
+    except TypeError:  # an event that is not hashable
+        return events_to_json(events)
+
+
 class SQLiteBudgetAccountant(BudgetAccountant):
     """A :class:`~skdp.privacy.BudgetAccountant` kept in an SQLite file, shared by processes and threads.
 
@@ -90,10 +119,17 @@ class SQLiteBudgetAccountant(BudgetAccountant):
     valid, and when to choose ``composition="basic"``).
 
     Crash safety: a process killed mid-transaction leaves no partial row
-    (SQLite rolls its journal back); a fit killed between its reservation
-    and its settlement leaves its reservation charged (a row with
-    ``status='reserved'``, listed by :attr:`reservations`), so the ledger
-    still records everything that may have been released.
+    (SQLite's write-ahead log holds no uncommitted transaction after a
+    crash); a fit killed between its reservation and its settlement leaves
+    its reservation charged (a row with ``status='reserved'``, listed by
+    :attr:`reservations`), so the ledger still records everything that may
+    have been released.  With ``durability="charges"`` (the default) every
+    transaction that may raise the charged total is on disk before the call
+    returns, so not even a power failure or an operating-system crash can
+    undo a charge; only a settlement within its reservation (which lowers
+    the total) is not waited for: lost, its reservation stays charged, an
+    over-count.  The file must be on a local file system (SQLite's locks
+    and its log's shared index need one).
 
     Threads: a transaction's connection belongs to the thread that opened it
     (thread-local), and reads outside a transaction open their own
@@ -133,6 +169,16 @@ class SQLiteBudgetAccountant(BudgetAccountant):
         agree, or pass None to adopt it.  A budget migrated from version 0
         has none stored: the first opener's choice (None: ``"pld"``) is
         stored.
+    durability : {"charges", "process"}, default="charges"
+        What a commit waits for.  ``"charges"``: a spend, a reservation, an
+        extension and a settlement above its reservation wait until the log
+        is synced to disk (one ``fsync`` each, a few milliseconds on most
+        disks); a settlement within its reservation does not.  ``"process"``:
+        no commit waits for the disk (SQLite's ``synchronous=NORMAL``): every
+        committed transaction survives the crash of any process, but the last
+        ones may be undone by a power failure or an operating-system crash,
+        which could then forget a charge whose fit's output already left the
+        machine.  A setting of this handle, not of the file.
     """
 
     def __init__(
@@ -144,12 +190,16 @@ class SQLiteBudgetAccountant(BudgetAccountant):
         dataset="default",
         timeout=60.0,
         composition=None,
+        durability="charges",
     ):
         if composition is not None:
             _check_composition(composition)
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {DURABILITIES}, got {durability!r}.")
         self.path = os.fspath(path)
         self.dataset = str(dataset)
         self.timeout = float(timeout)
+        self.durability = durability
         self._local = threading.local()
         with self._connection() as con:
             con.execute("BEGIN IMMEDIATE")
@@ -208,25 +258,54 @@ class SQLiteBudgetAccountant(BudgetAccountant):
                 if column not in columns:
                     con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        for statement in _INDEXES:
+            con.execute(statement)
 
     @contextlib.contextmanager
     def _connection(self):
+        """This thread's connection to the file, opened once per thread and process.
+
+        A connection kept open keeps its compiled statements (sqlite3's
+        statement cache) and spares an open and a close per transaction.  It
+        belongs to the thread that opened it (sqlite3 forbids sharing it,
+        and a reader on another thread must not see its uncommitted rows),
+        and to the process: after a ``fork`` the child opens its own, since
+        SQLite connections must not cross a fork.
+        """
+        yield self._thread_connection()
+
+    def _thread_connection(self):
+        local = self._local
+        con = getattr(local, "connection", None)
+        if con is not None and local.pid == os.getpid():
+            return con
+        if con is not None:
+            # Inherited through fork: never used, nor closed, here.
+            _INHERITED.append(con)
         con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-        try:
-            yield con
-        finally:
-            con.close()
+        # Write-ahead log: a commit appends to the log instead of rewriting a
+        # rollback journal and the file (several syncs per commit), and
+        # readers never block the writer.  Persistent in the file; where the
+        # file system cannot share the log's index (no shared memory), SQLite
+        # keeps its rollback journal, and every commit then syncs in full.
+        mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        local.wal = str(mode).lower() == "wal"
+        local.synchronous = None
+        local.connection, local.pid = con, os.getpid()
+        return con
+
+    def _set_synchronous(self, con, durable):
+        """``PRAGMA synchronous`` for the next commit: FULL for a durable one (docs/budget.md)."""
+        level = "FULL" if durable or not self._local.wal else "NORMAL"
+        if self._local.synchronous != level:
+            con.execute(f"PRAGMA synchronous = {level}")
+            self._local.synchronous = level
 
     def _query(self, sql, params=()):
-        # Inside this thread's own transaction, read through its connection
-        # (to see its own uncommitted writes); otherwise open a connection for
-        # this read alone.  Never another thread's connection: sqlite3 forbids
-        # it, and it would expose that thread's uncommitted rows.
-        con = getattr(self._local, "con", None)
-        if con is not None:
-            return [tuple(r) for r in con.execute(sql, params)]
-        with self._connection() as con:
-            return [tuple(r) for r in con.execute(sql, params)]
+        # Through this thread's connection: inside its own transaction it
+        # sees its own uncommitted writes; outside one each statement is its
+        # own read transaction and sees committed rows only.
+        return [tuple(r) for r in self._thread_connection().execute(sql, params)]
 
     def _entries(self):
         return self._query(
@@ -273,10 +352,14 @@ class SQLiteBudgetAccountant(BudgetAccountant):
         )
 
     @contextlib.contextmanager
-    def _transaction(self):
+    def _transaction(self, raises_charge=True):
         # The lock only keeps this process's threads from queueing on SQLite's
-        # busy timeout; BEGIN IMMEDIATE is what serialises processes.
+        # busy timeout; BEGIN IMMEDIATE is what serialises processes.  A
+        # transaction that may raise the charged total is on disk when it
+        # returns (durability="charges"); one that only lowers it is not
+        # waited for (lost to a power failure, the reservation stays charged).
         with self._lock, self._connection() as con:
+            self._set_synchronous(con, raises_charge and self.durability == "charges")
             con.execute("BEGIN IMMEDIATE")
             self._local.con = con
             try:
@@ -299,7 +382,7 @@ class SQLiteBudgetAccountant(BudgetAccountant):
         if events is None:
             return None, None
         try:
-            text = events_to_json(events)
+            text = _events_json(tuple(events))
         except ValueError:
             # An event type the file cannot name (defined outside skdp's
             # core): the row counts by basic composition, never lost.
@@ -352,15 +435,21 @@ class SQLiteBudgetAccountant(BudgetAccountant):
     def _ledger_id(self):
         # Row ids are unique within the file; any accountant opened on the
         # same file and dataset (in any process) may settle the reservation.
-        return f"sqlite:{os.path.realpath(self.path)}:{self.dataset}"
+        # Resolved once (two per fit otherwise, each a walk of the path).
+        ledger_id = self.__dict__.get("_ledger_id_cache")
+        if ledger_id is None:
+            ledger_id = self._ledger_id_cache = f"sqlite:{os.path.realpath(self.path)}:{self.dataset}"
+        return ledger_id
 
     def __getstate__(self):
         state = super().__getstate__()
         del state["_local"]
+        state.pop("_ledger_id_cache", None)  # resolved again where it is unpickled
         return state
 
     def __setstate__(self, state):
         state.pop("_con", None)  # pickles made before connections were thread-local
+        state.setdefault("durability", "charges")  # pickles made before the setting
         super().__setstate__(state)
         self._local = threading.local()
 
