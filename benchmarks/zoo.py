@@ -609,18 +609,16 @@ def generative_family(ds):
     if ds.shape[0] > 20000:
         return {}
     X_tr, X_te = train_test_split(ds.X, test_size=0.25, random_state=0)
-    U_tr = (X_tr - ds.low) / (ds.high - ds.low)
     rng = np.random.default_rng(0)
     uniform = rng.uniform(ds.low, ds.high, size=X_te.shape)
     free = -_two_way_tv(uniform, X_te, ds.low, ds.high)
     twin = -_two_way_tv(X_tr, X_te, ds.low, ds.high)
 
     def fit(eps, seed):
-        est, warned = _fit_quietly(lambda: DPGenerativeMixture(epsilon=eps, random_state=seed).fit(U_tr))
+        # The declared domain, as the data-free reference gets it (samples come back in its units).
+        gm = DPGenerativeMixture(epsilon=eps, bounds=(ds.low, ds.high), random_state=seed)
+        est, warned = _fit_quietly(lambda: gm.fit(X_tr))
         S = np.asarray(est.sample(len(X_te), random_state=seed), dtype=float)
-        if isinstance(S, tuple):
-            S = S[0]
-        S = ds.low + S * (ds.high - ds.low)
         return Fit(-_two_way_tv(S, X_te, ds.low, ds.high), {}, False, warned)
 
     return {"DPGenerativeMixture": Case(fit, twin, free, None, "-2way TV")}

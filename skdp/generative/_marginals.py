@@ -89,7 +89,7 @@ def declared_blocks(categorical, n_features):
     return blocks
 
 
-def column_layout(n_features, blocks, skip_block=None):
+def column_layout(n_features, blocks, skip_block=None, exclude=()):
     """Binary columns and released blocks of a record of ``n_features`` columns.
 
     Parameters
@@ -110,6 +110,7 @@ def column_layout(n_features, blocks, skip_block=None):
     in_block = np.zeros(n_features, dtype=bool)
     for cols in blocks:
         in_block[list(cols)] = True
+    in_block[list(exclude)] = True
     binary = np.flatnonzero(~in_block)
     released = [np.asarray(cols, dtype=np.intp) for b, cols in enumerate(blocks) if b != skip_block]
     return binary, released
@@ -219,7 +220,7 @@ def marginal_log_likelihood(X, probs, binary, blocks, floor=1e-6):
     return out
 
 
-def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledger, rtol):
+def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledger, rtol, exclude=()):
     """Release the clusters' centred sums at once and map them to marginals.
 
     Acs et al. (2018), Alg. 1 with the latent-class generator in place of
@@ -251,6 +252,8 @@ def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledge
     ledger : PrivacyLedger
     rtol : float
         Relative precision of the calibration.
+    exclude : sequence of int
+        Columns left out of the release (:func:`column_layout`).
 
     Returns
     -------
@@ -264,7 +267,7 @@ def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledge
         The release's noise std ``z * C``.
     """
     m = X.shape[1]
-    binary, released = column_layout(m, blocks, skip)
+    binary, released = column_layout(m, blocks, skip, exclude)
     bound = domain_row_norm(len(binary), [len(c) for c in released])
     stats = clip_rows(centred_statistics(X, binary, released), bound)
     sums = np.zeros((k, stats.shape[1]))
@@ -287,7 +290,9 @@ def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledge
     return sizes, probs, z, mechanism.scale
 
 
-def fit_marginals(X, blocks, mode, n_clusters, cluster, plan, rng, ledger, rtol):
+def fit_marginals(
+    X, blocks, mode, n_clusters, cluster, plan, rng, ledger, rtol, prior_events=(), exclude=(), cluster_X=None
+):
     """Alg. 1 with the latent-class generator: partition, then one Gaussian release.
 
     The partition (line 1, ``mode``) is the first declared block's
@@ -301,22 +306,28 @@ def fit_marginals(X, blocks, mode, n_clusters, cluster, plan, rng, ledger, rtol)
     its multiplier calibrated so the whole composition is ``(epsilon,
     delta)`` (:func:`release_marginals`).
 
+    ``prior_events`` are already on the ledger (the size count, the private
+    box); ``exclude`` are the columns left out of the release (the original
+    continuous columns, released through their linear-binning blocks);
+    ``cluster_X`` is what the clustering reads (default ``X``).
+
     Returns the fitted attributes of the mixture, by name; the partition of
     the training rows is not among them.
     """
     clusterer, cluster_events, skip = None, [], None
+    cluster_X = X if cluster_X is None else cluster_X
     if mode == "categorical":
         skip = 0
         labels = X[:, list(blocks[0])].argmax(axis=1)
         k = len(blocks[0])
     elif mode == "kmeans":
-        cluster_events, labels, _, clusterer = cluster(X, plan, rng, ledger)
+        cluster_events, labels, _, clusterer = cluster(cluster_X, plan, rng, ledger)
         k = n_clusters
     else:
         labels = np.zeros(X.shape[0], dtype=np.intp)
         k = 1
     sizes, probs, z, noise_std = release_marginals(
-        X, labels, k, blocks, skip, cluster_events, plan, rng, ledger, rtol
+        X, labels, k, blocks, skip, [*prior_events, *cluster_events], plan, rng, ledger, rtol, exclude
     )
     del labels  # the partition of the training rows is never stored
     return {
