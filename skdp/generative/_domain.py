@@ -58,7 +58,7 @@ __all__ = [
 #: Largest grid (points per continuous column) and number of latent classes
 #: the ``"auto"`` rules choose: past them the noise-free model's error no
 #: longer moves the 2-way error much, while the sums cost memory ``k * d * G``.
-MAX_BINS, MAX_CLASSES = 32, 20
+MAX_BINS, MAX_CLASSES = 32, 50
 #: Largest share of ``(epsilon, delta)`` the private box may take (the core
 #: picks the smallest share of ``BOX_SHARES`` that locates a column).
 BOX_SHARE_CAP = 0.3
@@ -67,11 +67,12 @@ BOX_SHARE_CAP = 0.3
 CELL_SNR = 4.0
 
 
-def capacity(n_tilde, epsilon, delta, n_binary, block_sizes, n_continuous):
+def capacity(n_tilde, epsilon, delta, n_binary, block_sizes, n_continuous, n_iter=1):
     """The grid size ``G`` and the number ``k`` of latent classes, a priori.
 
-    With ``sigma = z(epsilon, delta) * C`` the noise std of every released
-    sum (``z`` the Gaussian multiplier of the whole budget, ``C`` the
+    With ``sigma = z(epsilon, delta) sqrt(T) * C`` the noise std of every
+    released sum (``z`` the Gaussian multiplier of the whole budget spent on
+    one release, ``T = n_iter`` the number of releases, ``C`` the
     largest row norm ``sqrt(1 + d_bin / 4 + sum (m - 1)/m + d_cont)``):
 
     * ``G = round(sqrt(n~ / sigma))`` in ``[2, MAX_BINS]``: the noise of a
@@ -92,6 +93,8 @@ def capacity(n_tilde, epsilon, delta, n_binary, block_sizes, n_continuous):
     block_sizes : list of int
         Sizes of the released one-hot blocks.
     n_continuous : int
+    n_iter : int, default=1
+        Releases the budget is split over (EM iterations).
 
     Returns
     -------
@@ -101,7 +104,7 @@ def capacity(n_tilde, epsilon, delta, n_binary, block_sizes, n_continuous):
     """
     n_tilde = max(float(n_tilde), 1.0)
     row_norm = math.sqrt(1.0 + n_binary / 4.0 + sum((m - 1.0) / m for m in block_sizes) + n_continuous)
-    sigma = gaussian_noise_multiplier(epsilon, delta) * row_norm
+    sigma = gaussian_noise_multiplier(epsilon, delta) * math.sqrt(n_iter) * row_norm
     n_bins = 0
     if n_continuous:
         n_bins = int(np.clip(round(math.sqrt(n_tilde / sigma)), 2, MAX_BINS))

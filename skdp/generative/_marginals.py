@@ -137,7 +137,8 @@ def _shrink(estimates, sizes, noise_std):
 
     ``estimates`` (k, D) are unbiased up to noise of variance
     ``v_c = (noise_std / n~_c)^2``.  For each column the between-cluster
-    signal variance ``s^2 = max(0, mean_c d_c^2 - mean_c v_c)`` (``d`` the
+    signal variance ``s^2 = max(0, sum_c w_c (d_c^2 - v_c))`` (``w_c``
+    proportional to ``n~_c^2``, the precision of class ``c``; ``d`` the
     deviation from the size-weighted pooled value) gives the factor
     ``s^2 / (s^2 + v_c)`` (Efron & Morris 1973).  Post-processing: every
     input is released or public.
@@ -146,11 +147,16 @@ def _shrink(estimates, sizes, noise_std):
     pooled = weights @ estimates
     dev = estimates - pooled
     var = (noise_std / sizes)[:, None] ** 2
-    signal = np.maximum(0.0, np.mean(dev**2, axis=0) - np.mean(var, axis=0))
+    # Precision-weighted moments (weights n~_c^2, proportional to 1 / v_c): a
+    # class the release left (nearly) empty has a noise variance as large as
+    # noise_std^2, which would otherwise swamp the estimate and shrink every
+    # class to the pooled value.
+    precision = sizes**2 / np.sum(sizes**2)
+    signal = np.maximum(0.0, precision @ dev**2 - precision @ var)
     return pooled + dev * (signal / (signal + var))
 
 
-def marginals_from_release(noisy, binary, blocks, n_features, noise_std, partition_block=None):
+def marginals_from_release(noisy, binary, blocks, n_features, noise_std, partition_block=None, shrink=True):
     """Mixture weights and per-cluster column probabilities from the released ``noisy`` sums.
 
     Parameters
@@ -162,8 +168,13 @@ def marginals_from_release(noisy, binary, blocks, n_features, noise_std, partiti
     noise_std : float
         Public std of the noise of every entry.
     partition_block : ndarray of int or None
-        Columns of the block defining the partition: cluster ``c`` is its
-        ``c``-th category (probability one).
+        Columns of the block defining the partition: cluster ``c`` lies in
+        its category ``c // (k / m)`` (probability one).
+
+    shrink : bool, default=True
+        James-Stein shrinkage across clusters (off for DP-EM's intermediate
+        iterations, where it would pull classes that are still separating
+        back together).
 
     Returns
     -------
@@ -178,18 +189,22 @@ def marginals_from_release(noisy, binary, blocks, n_features, noise_std, partiti
     start = 1
     nb = len(binary)
     est = noisy[:, start : start + nb] / sizes[:, None] + 0.5
-    probs[:, binary] = np.clip(_shrink(est, sizes, noise_std), 0.0, 1.0)
+    shrunk = _shrink if shrink else (lambda est, sizes, noise_std: est)
+    probs[:, binary] = np.clip(shrunk(est, sizes, noise_std), 0.0, 1.0)
     start += nb
     for cols in blocks:
         m = len(cols)
         est = noisy[:, start : start + m] / sizes[:, None] + 1.0 / m
-        q = np.clip(_shrink(est, sizes, noise_std), 0.0, None)
+        q = np.clip(shrunk(est, sizes, noise_std), 0.0, None)
         total = q.sum(axis=1, keepdims=True)
         # A row shrunk to all zeros carries no information: uniform.
         probs[:, cols] = np.where(total > 0, q / np.where(total > 0, total, 1.0), 1.0 / m)
         start += m
     if partition_block is not None:
-        probs[:, partition_block] = np.eye(k)
+        # Class c lies in the block's category c // (k / m): one class per
+        # category, or several latent classes nested in each.
+        m = len(partition_block)
+        probs[:, partition_block] = np.repeat(np.eye(m), k // m, axis=0)
     return sizes, probs
 
 

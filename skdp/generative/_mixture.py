@@ -54,6 +54,7 @@ from ._inference import (
 from ._inference import sample_generator as _sample_generator  # noqa: F401  (tested from here)
 from ._clustering import DEFAULT_NETWORK_CLUSTERS
 from ._domain import capacity, hat_log_density, linear_binning, release_box, sample_hat
+from ._latent_em import EM_ITERATIONS, fit_latent_classes
 from ._marginals import column_layout, declared_blocks, fit_marginals
 
 __all__ = ["DPGenerativeMixture"]
@@ -111,6 +112,8 @@ _RELEASED_ATTRIBUTES = frozenset(
         # the released size and public quantities (or declared).
         "bounds_",
         "n_bins_",
+        # Number of DP-EM releases: chosen from the number of classes.
+        "n_iter_",
     }
 )
 
@@ -497,12 +500,13 @@ class DPGenerativeMixture(
         return (TorchGaussianMechanism,)
 
     def _partition_mode(self):
-        """The partition Alg. 1 line 1 uses: ``"categorical"``, ``"kmeans"`` or ``"none"`` (one cluster).
+        """The partition Alg. 1 line 1 uses: ``"categorical"``, ``"em"``, ``"kmeans"`` or ``"none"`` (one cluster).
 
-        ``partition="auto"``: with ``generator="marginals"`` and a declared
-        categorical block, the first block's categories (a public partition
-        function: nothing is spent on it); otherwise DP kernel k-means when
-        ``n_clusters > 1``.
+        ``partition="auto"``: with ``generator="marginals"``, the first
+        declared block's categories (a public partition function: nothing is
+        spent on it) with latent classes nested in them, or without a block
+        latent classes fitted by DP-EM (``"em"``); otherwise DP kernel
+        k-means when ``n_clusters > 1``.
         """
         if self.partition == "categorical" or (
             self.partition == "auto" and self.generator == "marginals" and self.categorical
@@ -514,6 +518,8 @@ class DPGenerativeMixture(
             if not self.categorical:
                 raise ValueError("partition='categorical' needs at least one block declared in categorical.")
             return "categorical"
+        if self.partition == "auto" and self.generator == "marginals":
+            return "em"
         k = self._k()
         return "kmeans" if k is None or k > 1 else "none"
 
@@ -685,45 +691,92 @@ class DPGenerativeMixture(
             else:
                 low[cont], high[cont] = declared[0][cont], declared[1][cont]
         mode = self._partition_mode()
-        released_sizes = [len(b) for i, b in enumerate(blocks) if not (mode == "categorical" and i == 0)]
-        k, n_bins = (k_declared, 0) if n_tilde is None else capacity(
-            n_tilde,
-            float(self.epsilon),
-            float(self.delta),
-            m - cont.size - sum(len(b) for b in blocks),
-            released_sizes,
-            cont.size,
-        )
-        if k_declared is not None:
-            k = k_declared
-        if cont.size and self.n_bins != "auto":
-            n_bins = int(self.n_bins)
-        if mode == "kmeans" and k == 1:
-            mode = "none"
+        n_groups = len(blocks[0]) if mode == "categorical" else 1
+        k_sub, n_bins = self._capacity(mode, n_tilde, m, blocks, cont.size, n_groups)
         indicator = declared is not None and cont.size > 0
-        mapped, encoded = self._encode(X, low, high, max(n_bins, 2), indicator)
-        _, aug_blocks, _, flag = self._augmented(m, max(n_bins, 2), indicator)
-        fitted = fit_marginals(
-            encoded,
-            aug_blocks,
-            mode,
-            k,
-            self._cluster,
-            plan.with_settings(n_clusters=k),
-            rng,
-            ledger,
-            _CALIBRATION_RTOL,
-            prior_events=events,
-            exclude=cont,
-            cluster_X=mapped,
-        )
+        G = max(n_bins, 2)
+        mapped, encoded = self._encode(X, low, high, G, indicator)
+        _, aug_blocks, _, flag = self._augmented(m, G, indicator)
+        if mode in ("categorical", "em"):
+            groups = X[:, list(blocks[0])].argmax(axis=1) if mode == "categorical" else None
+            sizes, probs, z, noise_std, n_iter = fit_latent_classes(
+                encoded,
+                aug_blocks,
+                groups,
+                n_groups,
+                k_sub,
+                G,
+                events,
+                plan,
+                rng,
+                ledger,
+                _CALIBRATION_RTOL,
+                exclude=cont,
+                n_soft=cont.size,
+            )
+            del groups
+            fitted = {
+                "clusterer_": None,
+                "generators_": None,
+                "marginals_": probs,
+                "weights_": sizes / sizes.sum(),
+                "cluster_sizes_": sizes,
+                "sampling_rates_": None,
+                "n_steps_": 0,
+                "cluster_steps_": None,
+                "noise_multiplier_": float(z),
+                "noise_std_": float(noise_std),
+                "clip_noise_multiplier_": None,
+                "clipping_mode_": None,
+            }
+        else:
+            if mode == "kmeans" and k_sub == 1:
+                mode = "none"
+            n_iter = 1
+            fitted = fit_marginals(
+                encoded,
+                aug_blocks,
+                mode,
+                k_sub,
+                self._cluster,
+                plan.with_settings(n_clusters=k_sub),
+                rng,
+                ledger,
+                _CALIBRATION_RTOL,
+                prior_events=events,
+                exclude=cont,
+                cluster_X=mapped,
+            )
         del mapped, encoded
         for name, value in fitted.items():
             setattr(self, name, value)
+        self.n_iter_ = n_iter
         self.n_bins_ = n_bins if cont.size else None
         self.bounds_ = (low, high)
         if flag is not None:
             self._warn_outside_bounds(flag)
+
+    def _capacity(self, mode, n_tilde, m, blocks, n_continuous, n_groups):
+        """``(classes per group, grid points)``: declared, or :func:`capacity`'s rule on the released size.
+
+        For ``"em"`` and ``"categorical"`` the rule sizes the classes for
+        :data:`EM_ITERATIONS` releases; where that leaves one class per
+        group (a hard partition, one release) the grid is sized again for
+        one release.  With a categorical partition, the rule's number of
+        classes is shared among the ``n_groups`` categories.
+        """
+        k_declared = self._k()
+        n_bins = int(self.n_bins) if n_continuous and self.n_bins != "auto" else 0
+        if n_tilde is None:
+            return k_declared, n_bins
+        released = [len(b) for i, b in enumerate(blocks) if not (mode == "categorical" and i == 0)]
+        n_binary = m - n_continuous - sum(len(b) for b in blocks)
+        args = (n_tilde, float(self.epsilon), float(self.delta), n_binary, released, n_continuous)
+        k, G = capacity(*args, n_iter=EM_ITERATIONS if mode in ("em", "categorical") else 1)
+        k_sub = max(1, k // n_groups) if k_declared is None else k_declared
+        if mode in ("em", "categorical") and k_sub == 1:
+            G = capacity(*args, n_iter=1)[1]
+        return k_sub, (n_bins or G)
 
     def _warn_outside_bounds(self, flag):
         """Warn, naming ``bounds``, when the released indicator says records left the declared box.
@@ -751,6 +804,7 @@ class DPGenerativeMixture(
         m = data.n_features
         self.bounds_ = (np.zeros(m), np.ones(m)) if declared is None else declared
         self.n_bins_ = None
+        self.n_iter_ = None
         fitted = fit_networks(self, data.X, plan, rng, ledger, _CALIBRATION_RTOL)
         for name, value in fitted.items():
             setattr(self, name, value)
