@@ -152,13 +152,28 @@ def split_label(S):
     return S[:, :N_PIXELS], S[:, LABEL_BLOCK].argmax(axis=1)
 
 
+def _auto_classes(epsilon, seed):
+    """Classes per label the defaults choose at ``epsilon`` (to fit the same model without noise)."""
+    (Z, _, _), _ = load(seed)
+    model = DPGenerativeMixture(
+        categorical=[LABEL_BLOCK], binary=list(range(N_PIXELS)), epsilon=epsilon, delta=DELTA, random_state=seed
+    ).fit(Z)
+    return len(model.weights_) // N_CLASSES
+
+
 def generators(epsilon, seed):
     """Name -> (fit-and-sample function); each returns 1,250 synthetic (pixels, labels)."""
 
-    def dpgm(**params):
+    def dpgm(eps=epsilon, **params):
         def run(Z, X, y):
+            # The pixels are declared binary (0/1), the label a one-hot block.
             model = DPGenerativeMixture(
-                categorical=[LABEL_BLOCK], epsilon=epsilon, delta=DELTA, random_state=seed, **params
+                categorical=[LABEL_BLOCK],
+                binary=list(range(N_PIXELS)),
+                epsilon=eps,
+                delta=DELTA,
+                random_state=seed,
+                **params,
             ).fit(Z)
             return split_label(model.sample(len(Z), random_state=seed))
 
@@ -174,7 +189,11 @@ def generators(epsilon, seed):
 
     return {
         "DPGM defaults (label block declared)": dpgm(),
+        "DPGM, one class per label (n_clusters=1, the earlier default)": dpgm(n_clusters=1),
         "DPGM marginals, DP k-means partition (k=10)": dpgm(partition="kmeans", n_clusters=10),
+        f"the same classes without noise (epsilon=1e6, as chosen at epsilon={epsilon:g})": dpgm(
+            eps=1e6, n_clusters=_auto_classes(epsilon, seed)
+        ),
         "uniform random bits (not private)": uniform,
         "independent true marginals (not private)": independent,
     }

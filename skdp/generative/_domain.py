@@ -64,7 +64,7 @@ MAX_BINS, MAX_CLASSES = 32, 50
 BOX_SHARE_CAP = 0.3
 #: Expected count of one cell (a grid point of one column in one class) over
 #: the noise std of a released sum that :func:`capacity` asks for.
-CELL_SNR = 4.0
+CELL_SNR = 8.0
 
 
 def capacity(n_tilde, epsilon, delta, n_binary, block_sizes, n_continuous, n_iter=1):

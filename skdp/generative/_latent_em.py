@@ -48,7 +48,7 @@ __all__ = ["EM_ITERATIONS", "em_iterations", "initial_profiles", "class_log_like
 #: EM iterations when there is more than one class per group.  Each costs
 #: the noise of one release (the multiplier grows as ``sqrt(T)``); from a
 #: random start the latent-class EM moves most in its first few iterations.
-EM_ITERATIONS = 5
+EM_ITERATIONS = 3
 SMOOTH = 0.05
 
 
