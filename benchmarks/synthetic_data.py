@@ -156,7 +156,11 @@ def _auto_classes(epsilon, seed):
     """Classes per label the defaults choose at ``epsilon`` (to fit the same model without noise)."""
     (Z, _, _), _ = load(seed)
     model = DPGenerativeMixture(
-        categorical=[LABEL_BLOCK], binary=list(range(N_PIXELS)), epsilon=epsilon, delta=DELTA, random_state=seed
+        categorical=[LABEL_BLOCK],
+        binary=list(range(N_PIXELS)),
+        epsilon=epsilon,
+        delta=DELTA,
+        random_state=seed,
     ).fit(Z)
     return len(model.weights_) // N_CLASSES
 

@@ -96,7 +96,7 @@ def _responsibilities(X, weights, probs, layout, groups, k_sub):
         # A noisy profile read through a kernel of a quarter of the grid.
         width = max(1, len(cols) // 8)
         kernel = np.bartlett(2 * width + 3)[1:-1]
-        q = np.apply_along_axis(lambda r: np.convolve(r, kernel)[width : width + len(r)], 1, q)
+        q = np.stack([np.convolve(row, kernel)[width : width + len(row)] for row in q])
         q /= q.sum(axis=1, keepdims=True)
         smooth[:, list(cols)] = (1 - SMOOTH) * q + SMOOTH / len(cols)
     log_post = np.log(np.maximum(weights, 1e-300))[None, :] + class_log_likelihood(

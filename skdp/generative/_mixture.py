@@ -16,7 +16,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import FitInput
+from .._user_warnings import _user_stacklevel
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
+from ..preprocessing._standard import check_bounds
 from ..privacy import (
     ADD_REMOVE,
     COMPOSITIONS,
@@ -26,8 +28,6 @@ from ..privacy import (
     LaplaceEvent,
 )
 from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
-from .._user_warnings import _user_stacklevel
-from ..preprocessing._standard import check_bounds
 from ..privacy.dpsgd import (
     count_noise_multiplier,
     dataset_size_event,
@@ -36,9 +36,11 @@ from ..privacy.dpsgd import (
 from ..privacy.norm_selection import DPNormOptions
 from ..privacy.torch_noise import TorchGaussianMechanism
 from ._clustering import (
+    DEFAULT_NETWORK_CLUSTERS,
     cluster_records,
     clustering_events_as_add_remove,  # noqa: F401  (tested from here)
 )
+from ._domain import capacity, hat_log_density, linear_binning, release_box, sample_hat
 from ._dpsgd import (
     cluster_schedule,  # noqa: F401  (tested from here)
     fit_networks,
@@ -52,8 +54,6 @@ from ._inference import (
     to_data_range,
 )
 from ._inference import sample_generator as _sample_generator  # noqa: F401  (tested from here)
-from ._clustering import DEFAULT_NETWORK_CLUSTERS
-from ._domain import capacity, hat_log_density, linear_binning, release_box, sample_hat
 from ._latent_em import EM_ITERATIONS, fit_latent_classes
 from ._marginals import column_layout, declared_blocks, fit_marginals
 
@@ -554,7 +554,9 @@ class DPGenerativeMixture(
                 "the released cluster sizes; use 'pld' (the default), 'rdp' or 'zcdp'."
             )
         if self.binary is not None and self.generator != "marginals":
-            raise ValueError(f"binary is used by generator='marginals' only, got generator={self.generator!r}.")
+            raise ValueError(
+                f"binary is used by generator='marginals' only, got generator={self.generator!r}."
+            )
         if self.categorical is not None and self.generator != "marginals":
             raise ValueError(
                 f"categorical is used by generator='marginals' only, got generator={self.generator!r}."

@@ -795,7 +795,12 @@ def test_marginals_secure_noise_records_the_discrete_gaussian():
 
     Z, _, block = labelled_binary()
     gm = DPGenerativeMixture(
-        categorical=[block], binary=list(range(6)), n_clusters=1, epsilon=2.0, secure_noise=True, random_state=0
+        categorical=[block],
+        binary=list(range(6)),
+        n_clusters=1,
+        epsilon=2.0,
+        secure_noise=True,
+        random_state=0,
     ).fit(Z)
     (event,) = gm.privacy_ledger_.events
     assert isinstance(event, DiscreteGaussianEvent) and event.neighbouring == ADD_REMOVE
@@ -934,9 +939,9 @@ def test_em_classes_ledger_and_noise_statistically():
     gm = DPGenerativeMixture(epsilon=10.0, bounds=(-4.0, 4.0), random_state=0).fit(X)
     assert len(gm.weights_) > 1 and gm.n_iter_ > 1
     count, *steps = gm.privacy_ledger_.events
-    assert steps == [GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=gm.noise_multiplier_)] * (
-        gm.n_iter_
-    )
+    assert steps == [
+        GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=gm.noise_multiplier_)
+    ] * (gm.n_iter_)
     assert compose([count, *steps], gm.delta, "pld").epsilon == pytest.approx(10.0, rel=1e-2)
     # Two latent classes recover the two blobs (post-processing of the releases).
     pred = gm.predict(X)
