@@ -43,12 +43,21 @@ from ._marginals import (
     marginals_from_release,
 )
 
-__all__ = ["EM_ITERATIONS", "em_iterations", "initial_profiles", "class_log_likelihood", "fit_latent_classes"]
+__all__ = [
+    "EM_ITERATIONS",
+    "EXTRA_ITERATIONS",
+    "em_iterations",
+    "initial_profiles",
+    "class_log_likelihood",
+    "fit_latent_classes",
+]
 
 #: EM iterations when there is more than one class per group.  Each costs
 #: the noise of one release (the multiplier grows as ``sqrt(T)``); from a
 #: random start the latent-class EM moves most in its first few iterations.
 EM_ITERATIONS = 3
+#: Longer runs a fit may afford where the capacity rule is at its caps.
+EXTRA_ITERATIONS = (5, 10, 20)
 SMOOTH = 0.05
 
 
@@ -111,7 +120,20 @@ def _responsibilities(X, weights, probs, layout, groups, k_sub):
 
 
 def fit_latent_classes(
-    X, blocks, groups, n_groups, k_sub, n_bins, prior_events, plan, rng, ledger, rtol, exclude=(), n_soft=0
+    X,
+    blocks,
+    groups,
+    n_groups,
+    k_sub,
+    n_bins,
+    n_iter,
+    prior_events,
+    plan,
+    rng,
+    ledger,
+    rtol,
+    exclude=(),
+    n_soft=0,
 ):
     """DP-EM of ``K = n_groups * k_sub`` latent classes (module docstring); returns the released model.
 
@@ -129,6 +151,8 @@ def fit_latent_classes(
         Categories of the partition (1 without one) and classes per category.
     n_bins : int
         Grid points of a soft block.
+    n_iter : int
+        EM iterations ``T`` (one release each); 1 for a hard partition.
     prior_events : list
         Events already on the ledger.
     plan, rng, ledger, rtol
@@ -153,7 +177,6 @@ def fit_latent_classes(
     bound = domain_row_norm(len(binary), [len(c) for c in released])
     stats = clip_rows(centred_statistics(X, binary, released), bound)
     n_classes = n_groups * k_sub
-    n_iter = em_iterations(k_sub)
     sensitivity = row_sum_sensitivity(bound, n_classes * stats.shape[1], norm=2, neighbouring=ADD_REMOVE)
     z = calibrate_noise_multiplier(
         lambda z: [*prior_events, GaussianEvent(count=n_iter, neighbouring=ADD_REMOVE, noise_multiplier=z)],

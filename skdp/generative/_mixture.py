@@ -54,7 +54,7 @@ from ._inference import (
     to_data_range,
 )
 from ._inference import sample_generator as _sample_generator  # noqa: F401  (tested from here)
-from ._latent_em import EM_ITERATIONS, fit_latent_classes
+from ._latent_em import EM_ITERATIONS, EXTRA_ITERATIONS, em_iterations, fit_latent_classes
 from ._marginals import column_layout, declared_blocks, fit_marginals
 
 __all__ = ["DPGenerativeMixture"]
@@ -694,7 +694,7 @@ class DPGenerativeMixture(
                 low[cont], high[cont] = declared[0][cont], declared[1][cont]
         mode = self._partition_mode()
         n_groups = len(blocks[0]) if mode == "categorical" else 1
-        k_sub, n_bins = self._capacity(mode, n_tilde, m, blocks, cont.size, n_groups)
+        k_sub, n_bins, n_iter = self._capacity(mode, n_tilde, m, blocks, cont.size, n_groups)
         indicator = declared is not None and cont.size > 0
         G = max(n_bins, 2)
         mapped, encoded = self._encode(X, low, high, G, indicator)
@@ -708,6 +708,7 @@ class DPGenerativeMixture(
                 n_groups,
                 k_sub,
                 G,
+                n_iter,
                 events,
                 plan,
                 rng,
@@ -759,26 +760,36 @@ class DPGenerativeMixture(
             self._warn_outside_bounds(flag)
 
     def _capacity(self, mode, n_tilde, m, blocks, n_continuous, n_groups):
-        """``(classes per group, grid points)``: declared, or :func:`capacity`'s rule on the released size.
+        """``(classes per group, grid points, EM releases)``: declared, or :func:`capacity`'s rule.
 
         For ``"em"`` and ``"categorical"`` the rule sizes the classes for
         :data:`EM_ITERATIONS` releases; where that leaves one class per
-        group (a hard partition, one release) the grid is sized again for
-        one release.  With a categorical partition, the rule's number of
-        classes is shared among the ``n_groups`` categories.
+        group (a hard partition) there is one release and the grid is sized
+        again for it.  With a categorical partition, the rule's number of
+        classes is shared among the ``n_groups`` categories.  Where the rule
+        is at its caps (``MAX_CLASSES`` and ``MAX_BINS``, or no grid), the
+        spare budget buys more iterations: the largest ``T`` in
+        :data:`EXTRA_ITERATIONS` at which the rule still picks the same
+        classes and grid.  Public and released quantities only.
         """
         k_declared = self._k()
         n_bins = int(self.n_bins) if n_continuous and self.n_bins != "auto" else 0
+        em = mode in ("em", "categorical")
         if n_tilde is None:
-            return k_declared, n_bins
+            return k_declared, n_bins, (em_iterations(k_declared) if em else 1)
         released = [len(b) for i, b in enumerate(blocks) if not (mode == "categorical" and i == 0)]
         n_binary = m - n_continuous - sum(len(b) for b in blocks)
         args = (n_tilde, float(self.epsilon), float(self.delta), n_binary, released, n_continuous)
-        k, G = capacity(*args, n_iter=EM_ITERATIONS if mode in ("em", "categorical") else 1)
+        k, G = capacity(*args, n_iter=EM_ITERATIONS if em else 1)
         k_sub = max(1, k // n_groups) if k_declared is None else k_declared
-        if mode in ("em", "categorical") and k_sub == 1:
+        n_iter = em_iterations(k_sub) if em else 1
+        if em and k_sub == 1:
             G = capacity(*args, n_iter=1)[1]
-        return k_sub, (n_bins or G)
+        elif em:
+            for T in EXTRA_ITERATIONS:
+                if capacity(*args, n_iter=T) == (k, G):
+                    n_iter = T
+        return k_sub, (n_bins or G), n_iter
 
     def _warn_outside_bounds(self, flag):
         """Warn, naming ``bounds``, when the released indicator says records left the declared box.
