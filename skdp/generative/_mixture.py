@@ -166,8 +166,8 @@ class DPGenerativeMixture(
     or a VAE or an RBM trained by ``T_S`` DP-SGD steps, each on the model of
     a cluster picked with the released noisy sizes' probabilities.
     :meth:`sample` picks a cluster with the weights ``p`` and draws from its
-    model.  Records lie in the declared ``data_range``, mapped onto
-    ``[0, 1]`` and clipped there record by record.
+    model.  Continuous columns live on a declared or privately released
+    domain (``bounds``); samples come back in the data's units.
 
     ``privacy_spent_`` is under *add/remove* neighbours.
 
@@ -177,14 +177,18 @@ class DPGenerativeMixture(
 
     Parameters
     ----------
-    n_clusters : int, default=10
-        Number ``k`` of clusters and models; ``1``: one model, no clustering.
+    n_clusters : int or "auto", default="auto"
+        Latent classes (per category of a partition block) or clusters; ``"auto"``: the capacity rule.
     generator : {"marginals", "vae", "rbm"}, default="marginals"
         Model of each cluster: released marginals, or a network trained by DP-SGD.
     categorical : list of list of int or None, default=None
         Declared one-hot blocks (column indices), ``generator="marginals"`` only.
+    binary : list of int or None, default=None
+        Declared binary (0/1) columns, ``generator="marginals"`` only; other columns are continuous.
+    n_bins : int or "auto", default="auto"
+        Grid points of each continuous column's linear binning; ``"auto"``: the capacity rule.
     partition : {"auto", "kmeans", "categorical"}, default="auto"
-        Alg. 1 line 1: DP kernel k-means or the first declared block's categories.
+        Alg. 1 line 1: DP-EM classes (nested in the first block's categories) or DP kernel k-means.
     hidden_units : int, default=200
         Hidden units of the VAE's encoder and decoder, or of the RBM.
     latent_dim : int, default=2
@@ -233,8 +237,8 @@ class DPGenerativeMixture(
         Seeds the fit; a known seed lets anyone remove the noise.  No seed is kept.
     secure_noise : bool or None, default=None
         Sample Laplace and Gaussian releases exactly on a grid; None follows :func:`skdp.set_config`.
-    data_range : (lo, hi), default=(0.0, 1.0)
-        Declared public domain of the columns, mapped onto ``[0, 1]``.
+    bounds : "auto", (lows, highs) or list of (low, high), default="auto"
+        Domain of the continuous columns; ``"auto"``: a private box (accounted).
 
     Attributes
     ----------
@@ -258,10 +262,16 @@ class DPGenerativeMixture(
         DPNorm's noise multiplier (None with a fixed bound).
     generators_ : list of torch.nn.Module or None
         The trained models (None with ``generator="marginals"``).
-    marginals_ : ndarray of shape (n_clusters, n_features) or None
-        ``P(x_j = 1 | cluster)`` with ``generator="marginals"``.
+    marginals_ : ndarray of shape (n_classes, n_encoded) or None
+        Class-wise column and grid probabilities with ``generator="marginals"``.
     noise_std_ : float or None
         Std of the marginals release's Gaussian noise.
+    bounds_ : tuple of two ndarrays of shape (n_features,)
+        The domain used: declared or privately released.
+    n_bins_ : int or None
+        Grid points of the continuous columns.
+    n_iter_ : int or None
+        DP-EM releases of the marginals generator.
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of the fit, under add/remove neighbours.
     n_features_in_ : int
@@ -472,7 +482,7 @@ class DPGenerativeMixture(
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Records in ``[0, 1]`` (values outside are clipped).
+            Records; continuous columns are mapped by ``bounds`` (clipped to it).
         y : None
             Ignored.
 
@@ -973,7 +983,7 @@ class DPGenerativeMixture(
         Returns
         -------
         X : ndarray of shape (n_samples, n_features)
-            Records mapped onto ``data_range``.
+            Records in the data's units (inside ``bounds_``).
         clusters : ndarray of shape (n_samples,)
             Only when ``return_clusters`` is True.
         """
