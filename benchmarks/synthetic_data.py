@@ -152,13 +152,32 @@ def split_label(S):
     return S[:, :N_PIXELS], S[:, LABEL_BLOCK].argmax(axis=1)
 
 
+def _auto_classes(epsilon, seed):
+    """Classes per label the defaults choose at ``epsilon`` (to fit the same model without noise)."""
+    (Z, _, _), _ = load(seed)
+    model = DPGenerativeMixture(
+        categorical=[LABEL_BLOCK],
+        binary=list(range(N_PIXELS)),
+        epsilon=epsilon,
+        delta=DELTA,
+        random_state=seed,
+    ).fit(Z)
+    return len(model.weights_) // N_CLASSES
+
+
 def generators(epsilon, seed):
     """Name -> (fit-and-sample function); each returns 1,250 synthetic (pixels, labels)."""
 
-    def dpgm(**params):
+    def dpgm(eps=epsilon, **params):
         def run(Z, X, y):
+            # The pixels are declared binary (0/1), the label a one-hot block.
             model = DPGenerativeMixture(
-                categorical=[LABEL_BLOCK], epsilon=epsilon, delta=DELTA, random_state=seed, **params
+                categorical=[LABEL_BLOCK],
+                binary=list(range(N_PIXELS)),
+                epsilon=eps,
+                delta=DELTA,
+                random_state=seed,
+                **params,
             ).fit(Z)
             return split_label(model.sample(len(Z), random_state=seed))
 
@@ -174,7 +193,11 @@ def generators(epsilon, seed):
 
     return {
         "DPGM defaults (label block declared)": dpgm(),
+        "DPGM, one class per label (n_clusters=1, the earlier default)": dpgm(n_clusters=1),
         "DPGM marginals, DP k-means partition (k=10)": dpgm(partition="kmeans", n_clusters=10),
+        f"the same classes without noise (epsilon=1e6, as chosen at epsilon={epsilon:g})": dpgm(
+            eps=1e6, n_clusters=_auto_classes(epsilon, seed)
+        ),
         "uniform random bits (not private)": uniform,
         "independent true marginals (not private)": independent,
     }
@@ -325,6 +348,94 @@ def peer_rows(eps, seeds, live=LIVE_PEERS, cache=None):
     return rows, notes
 
 
+# ----------------------------------------------------------------------------
+# A generated survey-like table: capacity against epsilon
+# ----------------------------------------------------------------------------
+#: Category counts of the generated table's columns (a survey of 9 questions).
+SURVEY_SIZES = (5, 2, 3, 4, 6, 2, 3, 4, 5)
+#: Training rows of the generated table (the size of the issue's survey table).
+SURVEY_ROWS = 4456
+
+
+def survey_table(seed, n_latent=8):
+    """Rows of 9 categorical answers drawn from a latent-class model of ``n_latent`` classes.
+
+    Returns ``(codes, one_hot, blocks)``: ``2 * SURVEY_ROWS`` rows (the first
+    half trains, the second tests), their one-hot encoding and its blocks.
+    """
+    rng = np.random.default_rng(seed)
+    n = 2 * SURVEY_ROWS
+    z = rng.choice(n_latent, n, p=rng.dirichlet(np.full(n_latent, 2.0)))
+    codes = []
+    for m in SURVEY_SIZES:
+        P = rng.dirichlet(np.full(m, 0.5), size=n_latent)
+        codes.append((rng.random(n)[:, None] > np.cumsum(P[z], axis=1)).sum(axis=1).clip(0, m - 1))
+    codes = np.column_stack(codes)
+    one_hot = np.hstack([np.eye(m)[codes[:, j]] for j, m in enumerate(SURVEY_SIZES)])
+    starts = np.cumsum((0, *SURVEY_SIZES))
+    blocks = [list(range(starts[j], starts[j + 1])) for j in range(len(SURVEY_SIZES))]
+    return codes, one_hot, blocks
+
+
+def two_way_tv(A, B):
+    """Mean over column pairs of the total variation between the two tables' 2-way contingency tables."""
+    out = []
+    for i, mi in enumerate(SURVEY_SIZES):
+        for j in range(i + 1, len(SURVEY_SIZES)):
+            mj = SURVEY_SIZES[j]
+            ha, hb = np.zeros((mi, mj)), np.zeros((mi, mj))
+            np.add.at(ha, (A[:, i], A[:, j]), 1.0 / len(A))
+            np.add.at(hb, (B[:, i], B[:, j]), 1.0 / len(B))
+            out.append(0.5 * np.abs(ha - hb).sum())
+    return float(np.mean(out))
+
+
+def survey_main(seeds, epsilons):
+    """Print the generated survey table's 2-way error against epsilon (defaults, one class per category, noise-free)."""
+    import warnings
+
+    rows = {}
+    for seed in range(seeds):
+        codes, one_hot, blocks = survey_table(seed)
+        train, test = one_hot[:SURVEY_ROWS], codes[SURVEY_ROWS:]
+        rng = np.random.default_rng(seed)
+        independent = np.column_stack(
+            [rng.choice(codes[:SURVEY_ROWS, j], len(test)) for j in range(len(blocks))]
+        )
+        rows.setdefault(("-", "independent true marginals (not private)"), []).append(
+            (two_way_tv(independent, test), 0)
+        )
+        rows.setdefault(("-", "the training rows themselves (not private)"), []).append(
+            (two_way_tv(codes[:SURVEY_ROWS], test), 0)
+        )
+        for eps in [*epsilons, 1e6]:
+            for label, params in (
+                ("defaults", {}),
+                ("one class per category (n_clusters=1)", {"n_clusters": 1}),
+            ):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model = DPGenerativeMixture(
+                        categorical=blocks, epsilon=eps, delta=DELTA, random_state=seed, **params
+                    ).fit(train)
+                synthetic = np.column_stack(
+                    [model.sample(len(test), random_state=seed)[:, b].argmax(axis=1) for b in blocks]
+                )
+                rows.setdefault((f"{eps:g}", f"DPGM {label}"), []).append(
+                    (two_way_tv(synthetic, test), len(model.weights_))
+                )
+    print(
+        f"\nGenerated survey table: {len(SURVEY_SIZES)} categorical columns {SURVEY_SIZES}, 8 latent classes, "
+        f"{SURVEY_ROWS} training and {SURVEY_ROWS} test rows, every column a declared block; "
+        f"mean 2-way total variation against the test rows, mean of {seeds} seed(s)"
+    )
+    print("| epsilon | generator | 2-way TV | classes |")
+    print("|---|---|---|---|")
+    for (eps, label), values in rows.items():
+        tv, k = np.mean(values, axis=0)
+        print(f"| {eps} | {label} | {tv:.3f} | {k:.0f} |")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -343,7 +454,16 @@ def main(argv=None):
         help="smartnoise peers to run here when their environment is built (default: mwem; "
         "the others come from the recorded run)",
     )
+    parser.add_argument(
+        "--table",
+        choices=("digits", "survey"),
+        default="digits",
+        help="the binarised digits (default, with the peers) or the generated survey-like table",
+    )
     args = parser.parse_args(argv)
+    if args.table == "survey":
+        survey_main(args.seeds, args.epsilons)
+        return
     if args.record_peers:
         record_peers(args.record_peers, args.epsilons, args.seeds, sys.argv[1:] if argv is None else argv)
         return

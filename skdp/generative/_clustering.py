@@ -17,6 +17,10 @@ from ..cluster import DPKernelKMeans
 from ..privacy import ADD_REMOVE, REPLACE_ONE, GaussianEvent, LaplaceEvent
 from ..privacy.dpsgd import dataset_size_event, release_dataset_size
 
+#: ``n_clusters="auto"`` of the network generators (``"vae"``, ``"rbm"``): the
+#: paper's ten clusters (Acs et al. 2018, Section V).
+DEFAULT_NETWORK_CLUSTERS = 10
+
 
 def clustering_events_as_add_remove(events):
     """Express DPKernelKMeans' replace-one events under add/remove neighbours.
@@ -70,7 +74,12 @@ def cluster_records(est, X, plan, rng, ledger):
     caller must not store them (they are exact functions of every row).
     """
     n = X.shape[0]
-    if est.n_clusters == 1:
+    # The number of clusters: the plan's (the marginals generator's capacity
+    # rule, from released and public quantities), else the declared one.
+    n_clusters = plan.settings.get("n_clusters", est.n_clusters)
+    if n_clusters == "auto":
+        n_clusters = DEFAULT_NETWORK_CLUSTERS
+    if n_clusters == 1:
         # One model on the whole data.  Under add/remove neighbours N is
         # private: the plan reads a declared size, or a noisy count
         # whose event goes on the ledger (and into the calibration).
@@ -82,7 +91,7 @@ def cluster_records(est, X, plan, rng, ledger):
         return [dataset_size_event(count_std)], labels, np.array([noisy_n]), None
     gamma = 1.0 / X.shape[1] if est.gamma is None else est.gamma
     km = _NestedKernelKMeans(
-        n_clusters=est.n_clusters,
+        n_clusters=n_clusters,
         epsilon=plan.settings["cluster_epsilon"],
         delta=est.delta,
         gamma=gamma,

@@ -89,7 +89,7 @@ def declared_blocks(categorical, n_features):
     return blocks
 
 
-def column_layout(n_features, blocks, skip_block=None):
+def column_layout(n_features, blocks, skip_block=None, exclude=()):
     """Binary columns and released blocks of a record of ``n_features`` columns.
 
     Parameters
@@ -110,6 +110,7 @@ def column_layout(n_features, blocks, skip_block=None):
     in_block = np.zeros(n_features, dtype=bool)
     for cols in blocks:
         in_block[list(cols)] = True
+    in_block[list(exclude)] = True
     binary = np.flatnonzero(~in_block)
     released = [np.asarray(cols, dtype=np.intp) for b, cols in enumerate(blocks) if b != skip_block]
     return binary, released
@@ -136,7 +137,8 @@ def _shrink(estimates, sizes, noise_std):
 
     ``estimates`` (k, D) are unbiased up to noise of variance
     ``v_c = (noise_std / n~_c)^2``.  For each column the between-cluster
-    signal variance ``s^2 = max(0, mean_c d_c^2 - mean_c v_c)`` (``d`` the
+    signal variance ``s^2 = max(0, sum_c w_c (d_c^2 - v_c))`` (``w_c``
+    proportional to ``n~_c^2``, the precision of class ``c``; ``d`` the
     deviation from the size-weighted pooled value) gives the factor
     ``s^2 / (s^2 + v_c)`` (Efron & Morris 1973).  Post-processing: every
     input is released or public.
@@ -145,11 +147,16 @@ def _shrink(estimates, sizes, noise_std):
     pooled = weights @ estimates
     dev = estimates - pooled
     var = (noise_std / sizes)[:, None] ** 2
-    signal = np.maximum(0.0, np.mean(dev**2, axis=0) - np.mean(var, axis=0))
+    # Precision-weighted moments (weights n~_c^2, proportional to 1 / v_c): a
+    # class the release left (nearly) empty has a noise variance as large as
+    # noise_std^2, which would otherwise swamp the estimate and shrink every
+    # class to the pooled value.
+    precision = sizes**2 / np.sum(sizes**2)
+    signal = np.maximum(0.0, precision @ dev**2 - precision @ var)
     return pooled + dev * (signal / (signal + var))
 
 
-def marginals_from_release(noisy, binary, blocks, n_features, noise_std, partition_block=None):
+def marginals_from_release(noisy, binary, blocks, n_features, noise_std, partition_block=None, shrink=True):
     """Mixture weights and per-cluster column probabilities from the released ``noisy`` sums.
 
     Parameters
@@ -161,8 +168,13 @@ def marginals_from_release(noisy, binary, blocks, n_features, noise_std, partiti
     noise_std : float
         Public std of the noise of every entry.
     partition_block : ndarray of int or None
-        Columns of the block defining the partition: cluster ``c`` is its
-        ``c``-th category (probability one).
+        Columns of the block defining the partition: cluster ``c`` lies in
+        its category ``c // (k / m)`` (probability one).
+
+    shrink : bool, default=True
+        James-Stein shrinkage across clusters (off for DP-EM's intermediate
+        iterations, where it would pull classes that are still separating
+        back together).
 
     Returns
     -------
@@ -177,18 +189,22 @@ def marginals_from_release(noisy, binary, blocks, n_features, noise_std, partiti
     start = 1
     nb = len(binary)
     est = noisy[:, start : start + nb] / sizes[:, None] + 0.5
-    probs[:, binary] = np.clip(_shrink(est, sizes, noise_std), 0.0, 1.0)
+    shrunk = _shrink if shrink else (lambda est, sizes, noise_std: est)
+    probs[:, binary] = np.clip(shrunk(est, sizes, noise_std), 0.0, 1.0)
     start += nb
     for cols in blocks:
         m = len(cols)
         est = noisy[:, start : start + m] / sizes[:, None] + 1.0 / m
-        q = np.clip(_shrink(est, sizes, noise_std), 0.0, None)
+        q = np.clip(shrunk(est, sizes, noise_std), 0.0, None)
         total = q.sum(axis=1, keepdims=True)
         # A row shrunk to all zeros carries no information: uniform.
         probs[:, cols] = np.where(total > 0, q / np.where(total > 0, total, 1.0), 1.0 / m)
         start += m
     if partition_block is not None:
-        probs[:, partition_block] = np.eye(k)
+        # Class c lies in the block's category c // (k / m): one class per
+        # category, or several latent classes nested in each.
+        m = len(partition_block)
+        probs[:, partition_block] = np.repeat(np.eye(m), k // m, axis=0)
     return sizes, probs
 
 
@@ -219,7 +235,7 @@ def marginal_log_likelihood(X, probs, binary, blocks, floor=1e-6):
     return out
 
 
-def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledger, rtol):
+def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledger, rtol, exclude=()):
     """Release the clusters' centred sums at once and map them to marginals.
 
     Acs et al. (2018), Alg. 1 with the latent-class generator in place of
@@ -251,6 +267,8 @@ def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledge
     ledger : PrivacyLedger
     rtol : float
         Relative precision of the calibration.
+    exclude : sequence of int
+        Columns left out of the release (:func:`column_layout`).
 
     Returns
     -------
@@ -264,7 +282,7 @@ def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledge
         The release's noise std ``z * C``.
     """
     m = X.shape[1]
-    binary, released = column_layout(m, blocks, skip)
+    binary, released = column_layout(m, blocks, skip, exclude)
     bound = domain_row_norm(len(binary), [len(c) for c in released])
     stats = clip_rows(centred_statistics(X, binary, released), bound)
     sums = np.zeros((k, stats.shape[1]))
@@ -287,7 +305,9 @@ def release_marginals(X, labels, k, blocks, skip, prior_events, plan, rng, ledge
     return sizes, probs, z, mechanism.scale
 
 
-def fit_marginals(X, blocks, mode, n_clusters, cluster, plan, rng, ledger, rtol):
+def fit_marginals(
+    X, blocks, mode, n_clusters, cluster, plan, rng, ledger, rtol, prior_events=(), exclude=(), cluster_X=None
+):
     """Alg. 1 with the latent-class generator: partition, then one Gaussian release.
 
     The partition (line 1, ``mode``) is the first declared block's
@@ -301,22 +321,28 @@ def fit_marginals(X, blocks, mode, n_clusters, cluster, plan, rng, ledger, rtol)
     its multiplier calibrated so the whole composition is ``(epsilon,
     delta)`` (:func:`release_marginals`).
 
+    ``prior_events`` are already on the ledger (the size count, the private
+    box); ``exclude`` are the columns left out of the release (the original
+    continuous columns, released through their linear-binning blocks);
+    ``cluster_X`` is what the clustering reads (default ``X``).
+
     Returns the fitted attributes of the mixture, by name; the partition of
     the training rows is not among them.
     """
     clusterer, cluster_events, skip = None, [], None
+    cluster_X = X if cluster_X is None else cluster_X
     if mode == "categorical":
         skip = 0
         labels = X[:, list(blocks[0])].argmax(axis=1)
         k = len(blocks[0])
     elif mode == "kmeans":
-        cluster_events, labels, _, clusterer = cluster(X, plan, rng, ledger)
+        cluster_events, labels, _, clusterer = cluster(cluster_X, plan, rng, ledger)
         k = n_clusters
     else:
         labels = np.zeros(X.shape[0], dtype=np.intp)
         k = 1
     sizes, probs, z, noise_std = release_marginals(
-        X, labels, k, blocks, skip, cluster_events, plan, rng, ledger, rtol
+        X, labels, k, blocks, skip, [*prior_events, *cluster_events], plan, rng, ledger, rtol, exclude
     )
     del labels  # the partition of the training rows is never stored
     return {

@@ -4,6 +4,7 @@ import math
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -689,7 +690,7 @@ def test_marginals_noise_has_the_calibrated_std_statistically():
     d, n = 400, 1000
     X = np.zeros((n, d))
     X[: n // 2] = 1.0
-    gm = DPGenerativeMixture(n_clusters=1, epsilon=1.0, random_state=0).fit(X)
+    gm = DPGenerativeMixture(n_clusters=1, binary=list(range(d)), epsilon=1.0, random_state=0).fit(X)
     (event,) = gm.privacy_ledger_.events
     assert event == GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=gm.noise_multiplier_)
     expected = gm.noise_multiplier_ * math.sqrt(1 + d / 4)
@@ -704,7 +705,9 @@ def test_marginals_ledger_is_the_plan_and_within_budget():
 
     Z, _, block = labelled_binary()
     eps, delta = 1.5, 1e-5
-    gm = DPGenerativeMixture(categorical=[block], epsilon=eps, delta=delta, random_state=0).fit(Z)
+    gm = DPGenerativeMixture(
+        categorical=[block], binary=list(range(6)), n_clusters=1, epsilon=eps, delta=delta, random_state=0
+    ).fit(Z)
     # The partition by the declared block is free: one Gaussian release.
     assert gm.privacy_ledger_.events == [
         GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=gm.noise_multiplier_)
@@ -715,7 +718,13 @@ def test_marginals_ledger_is_the_plan_and_within_budget():
     assert gm.privacy_spent_.epsilon <= eps + 1e-9
     # With DP kernel k-means the clustering's events come first.
     km = DPGenerativeMixture(
-        n_clusters=2, partition="kmeans", n_components=20, kmeans_iter=2, epsilon=eps, random_state=0
+        n_clusters=2,
+        partition="kmeans",
+        binary=list(range(Z.shape[1])),
+        n_components=20,
+        kmeans_iter=2,
+        epsilon=eps,
+        random_state=0,
     ).fit(Z)
     events = km.privacy_ledger_.events
     assert events[:-1] == clustering_events_as_add_remove(km.clusterer_.privacy_ledger_.events)
@@ -731,7 +740,13 @@ def test_marginals_plan_is_public():
     Z, _, block = labelled_binary()
     dry = np.zeros_like(Z)
     dry[:, block[0]] = 1.0
-    for params in ({"categorical": [block]}, {"n_clusters": 1}):
+    binary = {"binary": list(range(6))}
+    for params in (
+        {"categorical": [block], **binary},
+        {"categorical": [block], "n_clusters": 1, **binary},
+        {"n_clusters": 1},
+        {},
+    ):
         a, b = (DPGenerativeMixture(epsilon=2.0, random_state=1, **params).fit(data) for data in (Z, dry))
         assert a.privacy_ledger_.events == b.privacy_ledger_.events
         assert a.noise_std_ == b.noise_std_
@@ -758,7 +773,9 @@ def test_marginals_sampling_honours_declared_blocks_and_learns_the_classes():
     other = [0, 1]  # a second declared block: not one-hot in the data, refused
     with pytest.raises(ValueError, match=r"categorical\[1\]"):
         DPGenerativeMixture(categorical=[block, other]).fit(Z)
-    gm = DPGenerativeMixture(categorical=[block], epsilon=8.0, random_state=0).fit(Z)
+    gm = DPGenerativeMixture(
+        categorical=[block], binary=list(range(6)), n_clusters=1, epsilon=8.0, random_state=0
+    ).fit(Z)
     S, c = gm.sample(4000, return_clusters=True, random_state=0)
     assert set(np.unique(S)) <= {0.0, 1.0}
     np.testing.assert_array_equal(S[:, block].sum(axis=1), 1.0)
@@ -777,7 +794,14 @@ def test_marginals_secure_noise_records_the_discrete_gaussian():
     from skdp.privacy import DiscreteGaussianEvent
 
     Z, _, block = labelled_binary()
-    gm = DPGenerativeMixture(categorical=[block], epsilon=2.0, secure_noise=True, random_state=0).fit(Z)
+    gm = DPGenerativeMixture(
+        categorical=[block],
+        binary=list(range(6)),
+        n_clusters=1,
+        epsilon=2.0,
+        secure_noise=True,
+        random_state=0,
+    ).fit(Z)
     (event,) = gm.privacy_ledger_.events
     assert isinstance(event, DiscreteGaussianEvent) and event.neighbouring == ADD_REMOVE
     assert gm.privacy_spent_.epsilon <= 2.0 + 1e-9
@@ -794,13 +818,146 @@ def test_marginals_block_outside_the_columns_is_refused_before_the_reservation()
     assert budget.spent.epsilon == 0.0
 
 
-def test_declared_data_range_maps_records_and_samples():
-    # Pixels on 0..16 (digits' public domain): declared, the records are
-    # mapped onto [0, 1] and the samples come back on the declared domain.
+def test_declared_bounds_map_records_and_samples_come_back_in_the_data_units():
+    # Pixels on 0..16 (digits' public domain), declared in both spellings:
+    # the model works on [0, 1], the samples come back on the declared domain.
     X = binary_data() * 16.0
-    gm = DPGenerativeMixture(n_clusters=1, data_range=(0.0, 16.0), random_state=0).fit(X)
-    out = gm.sample(200, random_state=0)
-    assert out.min() >= 0.0 and out.max() == 16.0
-    assert set(np.unique(out)) <= {0.0, 16.0}
-    with pytest.raises(ValueError, match="data_range"):
-        DPGenerativeMixture(n_clusters=1, data_range=(1.0, 1.0)).fit(X)
+    d = X.shape[1]
+    for bounds in ((0.0, 16.0), [(0.0, 16.0)] * d):
+        gm = DPGenerativeMixture(n_clusters=1, bounds=bounds, epsilon=4.0, random_state=0).fit(X)
+        out = gm.sample(2000, random_state=0)
+        assert out.min() >= 0.0 and out.max() <= 16.0 and out.max() > 8.0
+        np.testing.assert_allclose(gm.bounds_[0], 0.0)
+        np.testing.assert_allclose(gm.bounds_[1], 16.0)
+        # Linear binning keeps the column means (up to the noise and the end hats).
+        assert np.abs(out.mean(axis=0) - X.mean(axis=0)).max() < 3.0
+    for bad in ((1.0, 1.0), "wide", [(0.0, 1.0)] * (d - 1)):
+        with pytest.raises((ValueError, TypeError), match="bounds"):
+            DPGenerativeMixture(n_clusters=1, bounds=bad).fit(X)
+
+
+def test_data_outside_declared_bounds_warns_naming_bounds():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.0, 10.0, size=(3000, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPGenerativeMixture(bounds=(0.0, 10.0), epsilon=2.0, random_state=0).fit(X)
+    with pytest.warns(UserWarning, match="bounds") as record:
+        DPGenerativeMixture(bounds=(0.0, 5.0), epsilon=2.0, random_state=0).fit(X)
+    # The warning is post-processing of the accounted release and quotes no data value.
+    assert not any(ch.isdigit() for ch in str(record[0].message))
+
+
+def test_auto_bounds_release_a_private_box_and_samples_in_data_units():
+    """Columns in the thousands: the default's private box, accounted; samples on the data's scale."""
+    from skdp.privacy import compose
+
+    rng = np.random.default_rng(1)
+    X = np.column_stack([rng.normal(1000.0, 100.0, 4000), rng.normal(-5.0, 1.0, 4000)])
+    eps = 2.0
+    gm = DPGenerativeMixture(epsilon=eps, random_state=0).fit(X)
+    low, high = gm.bounds_
+    assert np.all(low < X.mean(axis=0)) and np.all(high > X.mean(axis=0))
+    assert np.all(high - low < 20 * X.std(axis=0))
+    S = gm.sample(4000, random_state=0)
+    assert np.all(np.abs(S.mean(axis=0) - X.mean(axis=0)) < 0.5 * X.std(axis=0))
+    assert np.all(np.abs(np.log(S.std(axis=0) / X.std(axis=0))) < 0.5)
+    # Everything released is on the ledger: the count, the two histogram
+    # releases and the model's; their composition is the budget.
+    events = gm.privacy_ledger_.events
+    assert all(e.neighbouring == ADD_REMOVE for e in events)
+    assert len(events) == 3 + gm.n_iter_
+    spent = compose(events, gm.delta, "pld")
+    assert spent.epsilon == pytest.approx(eps, rel=1e-2) and gm.privacy_spent_.epsilon <= eps + 1e-9
+
+
+def test_capacity_grows_with_n_and_epsilon_and_is_public():
+    from skdp.generative._domain import MAX_BINS, capacity
+
+    small = capacity(150, 1.0, 1e-5, 0, [], 4)
+    assert small[0] == 1 and 2 <= small[1] < 8
+    prev = (0, 0)
+    for eps in (0.3, 1.0, 3.0, 10.0, 100.0):
+        got = capacity(20000, eps, 1e-5, 0, [], 8)
+        assert got[0] >= prev[0] and got[1] >= prev[1]
+        prev = got
+    assert prev[0] > 1 and prev[1] == MAX_BINS
+    assert capacity(20000, 3.0, 1e-5, 0, [], 8)[0] >= capacity(2000, 3.0, 1e-5, 0, [], 8)[0]
+    # More EM releases, more noise each: never more classes.
+    assert capacity(5000, 3.0, 1e-5, 0, [], 8, n_iter=3)[0] <= capacity(5000, 3.0, 1e-5, 0, [], 8)[0]
+
+
+def test_linear_binning_is_mean_preserving_and_uniform_is_recovered():
+    from skdp.generative._domain import hat_log_density, linear_binning, sample_hat
+
+    rng = np.random.default_rng(0)
+    U = rng.random((5000, 3))
+    for G in (2, 5, 17):
+        W = linear_binning(U, G).reshape(5000, 3, G)
+        np.testing.assert_allclose(W.sum(axis=2), 1.0)
+        assert np.all((W > 0).sum(axis=2) <= 2)
+        np.testing.assert_allclose(W @ np.linspace(0, 1, G), U)
+        # Centred weights have norm at most sqrt((G - 1) / G), the one-hot bound.
+        assert np.all(np.linalg.norm(W - 1.0 / G, axis=2) <= np.sqrt((G - 1) / G) + 1e-12)
+        # The released weights of uniform data give a uniform density ...
+        # (uniform data: a fine regular grid, so that p has no sampling noise).
+        p = linear_binning((np.arange(100000)[:, None] + 0.5) / 100000, G).mean(axis=0, keepdims=True)
+        dens = np.exp(hat_log_density(linear_binning(np.linspace(0, 1, 101)[:, None], G), p, G))
+        np.testing.assert_allclose(dens, 1.0, atol=1e-3)
+        # ... and sampling from it is uniform too (KS distance).
+        points = rng.choice(G, size=20000, p=p[0] / p[0].sum())
+        v = np.sort(sample_hat(points, G, rng))
+        assert v.min() >= 0 and v.max() <= 1
+        assert np.max(np.abs(v - np.arange(1, len(v) + 1) / len(v))) < 0.03
+
+
+def test_em_release_sensitivity_is_the_row_norm_whatever_the_classes():
+    """A record moves the released matrix by r v^T: Frobenius norm ||r||_2 ||v|| <= C for r on the simplex."""
+    from skdp.generative._marginals import centred_statistics, domain_row_norm
+
+    rng = np.random.default_rng(0)
+    X = (rng.random((200, 7)) < 0.5).astype(float)
+    v = centred_statistics(X, np.arange(7), [])
+    C = domain_row_norm(7, [])
+    for K in (1, 3, 20):
+        r = rng.dirichlet(np.full(K, 0.3), size=200)
+        norms = np.linalg.norm(r[:, :, None] * v[:, None, :], axis=(1, 2))
+        assert norms.max() <= C + 1e-12
+
+
+def test_em_classes_ledger_and_noise_statistically():
+    """Latent classes by DP-EM: T releases of one multiplier, composed with the count to the budget.
+
+    Each released size is a noisy sum of responsibilities; over the T
+    releases of a fit, and over fits, the size noise's std is the recorded
+    ``noise_std_`` (not halved).
+    """
+    from skdp.privacy import compose
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(-2, 0.5, (3000, 3)), rng.normal(2, 0.5, (3000, 3))])
+    gm = DPGenerativeMixture(epsilon=10.0, bounds=(-4.0, 4.0), random_state=0).fit(X)
+    assert len(gm.weights_) > 1 and gm.n_iter_ > 1
+    count, *steps = gm.privacy_ledger_.events
+    assert steps == [
+        GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=gm.noise_multiplier_)
+    ] * (gm.n_iter_)
+    assert compose([count, *steps], gm.delta, "pld").epsilon == pytest.approx(10.0, rel=1e-2)
+    # Two latent classes recover the two blobs (post-processing of the releases).
+    pred = gm.predict(X)
+    assert max(np.mean(pred[:3000] != pred[3000:]), 0) > 0.95
+    S = gm.sample(6000, random_state=0)
+    assert np.mean(S[:, 0] < 0) == pytest.approx(0.5, abs=0.05)
+    assert np.corrcoef(S[:, 0], S[:, 1])[0, 1] > 0.8
+
+
+def test_nested_classes_in_a_declared_block_keep_the_block():
+    Z, y, block = labelled_binary(n=20000)
+    gm = DPGenerativeMixture(
+        categorical=[block], binary=list(range(6)), n_clusters=2, epsilon=8.0, random_state=0
+    ).fit(Z)
+    assert len(gm.weights_) == 6
+    S, c = gm.sample(6000, return_clusters=True, random_state=0)
+    np.testing.assert_array_equal(S[:, block].argmax(axis=1), c // 2)
+    for k in range(3):
+        assert S[c // 2 == k, :6].mean() == pytest.approx(0.1 + 0.4 * k, abs=0.05)

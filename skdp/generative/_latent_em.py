@@ -1,0 +1,212 @@
+"""DP-EM of the ``"marginals"`` generator's latent-class model (pure functions).
+
+The latent-class model (Lazarsfeld 1950) of :mod:`~skdp.generative._marginals`
+with ``K`` classes is fitted by expectation-maximisation whose every M-step
+is one Gaussian release, as in DP-EM for Gaussian mixtures (Park, Foulds,
+Chaudhuri & Welling 2017, Alg. 1): at iteration ``t`` every record's
+responsibilities ``r_i`` (a point of the simplex, computed from the
+*released* parameters of iteration ``t - 1`` and the record alone) weight its
+centred statistic ``v_i = (1, x_bin - 1/2, e_b - 1/m_b, ...)``, and the
+``(K, 1 + D)`` matrix ``sum_i r_i v_i^T`` is released.  One record moves it by
+``r_i v_i^T``, of Frobenius norm ``||r_i||_2 ||v_i|| <= ||r_i||_1 C = C``:
+the add/remove L2 sensitivity is ``C``, the row norm of the hard partition,
+whatever ``K``.  ``T`` iterations are ``T`` Gaussian releases of the same
+multiplier, calibrated at once with the events before them.
+
+With a declared categorical block defining the partition, the classes are
+nested in its categories (``K = m_1 * k_sub``): a record's responsibilities
+are zero outside its category, so the block's dependence on every other
+column is kept exactly as before, and the sub-classes add the dependence
+between the other columns.  With ``k_sub = 1`` (or ``K = 1``) the
+responsibilities are the hard partition, one iteration, and the release is
+that of :func:`~skdp.generative._marginals.release_marginals`.
+
+The initial parameters are data-independent: random class profiles drawn
+from the fit's generator (binary columns uniform in ``[1/4, 3/4]``, declared
+blocks a Dirichlet(2) draw mixed half and half with the uniform, continuous
+columns a bump of width 1/4 around a uniform random location on the grid,
+mixed likewise), uniform weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..privacy import ADD_REMOVE, GaussianEvent, GaussianMechanism, calibrate_noise_multiplier, clip_rows
+from ..privacy.sensitivity import row_sum_sensitivity
+from ._domain import hat_log_density
+from ._marginals import (
+    centred_statistics,
+    column_layout,
+    domain_row_norm,
+    marginal_log_likelihood,
+    marginals_from_release,
+)
+
+__all__ = [
+    "EM_ITERATIONS",
+    "EXTRA_ITERATIONS",
+    "em_iterations",
+    "initial_profiles",
+    "class_log_likelihood",
+    "fit_latent_classes",
+]
+
+#: EM iterations when there is more than one class per group.  Each costs
+#: the noise of one release (the multiplier grows as ``sqrt(T)``); from a
+#: random start the latent-class EM moves most in its first few iterations.
+EM_ITERATIONS = 3
+#: Longer runs a fit may afford where the capacity rule is at its caps.
+EXTRA_ITERATIONS = (5, 10, 20)
+SMOOTH = 0.05
+
+
+def em_iterations(k_sub):
+    """``T``: one release for a hard partition (``k_sub == 1``), else :data:`EM_ITERATIONS`."""
+    return 1 if k_sub == 1 else EM_ITERATIONS
+
+
+def initial_profiles(n_classes, binary, hard_blocks, soft_blocks, n_columns, rng):
+    """Data-independent random class profiles, shape ``(n_classes, n_columns)`` (module docstring)."""
+    probs = np.zeros((n_classes, n_columns))
+    probs[:, binary] = rng.uniform(0.25, 0.75, size=(n_classes, len(binary)))
+    for cols in hard_blocks:
+        m = len(cols)
+        probs[:, cols] = 0.5 * rng.dirichlet(np.full(m, 2.0), size=n_classes) + 0.5 / m
+    for cols in soft_blocks:
+        g = np.linspace(0.0, 1.0, len(cols))
+        centre = rng.random((n_classes, 1))
+        bump = np.exp(-0.5 * ((g[None, :] - centre) / 0.25) ** 2)
+        bump /= bump.sum(axis=1, keepdims=True)
+        probs[:, cols] = 0.5 * bump + 0.5 / len(cols)
+    return probs
+
+
+def class_log_likelihood(X, probs, binary, hard_blocks, soft_blocks, n_bins):
+    """``log f(x | class)`` of every encoded record and class, shape ``(n, K)``.
+
+    Binary columns and declared blocks by their probabilities
+    (:func:`marginal_log_likelihood`), each continuous column by its
+    linear-binning density (:func:`~skdp.generative._domain.hat_log_density`).
+    """
+    out = marginal_log_likelihood(X, probs, binary, hard_blocks)
+    for cols in soft_blocks:
+        cols = list(cols)
+        out += hat_log_density(X[:, cols], probs[:, cols], n_bins)
+    return out
+
+
+def _responsibilities(X, weights, probs, layout, groups, k_sub):
+    """E-step: posterior of each record's class from the released parameters, zero outside its group."""
+    binary, hard, soft, n_bins = layout
+    smooth = probs.copy()
+    for cols in soft:
+        q = probs[:, list(cols)]
+        # A noisy profile read through a kernel of a quarter of the grid.
+        width = max(1, len(cols) // 8)
+        kernel = np.bartlett(2 * width + 3)[1:-1]
+        q = np.stack([np.convolve(row, kernel)[width : width + len(row)] for row in q])
+        q /= q.sum(axis=1, keepdims=True)
+        smooth[:, list(cols)] = (1 - SMOOTH) * q + SMOOTH / len(cols)
+    log_post = np.log(np.maximum(weights, 1e-300))[None, :] + class_log_likelihood(
+        X, smooth, binary, hard, soft, n_bins
+    )
+    if groups is not None:
+        own = (np.arange(len(weights))[None, :] // k_sub) == groups[:, None]
+        log_post = np.where(own, log_post, -np.inf)
+    log_post -= log_post.max(axis=1, keepdims=True)
+    post = np.exp(log_post)
+    return post / post.sum(axis=1, keepdims=True)
+
+
+def fit_latent_classes(
+    X,
+    blocks,
+    groups,
+    n_groups,
+    k_sub,
+    n_bins,
+    n_iter,
+    prior_events,
+    plan,
+    rng,
+    ledger,
+    rtol,
+    exclude=(),
+    n_soft=0,
+):
+    """DP-EM of ``K = n_groups * k_sub`` latent classes (module docstring); returns the released model.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_columns)
+        Encoded records (binary columns, declared blocks, linear-binning
+        weights of the continuous columns).
+    blocks : list of tuple of int
+        Every block: the declared ones first, then the last ``n_soft`` soft
+        (linear-binning) blocks.
+    groups : ndarray of shape (n_samples,) or None
+        Category of the partition block (``blocks[0]``), or None.
+    n_groups, k_sub : int
+        Categories of the partition (1 without one) and classes per category.
+    n_bins : int
+        Grid points of a soft block.
+    n_iter : int
+        EM iterations ``T`` (one release each); 1 for a hard partition.
+    prior_events : list
+        Events already on the ledger.
+    plan, rng, ledger, rtol
+        As :func:`~skdp.generative._marginals.release_marginals`.
+    exclude : sequence of int
+        Columns left out (the raw continuous columns).
+    n_soft : int
+        Number of soft blocks at the end of ``blocks``.
+
+    Returns
+    -------
+    sizes : ndarray of shape (K,)
+    probs : ndarray of shape (K, n_columns)
+    z : float
+        The releases' noise multiplier.
+    noise_std : float
+    n_iter : int
+    """
+    m = X.shape[1]
+    skip = None if groups is None else 0
+    binary, released = column_layout(m, blocks, skip, exclude)
+    bound = domain_row_norm(len(binary), [len(c) for c in released])
+    stats = clip_rows(centred_statistics(X, binary, released), bound)
+    n_classes = n_groups * k_sub
+    sensitivity = row_sum_sensitivity(bound, n_classes * stats.shape[1], norm=2, neighbouring=ADD_REMOVE)
+    z = calibrate_noise_multiplier(
+        lambda z: [*prior_events, GaussianEvent(count=n_iter, neighbouring=ADD_REMOVE, noise_multiplier=z)],
+        plan.epsilon,
+        plan.delta,
+        plan.composition,
+        ADD_REMOVE,
+        rtol=rtol,
+        secure_noise=plan.secure_noise,
+    )
+    mechanism = GaussianMechanism(sensitivity, z * sensitivity, ADD_REMOVE)
+    partition_block = None if groups is None else np.asarray(blocks[0])
+    soft = blocks[len(blocks) - n_soft :]
+    hard = [np.asarray(b) for b in blocks[: len(blocks) - n_soft]]
+    layout = (binary, hard, soft, n_bins)
+    if n_iter == 1:
+        resp = np.zeros((X.shape[0], n_classes))
+        resp[np.arange(X.shape[0]), np.zeros(X.shape[0], dtype=np.intp) if groups is None else groups] = 1.0
+    else:
+        probs = initial_profiles(n_classes, binary, hard, soft, m, rng)
+        if partition_block is not None:
+            probs[:, partition_block] = np.repeat(np.eye(n_groups), k_sub, axis=0)
+        weights = np.full(n_classes, 1.0 / n_classes)
+    for t in range(n_iter):
+        if n_iter > 1:
+            resp = _responsibilities(X, weights, probs, layout, groups, k_sub)
+        noisy = mechanism.release(resp.T @ stats, rng, ledger)
+        sizes, probs = marginals_from_release(
+            noisy, binary, released, m, mechanism.scale, partition_block, shrink=t == n_iter - 1
+        )
+        weights = sizes / sizes.sum()
+    del resp, stats
+    return sizes, probs, z, mechanism.scale, n_iter
