@@ -43,7 +43,7 @@ from ..privacy.subsampled_gaussian import SubsampledGaussianMechanism
 from ._pbp import forward_moments, gaussian_log_z, layer_shapes, split_layers
 from ._sep import (
     clip_l2,
-    clip_rows,
+    clipped_sum,
     factor_sensitivity,
     from_natural,
     release_scaling,
@@ -1020,10 +1020,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             else:
                 idx = rng.choice(n_samples, size=batch_size, replace=False)
             if idx.size:
-                sites = sep_sites(u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors, scale)
-                if clip:
-                    sites = clip_rows(sites, self.clip_norm)
-                site_sum = sites.sum(axis=0)
+                sites, norms = sep_sites(
+                    u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors, scale, with_norms=True
+                )
+                site_sum = clipped_sum(sites, self.clip_norm, norms) if clip else sites.sum(axis=0)
             else:
                 # An empty Poisson batch: the step still damps and releases.
                 site_sum = np.zeros_like(u)

@@ -980,9 +980,9 @@ def test_auto_bounds_clip_the_training_data(monkeypatch):
     seen = []
     original = _dpsep.sep_sites
 
-    def spy(theta_f, theta_0, n, X, y, *args):
+    def spy(theta_f, theta_0, n, X, y, *args, **kwargs):
         seen.append((np.max(np.abs(X)), np.max(np.abs(y))))
-        return original(theta_f, theta_0, n, X, y, *args)
+        return original(theta_f, theta_0, n, X, y, *args, **kwargs)
 
     monkeypatch.setattr(_dpsep, "sep_sites", spy)
     X, y = _linear_data(n=2000, d=1)
