@@ -494,9 +494,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         Public bounds of the features (scalars or arrays); the features are
         clipped to them and mapped to ``[-1, 1]``.  ``"auto"`` releases them
         privately (see **"auto" bounds**), spending ``bounds_budget`` of
-        epsilon, and refuses (``ValueError``, before any data is read) when
-        ``n`` is too small for the budget to locate them: declare the bounds
-        then.  ``None`` standardises with the data's mean and standard
+        epsilon.  When ``n`` is too small for the budget to locate them the
+        fit warns (naming what to declare) and falls back to a constant, a
+        private estimate of the target's centre (:func:`private_centre`).  ``None`` standardises with the data's mean and standard
         deviation (a privacy leak, warned; opt-in).
     target_bounds : tuple (lower, upper), "auto" or None, default="auto"
         Public bounds of the target, used the same way; predicted means are
