@@ -96,6 +96,7 @@ def _planned_events(
     sampling="poisson",
     n_bound_releases=0,
     bound_epsilon=None,
+    sensitivity=None,
 ):
     """Privacy events of one DP-SEP fit at ``noise_multiplier`` (the plan handed to the calibrator).
 
@@ -117,7 +118,21 @@ def _planned_events(
     ``target_bounds="auto"``), one :class:`~skdp.privacy.PureDPEvent` of
     ``bound_epsilon`` each, whatever ``noise_multiplier`` is: the
     calibration then fits the Gaussian noise to what they leave.
+
+    With ``sensitivity`` (the factor's, :func:`~skdp.bnn._sep.factor_sensitivity`)
+    the steps' multiplier is the one the fit's mechanism will record for
+    noise std ``noise_multiplier * sensitivity`` (``scale / sensitivity``
+    under its own relation, then converted), which can differ from
+    ``noise_multiplier`` in the last bit: the calibration then costs the very
+    event the ledger composes, and the ledger finds its PLD built.
     """
+    if sensitivity is not None:
+        scale = noise_multiplier * sensitivity
+        if sampling == "poisson":
+            # Recorded under add/remove at half the sensitivity, converted to replace-one.
+            noise_multiplier = scale / (sensitivity / 2.0) / 2
+        else:
+            noise_multiplier = scale / sensitivity
     events = []
     if n_bound_releases:
         events.append(PureDPEvent(count=n_bound_releases, neighbouring=REPLACE_ONE, epsilon=bound_epsilon))
@@ -143,6 +158,7 @@ def dpsep_noise_multiplier(
     sampling="poisson",
     n_bound_releases=0,
     bound_epsilon=None,
+    sensitivity=None,
 ):
     """Noise multiplier meeting ``(epsilon, delta)`` for :func:`_planned_events`.
 
@@ -165,6 +181,7 @@ def dpsep_noise_multiplier(
             sampling=sampling,
             n_bound_releases=n_bound_releases,
             bound_epsilon=bound_epsilon,
+            sensitivity=sensitivity,
         ),
         epsilon,
         delta,
@@ -878,6 +895,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 self.sampling,
                 n_bound_releases,
                 bound_epsilon,
+                sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
             )
         hidden = (
             auto_hidden_layer_sizes(n_samples, data.n_features, self.epsilon, self.mechanism)
