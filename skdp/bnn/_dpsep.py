@@ -465,7 +465,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     40 epochs: ``sigma`` 2.42 with declared bounds, 2.43 at
     ``bounds_budget=0.1``, 2.64 at 0.5).  The data is then clipped to the
     released box (:func:`~skdp.privacy.clipping.clip_box`) as to declared
-    bounds.
+    bounds.  Where ``n`` is too small for the bounds' share of epsilon to
+    locate them, the fit falls back to a constant, a private estimate of
+    the target's centre (:func:`private_centre`, at most epsilon, pure DP),
+    and warns naming the bounds to declare.
 
     Parameters
     ----------
