@@ -1147,3 +1147,29 @@ def test_batch_sites_equal_the_per_row_code(hidden):
     # Hidden layers: some weights are rejected (non-positive variance), so the rule is exercised.
     assert np.any(reference[:, :n_weights] == 0.0) == (hidden != ())
     np.testing.assert_allclose(batch, reference * scale, rtol=1e-10, atol=1e-12)
+
+
+def test_ledger_records_the_calibrated_steps_event_bit_for_bit():
+    """The plan costs the multiplier the mechanism records, so the ledger reuses the calibration's PLD.
+
+    Located on coarse PLDs and accepted on the fine one (the DP-SGD route):
+    the fit spends at most its target and at least ``1 - PLD_SLACK`` of it.
+    """
+    from skdp.bnn._sep import factor_sensitivity
+    from skdp.privacy import SubsampledGaussianEvent
+    from skdp.privacy.calibration import PLD_SLACK
+
+    X, y = _linear_data(n=300, d=2)
+    model = DPSEPRegressor(
+        hidden_layer_sizes=(), n_epochs=2, epsilon=3.0, feature_bounds=(-1, 1), target_bounds=(-3, 3), random_state=0
+    ).fit(X, y)
+    (steps,) = [e for e in model.privacy_ledger_.events if isinstance(e, SubsampledGaussianEvent)]
+    planned = _planned_events(
+        model.noise_multiplier_,
+        300,
+        2,
+        model.batch_size_,
+        sensitivity=factor_sensitivity(1.0, 1.0, 300),
+    )[-1]
+    assert steps.to_relation("replace_one") == planned
+    assert 3.0 * (1 - PLD_SLACK) <= model.privacy_spent_.epsilon <= 3.0
