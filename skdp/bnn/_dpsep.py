@@ -24,6 +24,7 @@ from ..base import (
 from ..privacy import (
     REPLACE_ONE,
     ExponentialMechanism,
+    LaplaceMechanism,
     PureDPEvent,
     SubsampledGaussianEvent,
     calibrate_noise_multiplier,
@@ -36,6 +37,7 @@ from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
     check_grid,
     private_box,
+    private_quantiles,
     quantile_epsilon,
     rank_counts,
     rank_margin,
@@ -43,7 +45,7 @@ from ..privacy.quantiles import (
 from ._pbp import forward_moments, gaussian_log_z, layer_shapes, split_layers
 from ._sep import (
     clip_l2,
-    clip_rows,
+    clipped_sum,
     factor_sensitivity,
     from_natural,
     release_scaling,
@@ -94,6 +96,7 @@ def _planned_events(
     sampling="poisson",
     n_bound_releases=0,
     bound_epsilon=None,
+    sensitivity=None,
 ):
     """Privacy events of one DP-SEP fit at ``noise_multiplier`` (the plan handed to the calibrator).
 
@@ -115,7 +118,21 @@ def _planned_events(
     ``target_bounds="auto"``), one :class:`~skdp.privacy.PureDPEvent` of
     ``bound_epsilon`` each, whatever ``noise_multiplier`` is: the
     calibration then fits the Gaussian noise to what they leave.
+
+    With ``sensitivity`` (the factor's, :func:`~skdp.bnn._sep.factor_sensitivity`)
+    the steps' multiplier is the one the fit's mechanism will record for
+    noise std ``noise_multiplier * sensitivity`` (``scale / sensitivity``
+    under its own relation, then converted), which can differ from
+    ``noise_multiplier`` in the last bit: the calibration then costs the very
+    event the ledger composes, and the ledger finds its PLD built.
     """
+    if sensitivity is not None:
+        scale = noise_multiplier * sensitivity
+        if sampling == "poisson":
+            # Recorded under add/remove at half the sensitivity, converted to replace-one.
+            noise_multiplier = scale / (sensitivity / 2.0) / 2
+        else:
+            noise_multiplier = scale / sensitivity
     events = []
     if n_bound_releases:
         events.append(PureDPEvent(count=n_bound_releases, neighbouring=REPLACE_ONE, epsilon=bound_epsilon))
@@ -141,6 +158,7 @@ def dpsep_noise_multiplier(
     sampling="poisson",
     n_bound_releases=0,
     bound_epsilon=None,
+    sensitivity=None,
 ):
     """Noise multiplier meeting ``(epsilon, delta)`` for :func:`_planned_events`.
 
@@ -163,6 +181,7 @@ def dpsep_noise_multiplier(
             sampling=sampling,
             n_bound_releases=n_bound_releases,
             bound_epsilon=bound_epsilon,
+            sensitivity=sensitivity,
         ),
         epsilon,
         delta,
@@ -214,6 +233,75 @@ def auto_bound_levels(n_samples, bound_epsilon, n_candidates):
         )
     q = min(max(q, AUTO_BOUNDS_QUANTILES[0]), _MAX_AUTO_LEVEL)
     return q, 1.0 / (1.0 - 2.0 * q)
+
+
+def _bounds_locatable(n_samples, bound_epsilon):
+    """Whether ``"auto"`` bounds are located at this ``n`` and per-quantile epsilon (public only).
+
+    The exponential mechanism finds the ``q``-quantile with failure
+    probability at most 1% only for ``q <= 0.25`` here
+    (:func:`auto_bound_levels`); beyond that the released box is a random
+    grid cell, and a model standardised by it is worse than a constant.
+    """
+    grid = check_grid(None)
+    return rank_margin(n_samples, bound_epsilon, grid.size - 1, _AUTO_BOUNDS_FAILURE) <= _MAX_AUTO_LEVEL
+
+
+def private_centre(y, epsilon, declared, rng, ledger):
+    """The fallback's constant: a private centre of the target, and the box it was clipped to (or None).
+
+    Three rules, chosen by the public ``n``, epsilon and the declaration
+    only (never by the data), each spending at most ``epsilon`` (pure DP,
+    replace-one neighbours):
+
+    * ``declared = (lower, upper)``: the mean of the target clipped to the
+      declared bounds, released by the Laplace mechanism (sensitivity
+      ``(upper - lower) / n``), then clipped to them;
+    * else, when the exponential mechanism locates the ``q`` and ``1 - q``
+      quantiles at ``epsilon / 3`` each (``q <= 0.25``,
+      :func:`auto_bound_levels`): that box, widened by ``1 / (1 - 2 q)``,
+      and the Laplace mean of the target clipped to it at ``epsilon / 3``
+      (the constant that scores best is the mean, not the median);
+    * else, when it locates the median at ``epsilon`` (its rank margin at
+      most 1/2): the private median;
+    * else ``0``, the centre of the core's public grid, and nothing is
+      released (``n epsilon`` below about 50).
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,)
+    epsilon : float
+    declared : tuple of ndarray or None
+        The declared target bounds (arrays of shape (1,)).
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+
+    Returns
+    -------
+    centre : float
+    box : tuple (lower, upper) or None
+    """
+    n = y.size
+    grid = check_grid(None)
+    if declared is not None:
+        lower, upper = float(declared[0][0]), float(declared[1][0])
+    else:
+        third = epsilon / 3.0
+        if rank_margin(n, third, grid.size - 1, _AUTO_BOUNDS_FAILURE) > _MAX_AUTO_LEVEL:
+            if rank_margin(n, epsilon, grid.size - 1, _AUTO_BOUNDS_FAILURE) > 0.5:
+                return 0.0, None
+            median = private_quantiles(rank_counts(y.reshape(-1, 1), grid), n, (0.5,), grid, epsilon, rng, ledger)
+            return float(median[0, 0]), None
+        q, widening = auto_bound_levels(n, third, grid.size - 1)
+        low, high = private_box(rank_counts(y.reshape(-1, 1), grid), n, (q, 1.0 - q), grid, third, rng, ledger)
+        # Post-processing of the released quantiles, as the "auto" bounds.
+        centre, half = (low[0] + high[0]) / 2, (high[0] - low[0]) / 2 * widening
+        lower, upper = centre - half, centre + half
+        epsilon = third
+    mean = clip_box(y.reshape(-1, 1), lower, upper).mean()
+    mechanism = LaplaceMechanism.from_epsilon(epsilon, (upper - lower) / n)
+    noisy = float(np.asarray(mechanism.release(np.array([mean]), rng, ledger)).ravel()[0])
+    return min(max(noisy, lower), upper), (lower, upper)
 
 
 def resolve_batch_size(batch_size, n_samples, mechanism="dp"):
@@ -377,7 +465,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     40 epochs: ``sigma`` 2.42 with declared bounds, 2.43 at
     ``bounds_budget=0.1``, 2.64 at 0.5).  The data is then clipped to the
     released box (:func:`~skdp.privacy.clipping.clip_box`) as to declared
-    bounds.
+    bounds.  Where ``n`` is too small for the bounds' share of epsilon to
+    locate them, the fit falls back to a constant, a private estimate of
+    the target's centre (:func:`private_centre`, at most epsilon, pure DP),
+    and warns naming the bounds to declare.
 
     Parameters
     ----------
@@ -423,9 +514,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         Public bounds of the features (scalars or arrays); the features are
         clipped to them and mapped to ``[-1, 1]``.  ``"auto"`` releases them
         privately (see **"auto" bounds**), spending ``bounds_budget`` of
-        epsilon, and refuses (``ValueError``, before any data is read) when
-        ``n`` is too small for the budget to locate them: declare the bounds
-        then.  ``None`` standardises with the data's mean and standard
+        epsilon.  When ``n`` is too small for the budget to locate them the
+        fit warns (naming what to declare) and falls back to a constant, a
+        private estimate of the target's centre (:func:`private_centre`).  ``None`` standardises with the data's mean and standard
         deviation (a privacy leak, warned; opt-in).
     target_bounds : tuple (lower, upper), "auto" or None, default="auto"
         Public bounds of the target, used the same way; predicted means are
@@ -734,7 +825,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         if self.mechanism != "dp":
             return ()
         if self._n_bound_releases(1):
-            return (ExponentialMechanism, SubsampledGaussianMechanism)
+            # The data-free fallback's centre adds a Laplace mean (private_centre).
+            return (ExponentialMechanism, LaplaceMechanism, SubsampledGaussianMechanism)
         return (SubsampledGaussianMechanism,)
 
     def _auto(self, name):
@@ -792,9 +884,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             bound_epsilon = quantile_epsilon(
                 self.bounds_budget * self.epsilon, 0.0, n_bound_releases, "basic", plan.secure_noise
             )
-            if plan.private:
-                self._refuse_unlocatable_bounds(n_samples, bound_epsilon)
-        if plan.private:
+        fallback = bool(n_bound_releases) and plan.private and not _bounds_locatable(n_samples, bound_epsilon)
+        if fallback:
+            self._warn_fallback(n_samples)
+        elif plan.private:
             sigma = dpsep_noise_multiplier(
                 n_samples,
                 self.n_epochs,
@@ -805,6 +898,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 self.sampling,
                 n_bound_releases,
                 bound_epsilon,
+                sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
             )
         hidden = (
             auto_hidden_layer_sizes(n_samples, data.n_features, self.epsilon, self.mechanism)
@@ -812,7 +906,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             else tuple(self.hidden_layer_sizes)
         )
         return plan.with_settings(
-            hidden_layer_sizes=hidden,
+            fallback=fallback,
+            hidden_layer_sizes=() if fallback else hidden,
             bound_epsilon=bound_epsilon,
             batch_size=batch_size,
             n_steps=dpsep_n_steps(n_samples, self.n_epochs, batch_size),
@@ -820,27 +915,45 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
         )
 
-    def _refuse_unlocatable_bounds(self, n_samples, bound_epsilon):
-        """``ValueError`` when ``"auto"`` bounds cannot be located at this ``n`` and epsilon (public only).
+    def _warn_fallback(self, n_samples):
+        """``UserWarning`` that the fit falls back to a constant (public quantities only).
 
-        The exponential mechanism finds the ``q``-quantile with failure
-        probability at most 1% only for ``q <= 0.25`` here
-        (:func:`auto_bound_levels`); beyond that the released box is a
-        random grid cell, and a model standardised by it is worse than a
-        constant.  Rather than release that, the fit refuses and says what
-        to declare.  Depends on ``n`` (public under replace-one), epsilon
-        and ``bounds_budget`` only.
+        Issued when the ``"auto"`` bounds cannot be located at this ``n``
+        and epsilon (:func:`_bounds_locatable`); names what to declare.
+        Depends on ``n`` (public under replace-one), epsilon and
+        ``bounds_budget`` only.
         """
-        grid = check_grid(None)
-        if rank_margin(n_samples, bound_epsilon, grid.size - 1, _AUTO_BOUNDS_FAILURE) <= _MAX_AUTO_LEVEL:
-            return
         names = [name for name in ("feature_bounds", "target_bounds") if self._auto(name)]
-        raise ValueError(
-            f"{' and '.join(names)}='auto': {n_samples} rows at epsilon={self.epsilon:g} "
-            f"(bounds_budget={self.bounds_budget:g}) are too few to release the bounds privately; "
-            f"declare {' and '.join(names)} as (lower, upper) from the data's known domain, "
-            "or raise epsilon or bounds_budget."
+        warnings.warn(
+            f"DPSEPRegressor: {' and '.join(names)}='auto' cannot be released privately from "
+            f"{n_samples} rows at epsilon={self.epsilon:g} (bounds_budget={self.bounds_budget:g}); "
+            "the model falls back to predicting a private estimate of the target's centre (a constant). "
+            f"Declare {' and '.join(names)} as (lower, upper) from the data's known domain, "
+            "or raise epsilon or bounds_budget, to fit the network.",
+            UserWarning,
+            stacklevel=3,
         )
+
+    def _fit_constant(self, data, plan, rng, ledger):
+        """The data-free fallback: a constant prediction, the target's private centre (see :func:`private_centre`)."""
+        d = data.n_features
+        declared = None if self._auto("target_bounds") else _check_bounds(self.target_bounds, "target_bounds", 1)
+        centre, box = private_centre(data.y, self.epsilon, declared, rng, ledger)
+        self.hidden_layer_sizes_ = ()
+        self.coefs_mean_ = [np.zeros((1, d + 1))]
+        self.coefs_var_ = [np.zeros((1, d + 1))]
+        self.noise_shape_, self.noise_rate_ = (float(v) for v in self.noise_prior)
+        self.factor_natural_params_ = np.zeros(2 * (d + 1) + 2)
+        self.feature_bounds_ = None
+        if not self._auto("feature_bounds") and self.feature_bounds is not None:
+            self.feature_bounds_ = np.stack(_check_bounds(self.feature_bounds, "feature_bounds", d))
+        self.x_center_, self.x_scale_ = np.zeros(d), np.ones(d)
+        self.target_bounds_ = None if box is None else np.array(box, dtype=float)
+        self.y_center_ = float(centre)
+        self.y_scale_ = 1.0 if box is None else (box[1] - box[0]) / 2
+        self.batch_size_ = plan.settings["batch_size"]
+        self.noise_multiplier_ = self.noise_scale_ = None
+        self.n_iter_ = 0
 
     def _bounds(self, name, a, private, plan, rng, ledger):
         """``(lower, upper)`` a column-wise box from the declared, ``"auto"`` or ``None`` bounds.
@@ -928,6 +1041,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
 
     def _fit_private(self, data, plan, rng, ledger):
         """Algorithm 3: ``n_iter_`` SEP steps, each factor released (``"dp"``) or not."""
+        if plan.settings["fallback"]:
+            self._fit_constant(data, plan, rng, ledger)
+            return
         n_samples = data.n_samples
         batch_size, n_steps, sigma, sensitivity = (
             plan.settings[name] for name in ("batch_size", "n_steps", "noise_multiplier", "sensitivity")
@@ -1020,10 +1136,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             else:
                 idx = rng.choice(n_samples, size=batch_size, replace=False)
             if idx.size:
-                sites = sep_sites(u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors, scale)
-                if clip:
-                    sites = clip_rows(sites, self.clip_norm)
-                site_sum = sites.sum(axis=0)
+                sites, norms = sep_sites(
+                    u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors, scale, with_norms=True
+                )
+                site_sum = clipped_sum(sites, self.clip_norm, norms) if clip else sites.sum(axis=0)
             else:
                 # An empty Poisson batch: the step still damps and releases.
                 site_sum = np.zeros_like(u)

@@ -110,7 +110,7 @@ def gaussian_log_z(y, mean, var):
     return -0.5 * (_LOG_2PI + np.log(var) + r * r / var)
 
 
-def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None):
+def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_curvature=False):
     """``log Z`` of a batch of datapoints and its per-datapoint gradients.
 
     Every datapoint is matched against the same cavity (the weights and the
@@ -129,12 +129,19 @@ def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None):
         Arrays (views allowed) the flat gradients are written into, layer
         by layer, instead of new arrays: the SEP loop keeps them inside its
         site array, so no copy is made.
+    half_curvature : bool, default=False
+        Return ``h = d log Z / d v - (d log Z / d m)^2 / 2`` in place of
+        ``d log Z / d v`` (PBP's variance update is ``v_new = v (1 + 2 v h)``,
+        Eq. 6).  In a layer with deterministic inputs ``x`` (the first) both
+        gradients are outer products ``s g_a x`` and ``s^2 g_v x^2``, so
+        ``h = s^2 (g_v - g_a^2 / 2) x^2`` is one outer product too, written
+        without forming the squares of the full gradient.
 
     Returns
     -------
     grad_m, grad_v : ndarray of shape (batch, n_weights)
-        ``d log Z / d m`` and ``d log Z / d v`` of every datapoint, flat
-        (``out`` when given).
+        ``d log Z / d m`` and ``d log Z / d v`` (or ``h``) of every
+        datapoint, flat (``out`` when given).
     alpha_new, beta_new : ndarray of shape (batch,)
         Gamma matching the tilted noise precision (``nan`` when undefined).
     log_z : ndarray of shape (batch,)
@@ -201,7 +208,13 @@ def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None):
             mixed = np.einsum("bo,bi->boi", g_av, zv_a)
             mixed *= (2.0 * scale2) * M[None]
             gm += mixed
-        np.einsum("bo,bi->boi", g_av * scale2, zsq, out=gv)
+        if half_curvature and zv_a is None:
+            # zsq = x^2 here: (s g_a x)^2 / 2 = s^2 g_a^2 x^2 / 2.
+            np.einsum("bo,bi->boi", (g_av - 0.5 * g_am * g_am) * scale2, zsq, out=gv)
+        else:
+            np.einsum("bo,bi->boi", g_av * scale2, zsq, out=gv)
+            if half_curvature:
+                gv -= 0.5 * gm * gm
         if layer == 0:
             break
         back_v = g_av @ V

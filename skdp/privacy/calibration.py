@@ -182,11 +182,14 @@ def calibrate_noise_multiplier(
     if composition == "pld":
         probe = [_as_released(e, secure_noise).to_relation(neighbouring) for e in make_events(1.0)]
         if not get_accountant("pld").unsupported(probe):
+            if any(_is_subsampled(e) for e in probe):
+                # Every subsampled plan, whether or not RDP can cost it (RDP
+                # has no curve for replace-one Poisson batches): coarse PLDs
+                # locate the multiplier, the fine one only accepts it.
+                z = _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise)
+                if z is not None:
+                    return z
             if not get_accountant("rdp").unsupported(probe):
-                if any(_is_subsampled(e) for e in probe):
-                    z = _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise)
-                    if z is not None:
-                        return z
                 try:
                     return _refine_from_rdp(
                         cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol

@@ -618,19 +618,39 @@ def test_privacy_leak_warning_only_for_explicit_none_bounds():
         ).fit(X, y)
 
 
-def test_default_bounds_are_released_privately_or_refused():
-    """Defaults never read bounds off the data: released on the ledger, or a refusal naming what to declare."""
-    from skdp.privacy import PureDPEvent
+def test_default_bounds_are_released_privately_or_fall_back_to_a_private_constant():
+    """Defaults never read bounds off the data: released on the ledger, or a data-free constant.
+
+    Too few rows for the "auto" bounds: the fit warns (naming what to
+    declare, from n and epsilon only) and predicts the target's private
+    centre, spending at most epsilon.
+    """
+    from skdp.privacy import LaplaceEvent, PureDPEvent
 
     X, y = _linear_data(n=60)
     messages = set()
     for data in ((X, y), (100 * X, -y)):
-        with pytest.raises(ValueError, match="declare feature_bounds and target_bounds") as info:
-            DPSEPRegressor(n_epochs=1, random_state=0).fit(*data)
-        messages.add(str(info.value))
+        with pytest.warns(UserWarning, match="Declare feature_bounds and target_bounds") as record:
+            model = DPSEPRegressor(n_epochs=1, random_state=0).fit(*data)
+        messages.update(str(w.message) for w in record if "Declare" in str(w.message))
+        pred = model.predict(data[0])
+        assert np.all(pred == pred[0]) and model.n_iter_ == 0 and model.hidden_layer_sizes_ == ()
+        assert model.privacy_spent_.epsilon <= 1.0 + 1e-9
     assert len(messages) == 1  # n, epsilon and bounds_budget only, never the data
-    with pytest.raises(ValueError, match="declare target_bounds as"):
-        DPSEPRegressor(n_epochs=1, feature_bounds=(-1, 1), random_state=0).fit(X, y)
+    # Declared target bounds: the Laplace mean of the clipped target, inside them.
+    with pytest.warns(UserWarning, match="Declare feature_bounds as"):
+        model = DPSEPRegressor(n_epochs=1, target_bounds=(-10, 10), epsilon=5.0, random_state=0).fit(X, y)
+    events = model.privacy_ledger_.events
+    assert [type(e) for e in events] == [LaplaceEvent]
+    assert -10 <= model.y_center_ <= 10 and abs(model.y_center_ - y.mean()) < 1.0
+    # Enough rows for the target's quantiles at epsilon / 3: box, then the mean inside it.
+    Xb, yb = _linear_data(n=3000, d=12)
+    with pytest.warns(UserWarning, match="falls back"):
+        model = DPSEPRegressor(n_epochs=1, epsilon=0.5, random_state=0).fit(Xb, yb + 50.0)
+    kinds = [type(e) for e in model.privacy_ledger_.events]
+    assert kinds.count(PureDPEvent) >= 1 and kinds[-1] is LaplaceEvent
+    assert abs(model.y_center_ - (yb.mean() + 50.0)) < 0.5 * yb.std()
+    assert model.privacy_spent_.epsilon <= 0.5 + 1e-9
     X, y = _linear_data(n=6000, d=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
@@ -980,9 +1000,9 @@ def test_auto_bounds_clip_the_training_data(monkeypatch):
     seen = []
     original = _dpsep.sep_sites
 
-    def spy(theta_f, theta_0, n, X, y, *args):
+    def spy(theta_f, theta_0, n, X, y, *args, **kwargs):
         seen.append((np.max(np.abs(X)), np.max(np.abs(y))))
-        return original(theta_f, theta_0, n, X, y, *args)
+        return original(theta_f, theta_0, n, X, y, *args, **kwargs)
 
     monkeypatch.setattr(_dpsep, "sep_sites", spy)
     X, y = _linear_data(n=2000, d=1)
@@ -1127,3 +1147,29 @@ def test_batch_sites_equal_the_per_row_code(hidden):
     # Hidden layers: some weights are rejected (non-positive variance), so the rule is exercised.
     assert np.any(reference[:, :n_weights] == 0.0) == (hidden != ())
     np.testing.assert_allclose(batch, reference * scale, rtol=1e-10, atol=1e-12)
+
+
+def test_ledger_records_the_calibrated_steps_event_bit_for_bit():
+    """The plan costs the multiplier the mechanism records, so the ledger reuses the calibration's PLD.
+
+    Located on coarse PLDs and accepted on the fine one (the DP-SGD route):
+    the fit spends at most its target and at least ``1 - PLD_SLACK`` of it.
+    """
+    from skdp.bnn._sep import factor_sensitivity
+    from skdp.privacy import SubsampledGaussianEvent
+    from skdp.privacy.calibration import PLD_SLACK
+
+    X, y = _linear_data(n=300, d=2)
+    model = DPSEPRegressor(
+        hidden_layer_sizes=(), n_epochs=2, epsilon=3.0, feature_bounds=(-1, 1), target_bounds=(-3, 3), random_state=0
+    ).fit(X, y)
+    (steps,) = [e for e in model.privacy_ledger_.events if isinstance(e, SubsampledGaussianEvent)]
+    planned = _planned_events(
+        model.noise_multiplier_,
+        300,
+        2,
+        model.batch_size_,
+        sensitivity=factor_sensitivity(1.0, 1.0, 300),
+    )[-1]
+    assert steps.to_relation("replace_one") == planned
+    assert 3.0 * (1 - PLD_SLACK) <= model.privacy_spent_.epsilon <= 3.0
