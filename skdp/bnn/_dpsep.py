@@ -445,7 +445,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     released afterwards (the averaged factor, the posterior, predictions,
     weight samples) is post-processing of the released factors.
     Standardising the data with statistics computed from it
-    (``feature_bounds`` or ``target_bounds`` set to ``None``) leaks outside
+    (``feature_bounds`` or ``target_bounds`` set to ``"nonprivate"``) leaks outside
     this guarantee and raises a :class:`~skdp.PrivacyLeakWarning`.
 
     **"auto" bounds.**  ``feature_bounds="auto"`` (``target_bounds="auto"``)
@@ -510,15 +510,15 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     noise_prior : tuple of (float, float), default=(6.0, 6.0)
         Shape and rate of the Gamma prior of the noise precision on the
         standardised targets (PBP's choice).
-    feature_bounds : tuple (lower, upper), "auto" or None, default="auto"
+    feature_bounds : tuple (lower, upper), "auto" or "nonprivate", default="auto"
         Public bounds of the features (scalars or arrays); the features are
         clipped to them and mapped to ``[-1, 1]``.  ``"auto"`` releases them
         privately (see **"auto" bounds**), spending ``bounds_budget`` of
         epsilon.  When ``n`` is too small for the budget to locate them the
         fit warns (naming what to declare) and falls back to a constant, a
-        private estimate of the target's centre (:func:`private_centre`).  ``None`` standardises with the data's mean and standard
-        deviation (a privacy leak, warned; opt-in).
-    target_bounds : tuple (lower, upper), "auto" or None, default="auto"
+        private estimate of the target's centre (:func:`private_centre`).  ``"nonprivate"`` standardises with the data's mean and
+        standard deviation (a privacy leak, warned; opt-in).
+    target_bounds : tuple (lower, upper), "auto" or "nonprivate", default="auto"
         Public bounds of the target, used the same way; predicted means are
         clipped to them.
     composition : {"pld", "rdp", "advanced", "basic", "zcdp"}, default="pld"
@@ -587,7 +587,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         Number of SEP steps (``ceil(n_epochs * n_samples / batch_size_)``).
     feature_bounds_ : ndarray of shape (2, n_features) or None
         The box the features were clipped to (declared or released); None
-        with ``feature_bounds=None``.
+        with ``feature_bounds="nonprivate"``.
     target_bounds_ : ndarray of shape (2,) or None
         The same for the target.
     x_center_, x_scale_ : ndarray of shape (n_features,)
@@ -739,8 +739,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         "mechanism": [StrOptions({"dp", "clipped", "none"})],
         "prior_variance": [Interval(Real, 0, None, closed="neither")],
         "noise_prior": [tuple, list],
-        "feature_bounds": [tuple, list, StrOptions({"auto"}), None],
-        "target_bounds": [tuple, list, StrOptions({"auto"}), None],
+        "feature_bounds": [tuple, list, StrOptions({"auto", "nonprivate"})],
+        "target_bounds": [tuple, list, StrOptions({"auto", "nonprivate"})],
         "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
         "composition": [COMPOSITION_CONSTRAINT],
         "sampling": [StrOptions({"poisson", "without_replacement"})],
@@ -832,6 +832,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     def _auto(self, name):
         value = getattr(self, name)
         return isinstance(value, str) and value == "auto"
+
+    def _nonprivate(self, name):
+        value = getattr(self, name)
+        return isinstance(value, str) and value == "nonprivate"
 
     def _n_bound_releases(self, n_features):
         """Quantiles released for ``"auto"`` bounds: two per feature column, two for the target."""
@@ -945,7 +949,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.noise_shape_, self.noise_rate_ = (float(v) for v in self.noise_prior)
         self.factor_natural_params_ = np.zeros(2 * (d + 1) + 2)
         self.feature_bounds_ = None
-        if not self._auto("feature_bounds") and self.feature_bounds is not None:
+        if not self._auto("feature_bounds") and not self._nonprivate("feature_bounds"):
             self.feature_bounds_ = np.stack(_check_bounds(self.feature_bounds, "feature_bounds", d))
         self.x_center_, self.x_scale_ = np.zeros(d), np.ones(d)
         self.target_bounds_ = None if box is None else np.array(box, dtype=float)
@@ -956,17 +960,17 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.n_iter_ = 0
 
     def _bounds(self, name, a, private, plan, rng, ledger):
-        """``(lower, upper)`` a column-wise box from the declared, ``"auto"`` or ``None`` bounds.
+        """``(lower, upper)`` a column-wise box from the declared, ``"auto"`` or ``"nonprivate"`` bounds.
 
         ``"auto"`` releases the :data:`~skdp.privacy.quantiles.AUTO_BOUNDS_QUANTILES` of every column
         by the exponential mechanism over the core's public log grid
         (:func:`~skdp.privacy.quantiles.private_box`, accounted at the plan's
         ``bound_epsilon`` each); the non-private reference runs take the exact
-        quantiles instead (they claim nothing).  ``None`` returns None (the
+        quantiles instead (they claim nothing).  ``"nonprivate"`` returns None (the
         caller standardises with the data's moments, warned).
         """
         bounds = getattr(self, name)
-        if bounds is None:
+        if self._nonprivate(name):
             return None
         if not (isinstance(bounds, str) and bounds == "auto"):
             return _check_bounds(bounds, name, a.shape[1])

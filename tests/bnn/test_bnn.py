@@ -605,11 +605,11 @@ def test_privacy_leak_warning_only_for_explicit_none_bounds():
     X, y = _linear_data(n=60)
     with pytest.warns(PrivacyLeakWarning, match="feature_bounds"):
         DPSEPRegressor(
-            hidden_layer_sizes=(), n_epochs=1, feature_bounds=None, target_bounds=(-3, 3), random_state=0
+            hidden_layer_sizes=(), n_epochs=1, feature_bounds="nonprivate", target_bounds=(-3, 3), random_state=0
         ).fit(X, y)
     with pytest.warns(PrivacyLeakWarning, match="target_bounds"):
         DPSEPRegressor(
-            hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), target_bounds=None, random_state=0
+            hidden_layer_sizes=(), n_epochs=1, feature_bounds=(-1, 1), target_bounds="nonprivate", random_state=0
         ).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
@@ -720,8 +720,8 @@ def test_linear_sep_matches_exact_bayesian_linear_regression():
         n_epochs=8,
         clip_norm=1e6,
         mechanism="clipped",
-        feature_bounds=None,  # standardised by the data's moments: no clipping to a box
-        target_bounds=None,
+        feature_bounds="nonprivate",  # standardised by the data's moments: no clipping to a box
+        target_bounds="nonprivate",
         random_state=0,
     ).fit(X, y)
     Xs = (X - model.x_center_) / model.x_scale_
@@ -939,20 +939,20 @@ def _auto_fit(X, y, **params):
     with warnings.catch_warnings():
         # Too few rows for the budget warns (a public fact); not the subject here.
         warnings.simplefilter("ignore", UserWarning)
-        if params["feature_bounds"] is not None and params["target_bounds"] is not None:
+        if "nonprivate" not in (params["feature_bounds"], params["target_bounds"]):
             warnings.simplefilter("error", PrivacyLeakWarning)
         return DPSEPRegressor(**params).fit(X, y)
 
 
 @pytest.mark.parametrize(
     ("feature_bounds", "target_bounds", "n_releases"),
-    [("auto", "auto", 6), ("auto", (-3, 3), 4), (None, "auto", 2)],
+    [("auto", "auto", 6), ("auto", (-3, 3), 4), ("nonprivate", "auto", 2)],
 )
 def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bounds, n_releases):
     n = 4000  # enough rows for the bounds' share of epsilon 0.5 (fewer are refused)
     X, y = _linear_data(n=n, d=2)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyLeakWarning)  # feature_bounds=None: the old, warned path
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # feature_bounds="nonprivate": the old, warned path
         model = _auto_fit(X, y, feature_bounds=feature_bounds, target_bounds=target_bounds, bounds_budget=0.3)
     events = model.privacy_ledger_.events
     pure = [e for e in events if isinstance(e, PureDPEvent)]
@@ -1034,7 +1034,7 @@ def test_explicit_none_bounds_keep_the_leak_warning():
             hidden_layer_sizes=(),
             n_epochs=1,
             epsilon=0.5,
-            feature_bounds=None,
+            feature_bounds="nonprivate",
             target_bounds=(-3, 3),
             random_state=0,
         ).fit(X, y)
