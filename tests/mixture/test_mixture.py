@@ -442,6 +442,7 @@ def test_budget_split_meets_target(composition, mean_mechanism, releases):
         epsilon=0.8,
         delta=1e-6,
         random_state=0,
+        reduce_components=False,  # the K-component plan's accounting
     ).fit(X)
     assert est.privacy_spent_.epsilon == pytest.approx(0.8, rel=1e-4)
     assert est.privacy_spent_.epsilon <= 0.8
@@ -1139,3 +1140,38 @@ def test_covariance_eigenvalues_are_floored_at_the_noise_level():
     # The held-out density stays within a few nats per row per dimension of
     # the uniform density on the declared ball (log(1 / vol) = -7.6 here).
     assert gm.score(X[178:]) > -7.6 - 2 * 13
+
+
+def test_small_n_epsilon_falls_back_to_fewer_components():
+    """Issue 31, rule 2: an a-priori rule from n, d and epsilon, warned; the shapes stay K's."""
+    from skdp.mixture._plan import resolution_ratio, resolvable_components
+
+    X = _blobs(50, seed=3)  # 150 rows, 2 columns
+    with pytest.warns(UserWarning, match="reduce_components"):
+        est = _DPGaussianMixture(3, data_norm=1.0, epsilon=0.5, random_state=0).fit(X)
+    assert est.n_components_fitted_ == 1
+    assert est.n_iter_ == 1  # one component: EM is exact after one M-step
+    assert est.weights_.shape == (3,) and est.means_.shape == (3, 2) and est.covariances_.shape == (3, 2, 2)
+    assert est.weights_.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(est.means_, est.means_[[0, 0, 0]])
+    assert est.privacy_spent_.epsilon == pytest.approx(0.5, rel=1e-4)
+    # The same fit as one component with one iteration, released as copies.
+    one = _DPGaussianMixture(1, max_iter=1, data_norm=1.0, epsilon=0.5, random_state=0).fit(X)
+    np.testing.assert_allclose(est.score_samples(X), one.score_samples(X))
+    # Opt-out keeps every component (and no warning about them).
+    kept = _DPGaussianMixture(3, data_norm=1.0, epsilon=0.5, random_state=0, reduce_components=False).fit(X)
+    assert kept.n_components_fitted_ == 3
+    # Public means are a start the user chose: never reduced.
+    public = _DPGaussianMixture(3, means_init=X[:3], data_norm=1.0, epsilon=0.5, random_state=0).fit(X)
+    assert public.n_components_fitted_ == 3
+    # The rule: monotone in n, a function of public quantities only.
+    args = (2, 3, "full", GaussianEvent, True)
+    assert resolution_ratio(5.0, 150, *args) > resolution_ratio(5.0, 15000, *args)
+    assert resolvable_components(20.0, 150, *args) == 1
+    assert resolvable_components(5.0, 150_000, *args) == 3
+
+
+def test_large_n_epsilon_keeps_every_component():
+    X = _blobs(4000, seed=4)
+    est = _DPGaussianMixture(3, data_norm=1.0, epsilon=1.0, random_state=0).fit(X)
+    assert est.n_components_fitted_ == 3
