@@ -115,7 +115,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Shares of the budget of the counts, first and second moments:
         ``"equal"`` per release, ``"auto"`` or three positive numbers.
     max_iter : int or "auto", default="auto"
-        EM iterations; ``"auto"``: 1 after the histogram start, else 5.
+        EM iterations; ``"auto"``: 1 after the histogram start or for one
+        component, else 5.
     tol : float, default=1e-3
         Threshold on the change of ``lower_bound_`` for ``converged_`` (never stops early).
     reg_covar : float, default=1e-3
