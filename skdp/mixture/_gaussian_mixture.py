@@ -37,6 +37,7 @@ from ..privacy.quantiles import (
     BOX_SHARES,
     HistogramBounds,
     calibrate_histogram_bounds,
+    can_locate_columns,
     histogram_box_share,
     private_histogram_box,
     warn_unlocated_columns,
@@ -401,6 +402,14 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
                 histogram_box_share(n_samples, epsilon, delta, n_features, self.composition, secure_noise),
                 self._auto_shares()[-1],
             )
+            largest = calibrate_histogram_bounds(
+                epsilon, delta, n_features, share, self.composition, secure_noise
+            )
+            if not can_locate_columns(n_samples, largest.mechanism(), n_features):
+                # No share locates a column (public n, d, epsilon): the box falls back to
+                # the pool's range or [0, 1] whatever it spends, so it spends the least and
+                # leaves the EM releases the rest (the user guide's measurements).
+                share = self._auto_shares()[0]
             return calibrate_histogram_bounds(
                 epsilon, delta, n_features, share, self.composition, secure_noise
             )
@@ -547,7 +556,12 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         fewer components, or ``reduce_components=False``).
         """
         k = em.n_components
-        if not self.reduce_components or k == 1 or self.means_init is not None or self.weights_init is not None:
+        if (
+            not self.reduce_components
+            or k == 1
+            or self.means_init is not None
+            or self.weights_init is not None
+        ):
             return k
         z_second = z * em.noise_weights()[2]
         fitted = resolvable_components(

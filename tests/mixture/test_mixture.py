@@ -956,6 +956,17 @@ def test_gmm_auto_clips_an_outlier():
     assert np.linalg.norm(a.centre_ - b.centre_) < 0.1  # unclipped: 1e6 sqrt(2) / 2000 = 707
 
 
+def _expected_box_share(n, epsilon, d, delta=1e-5, composition="rdp"):
+    """The box's share: the smallest that locates a column, else (none does) the smallest of all."""
+    from skdp.privacy.quantiles import BOX_SHARES, calibrate_histogram_bounds, can_locate_columns
+
+    for share in BOX_SHARES:
+        plan = calibrate_histogram_bounds(epsilon, delta, d, share, composition)
+        if can_locate_columns(n, plan.mechanism(), d):
+            return share
+    return BOX_SHARES[0]
+
+
 @pytest.mark.parametrize(
     "n, d, epsilon",
     [(150, 2, 1.0), (150, 4, 2.0), (150, 4, 3.0), (1000, 2, 1.0), (3500, 4, 1.0), (20000, 3, 0.3)],
@@ -964,7 +975,7 @@ def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
     # bounds_budget="auto" (the default): the smallest share at which the norm quantile can be
     # located, else the histogram box; computed here from (n, d, epsilon) through the core alone.
     from skdp.privacy.centring import AutoBounds, calibrate_auto_bounds, can_locate_quantile
-    from skdp.privacy.quantiles import BOX_SHARES, HistogramBounds, histogram_box_share
+    from skdp.privacy.quantiles import BOX_SHARES, HistogramBounds
 
     gm = DPGaussianMixture(2, epsilon=epsilon)
     assert gm.bounds_budget == "auto" and gm.data_norm == "auto"
@@ -981,7 +992,7 @@ def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
         )
     else:
         assert isinstance(plan, HistogramBounds)
-        assert plan.share == histogram_box_share(n, epsilon, 1e-5, d, "rdp")
+        assert plan.share == _expected_box_share(n, epsilon, d)
     # Large n * epsilon keeps the 0.1 share of a declared bounds_budget=0.1, event for event.
     if n * epsilon >= 3500:
         declared = DPGaussianMixture(2, epsilon=epsilon, bounds_budget=0.1)._auto_bounds(shape=(n, d))
@@ -989,7 +1000,7 @@ def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
 
 
 def test_gmm_small_n_epsilon_falls_back_to_the_private_box():
-    from skdp.privacy.quantiles import calibrate_histogram_bounds, histogram_box_share
+    from skdp.privacy.quantiles import calibrate_histogram_bounds
 
     n, d, epsilon = 150, 2, 1.0
     X = _auto_mixture_data(shift=3.0, n=n)
@@ -999,7 +1010,7 @@ def test_gmm_small_n_epsilon_falls_back_to_the_private_box():
         gm = DPGaussianMixture(**params).fit(X)
         dry = DPGaussianMixture(**params).fit(np.zeros_like(X))
     # The events come from the public plan: the box's two histogram releases first, then DP-EM.
-    share = histogram_box_share(n, epsilon, 1e-5, d, "rdp")
+    share = _expected_box_share(n, epsilon, d)
     box = calibrate_histogram_bounds(epsilon, 1e-5, d, share, "rdp").events()
     events = gm.privacy_ledger_.events
     n_box = sum(e.count for e in box)
