@@ -10,6 +10,7 @@ moment algebra in :mod:`skdp.mixture._moments`.
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,6 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import validate_fit_input
+from .._user_warnings import _user_stacklevel
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
 from ..privacy import (
     ExponentialMechanism,
@@ -35,6 +37,7 @@ from ..privacy.quantiles import (
     BOX_SHARES,
     HistogramBounds,
     calibrate_histogram_bounds,
+    can_locate_columns,
     histogram_box_share,
     private_histogram_box,
     warn_unlocated_columns,
@@ -53,8 +56,26 @@ from ._plan import (
     DEFAULT_INIT_BUDGET,
     EMPlan,
     check_budget_shares,
+    resolvable_components,
     resolve_mean_mechanism,
 )
+
+
+def copy_components(weights, means, covariances, n_components, covariance_type):
+    """``n_components`` rows from fewer fitted components: copies share their component's weight.
+
+    The density is unchanged (post-processing); the attributes keep the
+    shapes scikit-learn's ``GaussianMixture(n_components)`` has.
+    """
+    k = weights.shape[0]
+    if k == n_components:
+        return weights, means, covariances
+    index = np.arange(n_components) % k
+    copies = np.bincount(index, minlength=k)
+    weights = weights[index] / copies[index]
+    if covariance_type != "tied":
+        covariances = covariances[index]
+    return weights, means[index], covariances
 
 
 def centred_expected_statistics(chunk, centre, data_norm, *params):
@@ -95,7 +116,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Shares of the budget of the counts, first and second moments:
         ``"equal"`` per release, ``"auto"`` or three positive numbers.
     max_iter : int or "auto", default="auto"
-        EM iterations; ``"auto"``: 1 after the histogram start, else 5.
+        EM iterations; ``"auto"``: 1 after the histogram start or for one
+        component, else 5.
     tol : float, default=1e-3
         Threshold on the change of ``lower_bound_`` for ``converged_`` (never stops early).
     reg_covar : float, default=1e-3
@@ -114,6 +136,13 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         bought with ``init_budget``, or (``"auto"``) the histogram when ``d <= 2``.
     init_budget : float in (0, 1), default=0.1
         Share of the budget spent on the histogram start.
+    reduce_components : bool, default=True
+        Where ``n``, ``d`` and epsilon cannot resolve ``n_components``
+        covariances above the noise, fit the largest number that can (one
+        broad component at least; :ref:`mixture-fallback`) and warn; the
+        fitted attributes keep ``n_components`` rows (copies share a
+        component's weight).  A public rule; never with ``means_init`` or
+        ``weights_init``.
     weights_init : array-like of shape (n_components,), default=None
         Public initial weights.
     means_init : array-like of shape (n_components, n_features), default=None
@@ -172,6 +201,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     noise_multipliers_ : dict
         Noise scale over sensitivity of the ``"weights"``, ``"means"`` and
         ``"second_moments"`` releases.
+    n_components_fitted_ : int
+        Components actually fitted (``reduce_components``); public.
     data_norm_ : float
         The norm bound used.
     centre_ : ndarray of shape (n_features,)
@@ -229,6 +260,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             "lower_bounds_",
             "converged_",
             "n_iter_",
+            "n_components_fitted_",
             "noise_multiplier_",
             "noise_multipliers_",
             "data_norm_",
@@ -252,6 +284,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "bounds_budget": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
         "init_params": [StrOptions({"auto", "random", "histogram"})],
         "init_budget": [Interval(Real, 0, 1, closed="neither")],
+        "reduce_components": ["boolean"],
         "weights_init": ["array-like", None],
         "means_init": ["array-like", None],
         "weight_concentration_prior": [Interval(Real, 1.0, None, closed="left")],
@@ -277,6 +310,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         bounds_budget="auto",
         init_params="auto",
         init_budget=DEFAULT_INIT_BUDGET,
+        reduce_components=True,
         weights_init=None,
         means_init=None,
         weight_concentration_prior=2.0,
@@ -303,6 +337,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.bounds_budget = bounds_budget
         self.init_params = init_params
         self.init_budget = init_budget
+        self.reduce_components = reduce_components
         self.weights_init = weights_init
         self.means_init = means_init
         self.weight_concentration_prior = weight_concentration_prior
@@ -367,6 +402,14 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
                 histogram_box_share(n_samples, epsilon, delta, n_features, self.composition, secure_noise),
                 self._auto_shares()[-1],
             )
+            largest = calibrate_histogram_bounds(
+                epsilon, delta, n_features, share, self.composition, secure_noise
+            )
+            if not can_locate_columns(n_samples, largest.mechanism(), n_features):
+                # No share locates a column (public n, d, epsilon): the box falls back to
+                # the pool's range or [0, 1] whatever it spends, so it spends the least and
+                # leaves the EM releases the rest (the user guide's measurements).
+                share = self._auto_shares()[0]
             return calibrate_histogram_bounds(
                 epsilon, delta, n_features, share, self.composition, secure_noise
             )
@@ -481,9 +524,18 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             scale = float(self.data_norm)
         self._check_budget_shares(n_features)
         em = EMPlan.for_estimator(self, n_features)
-        z_init = em.calibrate_init(
-            self.init_budget, self.epsilon, self.delta, self.composition, plan.secure_noise
-        )
+        z_init, z = self._calibrate_plan(em, bounds, plan.secure_noise)
+        fitted = self._fitted_components(em, z, data.n_samples)
+        if fitted < em.n_components:
+            em = em.with_components(fitted, self.max_iter)
+            z_init, z = self._calibrate_plan(em, bounds, plan.secure_noise)
+        multipliers = tuple(z * w for w in em.noise_weights())
+        settings = dict(scale=scale, noise_multiplier=z, multipliers=multipliers, bounds=bounds)
+        return plan.with_settings(**settings, init_multiplier=z_init, em_plan=em)
+
+    def _calibrate_plan(self, em, bounds, secure_noise):
+        """``(z_init, z)``: the histogram start's multiplier and the EM plan's, the bounds' events in front."""
+        z_init = em.calibrate_init(self.init_budget, self.epsilon, self.delta, self.composition, secure_noise)
         init_events = em.init_events(z_init)
         z = calibrate_after_bounds(
             lambda z: init_events + em.events(z),
@@ -492,11 +544,40 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             self.delta,
             self.composition,
             self._neighbouring,
-            secure_noise=plan.secure_noise,
+            secure_noise=secure_noise,
         )
-        multipliers = tuple(z * w for w in em.noise_weights())
-        settings = dict(scale=scale, noise_multiplier=z, multipliers=multipliers, bounds=bounds)
-        return plan.with_settings(**settings, init_multiplier=z_init, em_plan=em)
+        return z_init, z
+
+    def _fitted_components(self, em, z, n_samples):
+        """How many components the fit can resolve (:func:`~skdp.mixture._plan.resolvable_components`).
+
+        Public: ``n``, ``d``, ``K`` and the calibrated plan.  Warns when it
+        is fewer than ``n_components`` (what to do: more rows or epsilon,
+        fewer components, or ``reduce_components=False``).
+        """
+        k = em.n_components
+        if (
+            not self.reduce_components
+            or k == 1
+            or self.means_init is not None
+            or self.weights_init is not None
+        ):
+            return k
+        z_second = z * em.noise_weights()[2]
+        fitted = resolvable_components(
+            z_second, n_samples, em.n_features, k, em.covariance_type, em.second_family, em.joint
+        )
+        if fitted < k:
+            warnings.warn(
+                f"With n_samples={int(n_samples)}, {em.n_features} features and epsilon="
+                f"{float(self.epsilon):.3g}, the noise of the released second moments is wider than "
+                f"{k} components can be: fitting {fitted} instead (copied into n_components={k} rows; "
+                "see 'reduce_components'). Raise epsilon, fit fewer components, or set "
+                "reduce_components=False to fit all of them anyway.",
+                UserWarning,
+                stacklevel=_user_stacklevel(),
+            )
+        return fitted
 
     def _release_box(self, reduce, n_samples, n_features, bounds, rng, ledger):
         """Small ``n * epsilon``: the private histogram box's centre and half-diagonal as ``(centre, scale)``.
@@ -547,7 +628,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             )
         em = plan.settings["em_plan"]
         public_weights, public_means = public_start(
-            self.weights_init, self.means_init, self.n_components, n_features, scale, centre
+            self.weights_init, self.means_init, em.n_components, n_features, scale, centre
         )
         z_init = plan.settings.get("init_multiplier")
         if z_init is not None:
@@ -565,7 +646,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         else:
             Xs = clip_to_unit_ball(data.X if centre is None else data.X - centre, scale)
         weights, means, covariances = random_start(
-            rng, self.n_components, n_features, self.covariance_type, public_weights, public_means
+            rng, em.n_components, n_features, self.covariance_type, public_weights, public_means
         )
         bounds = []
         tied = None
@@ -593,6 +674,10 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.lower_bounds_ = bounds
         self.lower_bound_ = bounds[-1]
         self.converged_ = len(bounds) > 1 and abs(bounds[-1] - bounds[-2]) < self.tol
+        self.n_components_fitted_ = em.n_components
+        weights, means, covariances = copy_components(
+            weights, means, covariances, self.n_components, self.covariance_type
+        )
         self._set_parameters(weights, means, covariances, scale, centre)
 
     def _set_parameters(self, weights, means, covariances, scale, centre=None):

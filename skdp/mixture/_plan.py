@@ -12,13 +12,14 @@ of every sensitivity and share is in the user guide (:doc:`/mixture`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..privacy import GaussianEvent, LaplaceEvent
 from ..privacy.calibration import calibrate_noise_multiplier
 from ._init import INIT_DIMS
+from ._m_step import noise_floor
 from ._moments import centre_optimal_count_share, noise_weights
 
 #: Iterations of ``max_iter="auto"`` after the histogram start and after any
@@ -28,6 +29,47 @@ AUTO_ITER_HISTOGRAM, AUTO_ITER_RANDOM = 1, 5
 
 #: Default share of the budget the ``init_params="histogram"`` start takes.
 DEFAULT_INIT_BUDGET = 0.1
+
+
+def resolution_ratio(z_second, n_samples, n_features, n_components, covariance_type, family, joint):
+    """Noise floor of a component's variance over the variance a component of ``K`` can have (public).
+
+    The floor (:func:`~skdp.mixture._m_step.noise_floor`) of a component
+    holding ``n / K`` of the rows (all ``n`` rows for the tied model's shared
+    covariance) against ``K^(-2/d) / (d + 2)``: the per-coordinate variance
+    of the uniform distribution on the unit ball (``1 / (d + 2)``), the
+    widest data the fit sees, split into ``K`` equal cells (each of radius
+    ``K^(-1/d)``).  Above 1 the noise alone is at least as wide as such a
+    component: ``K`` components cannot be told apart from the noise, and a
+    fit with fewer wins (the user guide's measurements).  A function of
+    ``n``, ``d``, ``K`` and the calibrated multiplier only.
+    """
+    tied = covariance_type == "tied"
+    den = float(n_samples) if tied else n_samples / n_components
+    floor = noise_floor(
+        z_second,
+        n_features,
+        np.array([den]),
+        family=family,
+        covariance_type=covariance_type,
+        joint=joint,
+        n_components=n_components,
+        reg_covar=0.0,
+        tied=tied,
+    )[0]
+    return float(floor) * (n_features + 2.0) * n_components ** (2.0 / n_features)
+
+
+def resolvable_components(z_second, n_samples, n_features, n_components, covariance_type, family, joint):
+    """The largest ``K' <= K`` whose :func:`resolution_ratio` is at most 1, else 1 (public).
+
+    ``z_second`` is the second moments' multiplier of the ``K``-component
+    plan: with joint releases it does not depend on ``K``.
+    """
+    for k in range(n_components, 1, -1):
+        if resolution_ratio(z_second, n_samples, n_features, k, covariance_type, family, joint) <= 1.0:
+            return k
+    return 1
 
 
 def resolve_mean_mechanism(mean_mechanism, delta):
@@ -198,6 +240,12 @@ class EMPlan:
         """The plan of a :class:`~skdp.mixture.DPGaussianMixture`'s hyperparameters at ``n_features`` columns."""
         first, second = mechanism_families(estimator.mean_mechanism, estimator.delta)
         histogram = uses_histogram_init(estimator.init_params, estimator.means_init, n_features)
+        if estimator.n_components == 1 and estimator.init_params == "auto":
+            # One component needs no start and one iteration (EM is exact after one M-step).
+            histogram = False
+            n_iter = 1 if estimator.max_iter == "auto" else int(estimator.max_iter)
+        else:
+            n_iter = n_iter_rule(estimator.max_iter, histogram)
         return cls(
             n_features=n_features,
             n_components=estimator.n_components,
@@ -206,10 +254,22 @@ class EMPlan:
             budget_split=estimator.budget_split,
             first_family=first,
             second_family=second,
-            n_iter=n_iter_rule(estimator.max_iter, histogram),
+            n_iter=n_iter,
             histogram_init=histogram,
             neighbouring=estimator._neighbouring,
         )
+
+    def with_components(self, n_components, max_iter):
+        """The same plan with fewer components (the small-``n epsilon`` fallback).
+
+        One component needs one iteration (its responsibilities are all 1,
+        whatever the start: EM is exact after one M-step) and no start, so
+        ``max_iter="auto"`` runs 1 and no histogram start is released.
+        """
+        if n_components == 1:
+            n_iter = 1 if max_iter == "auto" else int(max_iter)
+            return replace(self, n_components=1, n_iter=n_iter, histogram_init=False)
+        return replace(self, n_components=n_components)
 
     @property
     def joint(self):

@@ -442,6 +442,7 @@ def test_budget_split_meets_target(composition, mean_mechanism, releases):
         epsilon=0.8,
         delta=1e-6,
         random_state=0,
+        reduce_components=False,  # the K-component plan's accounting
     ).fit(X)
     assert est.privacy_spent_.epsilon == pytest.approx(0.8, rel=1e-4)
     assert est.privacy_spent_.epsilon <= 0.8
@@ -955,6 +956,17 @@ def test_gmm_auto_clips_an_outlier():
     assert np.linalg.norm(a.centre_ - b.centre_) < 0.1  # unclipped: 1e6 sqrt(2) / 2000 = 707
 
 
+def _expected_box_share(n, epsilon, d, delta=1e-5, composition="rdp"):
+    """The box's share: the smallest that locates a column, else (none does) the smallest of all."""
+    from skdp.privacy.quantiles import BOX_SHARES, calibrate_histogram_bounds, can_locate_columns
+
+    for share in BOX_SHARES:
+        plan = calibrate_histogram_bounds(epsilon, delta, d, share, composition)
+        if can_locate_columns(n, plan.mechanism(), d):
+            return share
+    return BOX_SHARES[0]
+
+
 @pytest.mark.parametrize(
     "n, d, epsilon",
     [(150, 2, 1.0), (150, 4, 2.0), (150, 4, 3.0), (1000, 2, 1.0), (3500, 4, 1.0), (20000, 3, 0.3)],
@@ -963,7 +975,7 @@ def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
     # bounds_budget="auto" (the default): the smallest share at which the norm quantile can be
     # located, else the histogram box; computed here from (n, d, epsilon) through the core alone.
     from skdp.privacy.centring import AutoBounds, calibrate_auto_bounds, can_locate_quantile
-    from skdp.privacy.quantiles import BOX_SHARES, HistogramBounds, histogram_box_share
+    from skdp.privacy.quantiles import BOX_SHARES, HistogramBounds
 
     gm = DPGaussianMixture(2, epsilon=epsilon)
     assert gm.bounds_budget == "auto" and gm.data_norm == "auto"
@@ -980,7 +992,7 @@ def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
         )
     else:
         assert isinstance(plan, HistogramBounds)
-        assert plan.share == histogram_box_share(n, epsilon, 1e-5, d, "rdp")
+        assert plan.share == _expected_box_share(n, epsilon, d)
     # Large n * epsilon keeps the 0.1 share of a declared bounds_budget=0.1, event for event.
     if n * epsilon >= 3500:
         declared = DPGaussianMixture(2, epsilon=epsilon, bounds_budget=0.1)._auto_bounds(shape=(n, d))
@@ -988,7 +1000,7 @@ def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
 
 
 def test_gmm_small_n_epsilon_falls_back_to_the_private_box():
-    from skdp.privacy.quantiles import calibrate_histogram_bounds, histogram_box_share
+    from skdp.privacy.quantiles import calibrate_histogram_bounds
 
     n, d, epsilon = 150, 2, 1.0
     X = _auto_mixture_data(shift=3.0, n=n)
@@ -998,7 +1010,7 @@ def test_gmm_small_n_epsilon_falls_back_to_the_private_box():
         gm = DPGaussianMixture(**params).fit(X)
         dry = DPGaussianMixture(**params).fit(np.zeros_like(X))
     # The events come from the public plan: the box's two histogram releases first, then DP-EM.
-    share = histogram_box_share(n, epsilon, 1e-5, d, "rdp")
+    share = _expected_box_share(n, epsilon, d)
     box = calibrate_histogram_bounds(epsilon, 1e-5, d, share, "rdp").events()
     events = gm.privacy_ledger_.events
     n_box = sum(e.count for e in box)
@@ -1139,3 +1151,38 @@ def test_covariance_eigenvalues_are_floored_at_the_noise_level():
     # The held-out density stays within a few nats per row per dimension of
     # the uniform density on the declared ball (log(1 / vol) = -7.6 here).
     assert gm.score(X[178:]) > -7.6 - 2 * 13
+
+
+def test_small_n_epsilon_falls_back_to_fewer_components():
+    """Issue 31, rule 2: an a-priori rule from n, d and epsilon, warned; the shapes stay K's."""
+    from skdp.mixture._plan import resolution_ratio, resolvable_components
+
+    X = _blobs(50, seed=3)  # 150 rows, 2 columns
+    with pytest.warns(UserWarning, match="reduce_components"):
+        est = _DPGaussianMixture(3, data_norm=1.0, epsilon=0.5, random_state=0).fit(X)
+    assert est.n_components_fitted_ == 1
+    assert est.n_iter_ == 1  # one component: EM is exact after one M-step
+    assert est.weights_.shape == (3,) and est.means_.shape == (3, 2) and est.covariances_.shape == (3, 2, 2)
+    assert est.weights_.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(est.means_, est.means_[[0, 0, 0]])
+    assert est.privacy_spent_.epsilon == pytest.approx(0.5, rel=1e-4)
+    # The same fit as one component with one iteration, released as copies.
+    one = _DPGaussianMixture(1, max_iter=1, data_norm=1.0, epsilon=0.5, random_state=0).fit(X)
+    np.testing.assert_allclose(est.score_samples(X), one.score_samples(X))
+    # Opt-out keeps every component (and no warning about them).
+    kept = _DPGaussianMixture(3, data_norm=1.0, epsilon=0.5, random_state=0, reduce_components=False).fit(X)
+    assert kept.n_components_fitted_ == 3
+    # Public means are a start the user chose: never reduced.
+    public = _DPGaussianMixture(3, means_init=X[:3], data_norm=1.0, epsilon=0.5, random_state=0).fit(X)
+    assert public.n_components_fitted_ == 3
+    # The rule: monotone in n, a function of public quantities only.
+    args = (2, 3, "full", GaussianEvent, True)
+    assert resolution_ratio(5.0, 150, *args) > resolution_ratio(5.0, 15000, *args)
+    assert resolvable_components(20.0, 150, *args) == 1
+    assert resolvable_components(5.0, 150_000, *args) == 3
+
+
+def test_large_n_epsilon_keeps_every_component():
+    X = _blobs(4000, seed=4)
+    est = _DPGaussianMixture(3, data_norm=1.0, epsilon=1.0, random_state=0).fit(X)
+    assert est.n_components_fitted_ == 3
