@@ -792,11 +792,17 @@ def test_kmeans_small_n_epsilon_releases_a_box_near_the_data():
     X = X[:150]
     km = DPKMeans(3, epsilon=1.0, random_state=0).fit(X)
     share = histogram_box_share(150, 1.0, 1e-5, 2, "pld")
-    plan = calibrate_histogram_bounds(1.0, 1e-5, 2, share, "pld")
+    plan = calibrate_histogram_bounds(1.0, 1e-5, 2, share, "pld", scale=True)
     events = km.privacy_ledger_.events
-    (planned,) = plan.events()  # two histogram releases, recorded one by one
-    assert planned.count == 2
-    assert _event_signature(events[:2]) == [(GaussianEvent, 1, None, round(planned.noise_multiplier, 12))] * 2
+    # The row-scale histogram, then two column histograms, recorded one by one.
+    planned, planned_scale = plan.events()
+    assert planned.count == 2 and planned_scale.count == 1
+    assert planned_scale.noise_multiplier == pytest.approx(planned.noise_multiplier / np.sqrt(2))
+    assert (
+        _event_signature(events[:3])
+        == [(GaussianEvent, 1, None, round(planned_scale.noise_multiplier, 12))]
+        + [(GaussianEvent, 1, None, round(planned.noise_multiplier, 12))] * 2
+    )
     assert all(type(e) is GaussianEvent for e in events)
     assert km.privacy_spent_.epsilon <= 1.0 * (1 + 1e-9)
     low, high = km.bounds_
@@ -1007,3 +1013,32 @@ def test_box_fit_never_splits_when_the_sizes_noise_hides_the_largest(monkeypatch
         km = DPKMeans(3, epsilon=0.5, bounds=box, random_state=seed).fit(X)
     assert ratio(km) < _base.KEEP_UNUSABLE_COUNT_NOISE
     assert calls
+
+
+def test_histogram_box_scale_keeps_unlocated_columns_near_the_data():
+    """With the row-scale release, a column its own bins cannot locate takes a range inside
+    [-S, S], S the top of the highest occupied row-scale bin (at most twice the largest
+    magnitude), never the data-free [0, 1] far from the data; three releases are recorded."""
+    from skdp.privacy.accountant import PrivacyLedger
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, private_histogram_box
+
+    rng = np.random.default_rng(0)
+    # Spread over many signed log bins around -6: no column bin holds enough rows.
+    X = rng.normal(-6.0, 4.0, size=(150, 2))
+    plan = calibrate_histogram_bounds(1.0, 1e-5, 2, 0.5, "pld", scale=True)
+    ledger = PrivacyLedger()
+    low, high, located = private_histogram_box(
+        lambda fn, *p: fn(X, *p),
+        150,
+        2,
+        plan.mechanism(),
+        (0.01, 0.99),
+        np.random.default_rng(1),
+        ledger,
+        return_located=True,
+        scale_mechanism=plan.scale_mechanism(),
+    )
+    top = 2 * np.abs(X).max()
+    assert located.all()
+    assert np.all(low >= -top) and np.all(high <= top) and np.all(high > low)
+    assert [e.count for e in ledger.events] == [1, 1, 1]
