@@ -717,7 +717,9 @@ class HistogramBounds:
         return scale_mechanism(self.multiplier, self.gaussian) if self.scale else None
 
 
-def calibrate_histogram_bounds(epsilon, delta, n_features, share, composition, secure_noise=False, scale=False):
+def calibrate_histogram_bounds(
+    epsilon, delta, n_features, share, composition, secure_noise=False, scale=False
+):
     """The :class:`HistogramBounds` plan costing ``(share * epsilon, share * delta)``."""
     z = calibrate_histogram(share * epsilon, share * delta, n_features, composition, secure_noise, scale)
     return HistogramBounds(int(n_features), float(z), delta > 0, float(share), bool(scale))

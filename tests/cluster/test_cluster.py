@@ -211,9 +211,9 @@ def test_laplace_basic_calibration_closed_form():
 @pytest.mark.parametrize("clip_norm", [1.0, "auto"])
 def test_kernel_ledger_matches_plan(clip_norm):
     X, _ = blobs(600)
-    km = DPKernelKMeans(3, epsilon=1.0, n_components=50, clip_norm=clip_norm, max_iter=4, random_state=0).fit(
-        X
-    )
+    km = DPKernelKMeans(
+        3, epsilon=1.0, gamma=1.0, n_components=50, clip_norm=clip_norm, max_iter=4, random_state=0
+    ).fit(X)
     z, w = km.noise_multiplier_, lloyd.count_noise_weight("gaussian", 50)
     events = km.privacy_ledger_.events
     n_norm = int(clip_norm == "auto")
@@ -230,7 +230,7 @@ def test_kernel_ledger_matches_plan(clip_norm):
 def test_gaussian_noise_scales(release_spy):
     """Sizes get N(0, sqrt(2) w z), sums N(0, 2 C z): checked on the mechanisms and the noise."""
     X, _ = blobs(1000)
-    km = DPKernelKMeans(3, epsilon=0.5, n_components=2000, max_iter=3, random_state=1).fit(X)
+    km = DPKernelKMeans(3, epsilon=0.5, gamma=1.0, n_components=2000, max_iter=3, random_state=1).fit(X)
     z, w = km.noise_multiplier_, lloyd.count_noise_weight("gaussian", 2000)
     assert len(release_spy) == 6
     counts, sums = release_spy[0::2], release_spy[1::2]
@@ -563,7 +563,7 @@ def test_auto_max_iter_picks_largest_admissible_iteration_count():
 @pytest.mark.parametrize("Est", [DPKMeans, DPKernelKMeans])
 def test_auto_max_iter_in_fit_matches_rule_and_plan(Est):
     X, _ = blobs(3000)
-    kwargs = {"data_norm": 5.0} if Est is DPKMeans else {"n_components": 20}
+    kwargs = {"data_norm": 5.0} if Est is DPKMeans else {"n_components": 20, "gamma": 1.0}
     km = Est(3, epsilon=2.0, max_iter="auto", random_state=0, **kwargs).fit(X)
     dim = km.cluster_centers_.shape[1]
     w = lloyd.count_noise_weight("gaussian", dim)
@@ -1042,3 +1042,41 @@ def test_histogram_box_scale_keeps_unlocated_columns_near_the_data():
     assert located.all()
     assert np.all(low >= -top) and np.all(high <= top) and np.all(high > low)
     assert [e.count for e in ledger.events] == [1, 1, 1]
+
+
+def test_kernel_auto_gamma_from_a_released_box():
+    """gamma="auto": a private histogram box (its three releases first, from the public plan),
+    gamma_ = 12 / |high - low|^2 (uniform variance on the box), the whole fit at epsilon; the
+    width follows the data's scale, so scaling the data by 1000 leaves the clustering good."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from skdp.cluster._kernel_kmeans import auto_gamma
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, histogram_box_share
+
+    X, y = blobs(600)
+    for seed in range(4):
+        km = DPKernelKMeans(3, epsilon=3.0, random_state=seed).fit(X * 1000.0)
+        low, high = km.bounds_
+        assert km.gamma_ == pytest.approx(12.0 / np.sum((high - low) ** 2))
+        assert km.gamma_ == pytest.approx(auto_gamma("rbf", low, high))
+        assert km.privacy_spent_.epsilon == pytest.approx(3.0, rel=1e-4)
+        # At least two of the three clusters told apart (ARI 0.57: two merged); gamma=1 sees noise.
+        assert adjusted_rand_score(y, km.predict(X * 1000.0)) > 0.5
+        fixed = DPKernelKMeans(3, epsilon=3.0, gamma=1.0, random_state=seed).fit(X * 1000.0)
+        assert adjusted_rand_score(y, fixed.predict(X * 1000.0)) < 0.1
+    km = DPKernelKMeans(3, epsilon=3.0, random_state=0).fit(X)
+    share = histogram_box_share(600, 3.0, 1e-5, X.shape[1], "pld")
+    plan = calibrate_histogram_bounds(3.0, 1e-5, X.shape[1], share, "pld", scale=True)
+    planned, planned_scale = plan.events()
+    events = km.privacy_ledger_.events
+    assert [round(e.noise_multiplier, 12) for e in events[:3]] == [
+        round(planned_scale.noise_multiplier, 12),
+        *[round(planned.noise_multiplier, 12)] * 2,
+    ]
+    # The plan reads only public quantities: zeros record the same events.
+    dry = DPKernelKMeans(3, epsilon=3.0, random_state=0).fit(np.zeros_like(X))
+    assert _event_signature(dry.privacy_ledger_.events) == _event_signature(events)
+    # A declared gamma releases no box.
+    fixed = DPKernelKMeans(3, epsilon=3.0, gamma=0.5, random_state=0).fit(X)
+    assert fixed.gamma_ == 0.5 and not hasattr(fixed, "bounds_")
+    assert auto_gamma("laplacian", low, high) == pytest.approx(3.0 / np.sum(high - low))
