@@ -628,16 +628,16 @@ def generative_family(ds):
 #: its ceiling, measured, never a tuned excuse.
 NOTES = {
     "cluster": (
-        "Notes. DPKMeans's rule-1 FAILs are blobs-150x2 and iris at eps 1, where n * eps = 150: "
-        "below the ~300 that locating a norm quantile needs at half the budget, and too few rows for "
-        "the private box's histogram to locate every column (an empty-bin threshold above 145 counts), "
-        "so those columns take the data-free [0, 1] with a warning to declare `bounds`. The data-free "
-        "reference uses the declared domain, which the default never sees: with that box declared "
-        "(`bounds=(low, high)`, as the peer gets it), 5 seeds, the medians are -6.6 (blobs-150x2) and "
-        "-4.9 (iris) at eps 1, against the peer's -19.2 and -9.2 and the reference's -28.1 and -9.3. "
-        "Before the small-n*eps route these cells were -2.9e8 and -1.4e9. DPKernelKMeans's rule 3 "
-        "FAILs are within 7 % (blobs-150x2, where the noise-free fit itself reaches only -9.6 with "
-        "the default gamma=1) and a tie to 3 digits (breast_cancer, at its ceiling)."
+        "Notes. DPKMeans's rule-1 FAIL is iris at eps 1 (n * eps = 150): too few rows for the "
+        "private box's column histograms to locate most columns; they take a range within the "
+        "released row scale [-S, S] (one count per row, so located at that size), several times "
+        "wider than the declared domain, whose middle the data-free reference uses (it is within "
+        "0.5 of iris's mean in every column). With that box declared (`bounds=(low, high)`, as the "
+        "peer gets it), 5 seeds, the median is -4.9 at eps 1 (the peer -9.2, the reference -9.3). "
+        "blobs-150x2 at eps 1 went from -49 (columns at the data-free [0, 1]) to -23 with the row "
+        "scale. DPKernelKMeans's default gamma='auto' derives the kernel width from a private box "
+        "(docs/cluster.md); with gamma=1 it was -21.3 / -22.7 on blobs-150x2 and -8.3 / -7.0 on "
+        "unequal-3000x8 at eps 1 / 10."
     ),
     "preprocessing": (
         "Notes. The scalers' rule-1 FAILs are the small-n*eps cells (150 to 442 rows at eps 1, "

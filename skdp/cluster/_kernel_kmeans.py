@@ -4,13 +4,40 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
+import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._random import child_generator
 from ..privacy import REPLACE_ONE
 from ..privacy.norm_selection import DPNormOptions, dp_norm_from_histogram
+from ..privacy.quantiles import (
+    AUTO_BOUNDS_QUANTILES,
+    calibrate_histogram_bounds,
+    histogram_box_share,
+    private_histogram_box,
+    warn_unlocated_columns,
+)
 from ._base import _BaseDPLloyd
 from ._fourier import MAX_FEATURE_NORM, draw_fourier_weights
+from ._lloyd import lloyd_noise_multiplier
+
+
+def auto_gamma(kernel, low, high):
+    """The kernel width of ``gamma="auto"`` from a released box ``[low, high]`` (post-processing).
+
+    ``"rbf"``: ``1 / sum_j var_j`` with ``var_j = (high_j - low_j)^2 / 12``,
+    the variance of the uniform distribution on the box: scikit-learn's
+    ``gamma="scale"`` of ``SVC`` (``1 / (d Var X)``) with the box standing
+    in for the data, so ``exp(-gamma |x - y|^2)`` falls to ``exp(-2)`` at the
+    mean squared distance of two independent rows.  ``"laplacian"``:
+    ``1 / sum_j E|x_j - y_j|`` with ``E|x_j - y_j| = (high_j - low_j) / 3``
+    for two uniform points, the same rule for the L1 distance.  Depends on
+    ``d`` and the released widths only.
+    """
+    width = np.asarray(high, dtype=float) - np.asarray(low, dtype=float)
+    if kernel == "laplacian":
+        return float(3.0 / np.sum(width))
+    return float(12.0 / np.sum(width**2))
 
 
 class DPKernelKMeans(_BaseDPLloyd):
@@ -69,8 +96,18 @@ class DPKernelKMeans(_BaseDPLloyd):
     kernel : {"rbf", "laplacian"}, default="rbf"
         ``"rbf"``: ``exp(-gamma |x - y|_2^2)`` (``RBFSampler`` semantics);
         ``"laplacian"``: ``exp(-gamma |x - y|_1)``.
-    gamma : float, default=1.0
-        Kernel width parameter; must be public (not tuned on the private data).
+    gamma : float or "auto", default="auto"
+        Kernel width parameter; a number must be public (not tuned on the
+        private data).  ``"auto"``: from a private box of the data (the
+        histogram box of :class:`DPKMeans`'s small-``n epsilon`` route,
+        :func:`~skdp.privacy.quantiles.private_histogram_box` with the row
+        scale, its share of the budget the smallest of 0.1, 0.2, 0.3, 0.5
+        at which a column can be located, from the public ``n``, ``d``,
+        epsilon and delta), ``gamma_ = 1 / sum_j var_j`` with ``var_j`` the
+        uniform variance on the released box (:func:`auto_gamma`,
+        :ref:`kernel-kmeans-gamma`).  A fixed ``gamma`` suits one scale of
+        data only (``gamma=1`` on features in the thousands gives features
+        that are noise).
     n_components : int, default=200
         Number ``d`` of random features (the paper's choice).
     clip_norm : float or "auto", default=1.0
@@ -132,6 +169,11 @@ class DPKernelKMeans(_BaseDPLloyd):
         of the released noisy sizes).
     clip_bound_ : float
         Clipping bound ``C`` used (released by DPNorm when ``clip_norm="auto"``).
+    gamma_ : float
+        The kernel width used: ``gamma``, or the one ``gamma="auto"`` derived
+        from the released box.
+    bounds_ : tuple of two ndarrays of shape (n_features,)
+        The box released by ``gamma="auto"`` (absent otherwise).
     noise_multiplier_ : float
         Calibrated ``sigma_K`` (sums and DPNorm).
     privacy_spent_ : PrivacySpent
@@ -189,13 +231,15 @@ class DPKernelKMeans(_BaseDPLloyd):
             "noise_multiplier_",
             "random_weights_",
             "random_offset_",
+            "gamma_",
+            "bounds_",
         }
     )
 
     _parameter_constraints = {
         **_BaseDPLloyd._parameter_constraints,
         "kernel": [StrOptions({"rbf", "laplacian"})],
-        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "clip_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "clip_norm_max": [Interval(Real, 0, None, closed="neither")],
@@ -209,7 +253,7 @@ class DPKernelKMeans(_BaseDPLloyd):
         epsilon=1.0,
         delta=1e-5,
         kernel="rbf",
-        gamma=1.0,
+        gamma="auto",
         n_components=200,
         clip_norm=1.0,
         clip_norm_max=MAX_FEATURE_NORM,
@@ -243,8 +287,97 @@ class DPKernelKMeans(_BaseDPLloyd):
         # The features are released as drawn: a stream of their own, so their
         # values cannot lead back to the noise generator's state.
         self.random_weights_, self.random_offset_ = draw_fourier_weights(
-            self.kernel, self.gamma, n_features, self.n_components, child_generator(rng)
+            self.kernel, self.gamma_, n_features, self.n_components, child_generator(rng)
         )
+
+    # --- gamma="auto": a kernel width from a private box (public plan) ---
+    def _auto_gamma(self):
+        return isinstance(self.gamma, str) and self.gamma == "auto"
+
+    def _gamma_bounds(self, secure_noise=False):
+        """The box's :class:`~skdp.privacy.quantiles.HistogramBounds` plan of ``gamma="auto"``, else None.
+
+        Its share is the smallest in :data:`~skdp.privacy.quantiles.BOX_SHARES`
+        at which a column can be located (:func:`histogram_box_share`, public
+        ``n``, ``d``, epsilon, delta); read during the calibration only.
+        """
+        shape = self.__dict__.get("_plan_shape")
+        if not self._auto_gamma() or shape is None:
+            return None
+        n_samples, n_features = shape
+        share = histogram_box_share(
+            n_samples, float(self.epsilon), float(self.delta), n_features, self.composition, secure_noise
+        )
+        return calibrate_histogram_bounds(
+            float(self.epsilon),
+            float(self.delta),
+            n_features,
+            share,
+            self.composition,
+            secure_noise,
+            scale=True,
+        )
+
+    def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
+        return lloyd_noise_multiplier(
+            int(n_iter),
+            self.mechanism,
+            self._n_norm_selections(),
+            float(count_weight),
+            float(self.epsilon),
+            float(self.delta),
+            self.composition,
+            secure_noise=secure_noise,
+            bounds=self._gamma_bounds(secure_noise),
+        )
+
+    def _calibrate(self, rows, plan):
+        # The box's plan reads the public (n, d): held for the calibration only.
+        self.__dict__["_plan_shape"] = (rows.n_samples, rows.n_features)
+        try:
+            settings = super()._calibrate(rows, plan)
+            return settings.with_settings(gamma_bounds=self._gamma_bounds(plan.secure_noise))
+        finally:
+            self.__dict__.pop("_plan_shape", None)
+
+    def _fit_private(self, rows, plan, rng, ledger):
+        """Release the box of ``gamma="auto"`` (its events first in the plan), then DP Lloyd on the features."""
+        self.__dict__.pop("bounds_", None)
+        bounds = plan.settings.get("gamma_bounds")
+        if bounds is None:
+            self.gamma_ = float(self.gamma)
+        else:
+            if rows.chunked:
+                reduce = rows.data.map_reduce
+            else:
+
+                def reduce(fn, *params):
+                    return fn(rows.Z, *params)
+
+            low, high, located, pooled = private_histogram_box(
+                reduce,
+                rows.n_samples,
+                rows.n_features,
+                bounds.mechanism(),
+                AUTO_BOUNDS_QUANTILES,
+                rng,
+                ledger,
+                return_located=True,
+                return_pooled=True,
+                scale_mechanism=bounds.scale_mechanism(),
+            )
+            # A column ranged by the row scale or the pool can be far wider than its
+            # values (a smaller gamma_, a wider kernel): say so, naming no data value.
+            warn_unlocated_columns(
+                located,
+                pooled,
+                rows.n_samples,
+                self.epsilon,
+                "Declare gamma from public knowledge of the data's scale, or raise epsilon.",
+            )
+            self.bounds_ = (low, high)
+            self.gamma_ = auto_gamma(self.kernel, low, high)
+        return super()._fit_private(rows, plan, rng, ledger)
 
     def _feature_map(self):
         return (self.random_weights_, self.random_offset_)

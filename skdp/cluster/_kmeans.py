@@ -375,7 +375,7 @@ class DPKMeans(_BaseDPLloyd):
                 else float(self.bounds_budget)
             )
             return calibrate_histogram_bounds(
-                float(self.epsilon), delta, n_features, share, composition, secure_noise
+                float(self.epsilon), delta, n_features, share, composition, secure_noise, scale=True
             )
         return self._centring_plan(secure_noise, None if shape is None else shape[0])
 
@@ -492,6 +492,7 @@ class DPKMeans(_BaseDPLloyd):
             ledger,
             return_located=True,
             return_pooled=True,
+            scale_mechanism=plan.scale_mechanism(),
         )
         warn_unlocated_columns(
             located,

@@ -211,9 +211,9 @@ def test_laplace_basic_calibration_closed_form():
 @pytest.mark.parametrize("clip_norm", [1.0, "auto"])
 def test_kernel_ledger_matches_plan(clip_norm):
     X, _ = blobs(600)
-    km = DPKernelKMeans(3, epsilon=1.0, n_components=50, clip_norm=clip_norm, max_iter=4, random_state=0).fit(
-        X
-    )
+    km = DPKernelKMeans(
+        3, epsilon=1.0, gamma=1.0, n_components=50, clip_norm=clip_norm, max_iter=4, random_state=0
+    ).fit(X)
     z, w = km.noise_multiplier_, lloyd.count_noise_weight("gaussian", 50)
     events = km.privacy_ledger_.events
     n_norm = int(clip_norm == "auto")
@@ -230,7 +230,7 @@ def test_kernel_ledger_matches_plan(clip_norm):
 def test_gaussian_noise_scales(release_spy):
     """Sizes get N(0, sqrt(2) w z), sums N(0, 2 C z): checked on the mechanisms and the noise."""
     X, _ = blobs(1000)
-    km = DPKernelKMeans(3, epsilon=0.5, n_components=2000, max_iter=3, random_state=1).fit(X)
+    km = DPKernelKMeans(3, epsilon=0.5, gamma=1.0, n_components=2000, max_iter=3, random_state=1).fit(X)
     z, w = km.noise_multiplier_, lloyd.count_noise_weight("gaussian", 2000)
     assert len(release_spy) == 6
     counts, sums = release_spy[0::2], release_spy[1::2]
@@ -563,7 +563,7 @@ def test_auto_max_iter_picks_largest_admissible_iteration_count():
 @pytest.mark.parametrize("Est", [DPKMeans, DPKernelKMeans])
 def test_auto_max_iter_in_fit_matches_rule_and_plan(Est):
     X, _ = blobs(3000)
-    kwargs = {"data_norm": 5.0} if Est is DPKMeans else {"n_components": 20}
+    kwargs = {"data_norm": 5.0} if Est is DPKMeans else {"n_components": 20, "gamma": 1.0}
     km = Est(3, epsilon=2.0, max_iter="auto", random_state=0, **kwargs).fit(X)
     dim = km.cluster_centers_.shape[1]
     w = lloyd.count_noise_weight("gaussian", dim)
@@ -792,11 +792,17 @@ def test_kmeans_small_n_epsilon_releases_a_box_near_the_data():
     X = X[:150]
     km = DPKMeans(3, epsilon=1.0, random_state=0).fit(X)
     share = histogram_box_share(150, 1.0, 1e-5, 2, "pld")
-    plan = calibrate_histogram_bounds(1.0, 1e-5, 2, share, "pld")
+    plan = calibrate_histogram_bounds(1.0, 1e-5, 2, share, "pld", scale=True)
     events = km.privacy_ledger_.events
-    (planned,) = plan.events()  # two histogram releases, recorded one by one
-    assert planned.count == 2
-    assert _event_signature(events[:2]) == [(GaussianEvent, 1, None, round(planned.noise_multiplier, 12))] * 2
+    # The row-scale histogram, then two column histograms, recorded one by one.
+    planned, planned_scale = plan.events()
+    assert planned.count == 2 and planned_scale.count == 1
+    assert planned_scale.noise_multiplier == pytest.approx(planned.noise_multiplier / np.sqrt(2))
+    assert (
+        _event_signature(events[:3])
+        == [(GaussianEvent, 1, None, round(planned_scale.noise_multiplier, 12))]
+        + [(GaussianEvent, 1, None, round(planned.noise_multiplier, 12))] * 2
+    )
     assert all(type(e) is GaussianEvent for e in events)
     assert km.privacy_spent_.epsilon <= 1.0 * (1 + 1e-9)
     low, high = km.bounds_
@@ -1007,3 +1013,98 @@ def test_box_fit_never_splits_when_the_sizes_noise_hides_the_largest(monkeypatch
         km = DPKMeans(3, epsilon=0.5, bounds=box, random_state=seed).fit(X)
     assert ratio(km) < _base.KEEP_UNUSABLE_COUNT_NOISE
     assert calls
+
+
+def test_histogram_box_scale_keeps_unlocated_columns_near_the_data():
+    """With the row-scale release, a column its own bins cannot locate takes a range inside
+    [-S, S], S the top of the highest occupied row-scale bin (at most twice the largest
+    magnitude), never the data-free [0, 1] far from the data; three releases are recorded."""
+    from skdp.privacy.accountant import PrivacyLedger
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, private_histogram_box
+
+    rng = np.random.default_rng(0)
+    # Spread over many signed log bins around -6: no column bin holds enough rows.
+    X = rng.normal(-6.0, 4.0, size=(150, 2))
+    plan = calibrate_histogram_bounds(1.0, 1e-5, 2, 0.5, "pld", scale=True)
+    ledger = PrivacyLedger()
+    low, high, located = private_histogram_box(
+        lambda fn, *p: fn(X, *p),
+        150,
+        2,
+        plan.mechanism(),
+        (0.01, 0.99),
+        np.random.default_rng(1),
+        ledger,
+        return_located=True,
+        scale_mechanism=plan.scale_mechanism(),
+    )
+    top = 2 * np.abs(X).max()
+    assert located.all()
+    assert np.all(low >= -top) and np.all(high <= top) and np.all(high > low)
+    assert [e.count for e in ledger.events] == [1, 1, 1]
+
+
+def test_kernel_auto_gamma_from_a_released_box():
+    """gamma="auto": a private histogram box (its three releases first, from the public plan),
+    gamma_ = 12 / |high - low|^2 (uniform variance on the box), the whole fit at epsilon; the
+    width follows the data's scale, so scaling the data by 1000 leaves the clustering good."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from skdp.cluster._kernel_kmeans import auto_gamma
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, histogram_box_share
+
+    X, y = blobs(600)
+    for seed in range(4):
+        km = DPKernelKMeans(3, epsilon=3.0, random_state=seed).fit(X * 1000.0)
+        low, high = km.bounds_
+        assert km.gamma_ == pytest.approx(12.0 / np.sum((high - low) ** 2))
+        assert km.gamma_ == pytest.approx(auto_gamma("rbf", low, high))
+        assert km.privacy_spent_.epsilon == pytest.approx(3.0, rel=1e-4)
+        # At least two of the three clusters told apart (ARI 0.57: two merged); gamma=1 sees noise.
+        assert adjusted_rand_score(y, km.predict(X * 1000.0)) > 0.5
+        fixed = DPKernelKMeans(3, epsilon=3.0, gamma=1.0, random_state=seed).fit(X * 1000.0)
+        assert adjusted_rand_score(y, fixed.predict(X * 1000.0)) < 0.1
+    km = DPKernelKMeans(3, epsilon=3.0, random_state=0).fit(X)
+    share = histogram_box_share(600, 3.0, 1e-5, X.shape[1], "pld")
+    plan = calibrate_histogram_bounds(3.0, 1e-5, X.shape[1], share, "pld", scale=True)
+    planned, planned_scale = plan.events()
+    events = km.privacy_ledger_.events
+    assert [round(e.noise_multiplier, 12) for e in events[:3]] == [
+        round(planned_scale.noise_multiplier, 12),
+        *[round(planned.noise_multiplier, 12)] * 2,
+    ]
+    # The plan reads only public quantities: zeros record the same events.
+    dry = DPKernelKMeans(3, epsilon=3.0, random_state=0).fit(np.zeros_like(X))
+    assert _event_signature(dry.privacy_ledger_.events) == _event_signature(events)
+    # A declared gamma releases no box.
+    fixed = DPKernelKMeans(3, epsilon=3.0, gamma=0.5, random_state=0).fit(X)
+    assert fixed.gamma_ == 0.5 and not hasattr(fixed, "bounds_")
+    assert auto_gamma("laplacian", low, high) == pytest.approx(3.0 / np.sum(high - low))
+
+
+def test_row_scale_histogram_sensitivity_and_noise():
+    """One count per row (so replacing a record moves two counts by 1: L2 sqrt(2), whatever d),
+    and the release's noise is the planned SCALE_NOISE_WEIGHT * z * sqrt(2), checked on draws."""
+    from skdp.privacy.accountant import PrivacyLedger
+    from skdp.privacy.quantiles import LOG2_RANGE, SCALE_NOISE_WEIGHT, row_scale_histogram, scale_mechanism
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(0.0, 10.0, size=(200, 7)) * rng.choice([1e-3, 1.0, 1e3], size=(200, 1))
+    counts = row_scale_histogram(X)
+    assert counts.sum() == 200
+    Xp = X.copy()
+    Xp[5] = 1e9  # beyond every bin: the top one
+    diff = row_scale_histogram(Xp) - counts
+    assert np.abs(diff).sum() <= 2 and np.linalg.norm(diff) <= np.sqrt(2)
+    # The bin of the row's largest magnitude: its top edge bounds it, half of it does not.
+    top = 2.0 ** (LOG2_RANGE[0] + np.flatnonzero(counts)[-1])  # bin 1 + k is [2^(lo+k), 2^(lo+k+1))
+    assert top > np.abs(X).max() >= top / 2
+    z = 3.0
+    mechanism = scale_mechanism(z, True)
+    assert mechanism.std == pytest.approx(SCALE_NOISE_WEIGHT * z * np.sqrt(2))
+    ledger = PrivacyLedger()
+    draws = np.stack([mechanism.release(np.zeros(50), np.random.default_rng(s), ledger) for s in range(40)])
+    assert len(ledger.events) == 40
+    # 2000 draws: the sample std is within 5 % of the planned one (about 3 standard errors);
+    # halved noise would be 50 % off.
+    assert np.std(draws) == pytest.approx(mechanism.std, rel=0.05)
