@@ -1019,7 +1019,7 @@ def test_histogram_box_scale_keeps_unlocated_columns_near_the_data():
     """With the row-scale release, a column its own bins cannot locate takes a range inside
     [-S, S], S the top of the highest occupied row-scale bin (at most twice the largest
     magnitude), never the data-free [0, 1] far from the data; three releases are recorded."""
-    from skdp.privacy.accountant import PrivacyLedger
+    from skdp.privacy.ledger import PrivacyLedger
     from skdp.privacy.quantiles import calibrate_histogram_bounds, private_histogram_box
 
     rng = np.random.default_rng(0)
@@ -1085,7 +1085,7 @@ def test_kernel_auto_gamma_from_a_released_box():
 def test_row_scale_histogram_sensitivity_and_noise():
     """One count per row (so replacing a record moves two counts by 1: L2 sqrt(2), whatever d),
     and the release's noise is the planned SCALE_NOISE_WEIGHT * z * sqrt(2), checked on draws."""
-    from skdp.privacy.accountant import PrivacyLedger
+    from skdp.privacy.ledger import PrivacyLedger
     from skdp.privacy.quantiles import LOG2_RANGE, SCALE_NOISE_WEIGHT, row_scale_histogram, scale_mechanism
 
     rng = np.random.default_rng(0)
