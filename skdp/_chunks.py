@@ -16,7 +16,7 @@ Adopting this module in an estimator takes three steps::
     if is_chunked_input(X):                      # memmap, Dask, factory of chunks
         data = as_chunked(X)                     # validates lazily, per chunk
         summary = data.scan()                    # one pass: n_samples, n_features,
-                                                 # max row norm (for data_norm=None)
+                                                 # max row norm (for data_norm="nonprivate")
         totals = data.map_reduce(stats_fn, params...)   # one reduction per call
 
 ``stats_fn(chunk, *params)`` is a *module-level* function (Dask may pickle

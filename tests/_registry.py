@@ -501,7 +501,7 @@ def _modes():
             {"with_std": False},
         ],
         "DPMinMaxScaler": [{}, {"delta": 0.0}],
-        "DPPCA": [{}, {"centered": True}, {"data_norm": None}, {"data_norm": "auto"}],
+        "DPPCA": [{}, {"centered": True}, {"data_norm": "nonprivate"}, {"data_norm": "auto"}],
         "DPGenerativeMixture": [
             {},
             {"n_clusters": 1},

@@ -88,7 +88,7 @@ def test_leak_warning_points_at_the_users_call():
     from skdp.cluster import DPKMeans
 
     with pytest.warns(PrivacyLeakWarning) as record:
-        DPKMeans(n_clusters=2, data_norm=None, random_state=0).fit(
+        DPKMeans(n_clusters=2, data_norm="nonprivate", random_state=0).fit(
             np.random.default_rng(0).normal(size=(30, 2))
         )
     assert record[0].filename == __file__

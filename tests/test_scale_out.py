@@ -203,13 +203,13 @@ def test_noise_added_once_per_statistic_per_iteration_whatever_the_chunks(monkey
 def test_chunked_data_norm_none_warns_and_uses_the_max_norm():
     X = _data(100, seed=5)
     with pytest.warns(PrivacyLeakWarning, match="data_norm"):
-        est = DPGaussianMixture(n_components=2, max_iter=2, data_norm=None, random_state=0).fit(
+        est = DPGaussianMixture(n_components=2, max_iter=2, data_norm="nonprivate", random_state=0).fit(
             _factory(X, 30)
         )
     assert est.data_norm_ == pytest.approx(np.linalg.norm(X, axis=1).max())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        ref = DPGaussianMixture(n_components=2, max_iter=2, data_norm=None, random_state=0).fit(X)
+        ref = DPGaussianMixture(n_components=2, max_iter=2, data_norm="nonprivate", random_state=0).fit(X)
     _assert_same_fit(est, ref)
 
 

@@ -84,13 +84,13 @@ class DPKMeans(_BaseDPLloyd):
         Privacy budget of the whole fit.
     delta : float, default=1e-5
         Privacy parameter delta; must be positive for the Gaussian mechanism.
-    data_norm : float, "auto" or None, default="auto"
+    data_norm : float, "auto" or "nonprivate", default="auto"
         Public bound ``C`` on the L2 norm of a row; larger rows are scaled
         down to it.  ``"auto"`` releases a centre ``centre_`` and a bound
         ``clip_bound_`` on ``||x - c||`` with a share ``bounds_budget`` of the
-        budget (:ref:`auto-data-norm`).  With ``bounds``, ``"auto"`` and None
-        mean the box's half-diagonal, for free.  None otherwise reads the
-        largest row norm off the data, a leak (a
+        budget (:ref:`auto-data-norm`).  With ``bounds``, ``"auto"`` (and
+        ``"nonprivate"``) mean the box's half-diagonal, for free.  ``"nonprivate"``
+        otherwise reads the largest row norm off the data, a leak (opt-in; a
         :class:`~skdp.exceptions.PrivacyLeakWarning` is raised).
     max_iter : int or "auto", default=5
         Number ``T`` of Lloyd iterations, all run.  ``"auto"``: 5 to 20, from
@@ -206,7 +206,7 @@ class DPKMeans(_BaseDPLloyd):
 
     # The centres and last noisy sizes are released; n_reseeded_ is a function
     # of the released sizes; clip_bound_ is data_norm (public) unless the user
-    # accepted the announced leak of data_norm=None; n_iter_ and
+    # accepted the announced leak of data_norm="nonprivate"; n_iter_ and
     # noise_multiplier_ come from the plan (public n under replace-one).
     # centre_ is released by data_norm="auto" (on the ledger), else absent.
     _released_attributes = frozenset(
@@ -226,7 +226,7 @@ class DPKMeans(_BaseDPLloyd):
 
     _parameter_constraints = {
         **_BaseDPLloyd._parameter_constraints,
-        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto", "nonprivate"})],
         "bounds": ["array-like", StrOptions({"auto"}), None],
         "bounds_budget": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
         "mechanism": [StrOptions({"gaussian", "laplace"})],
@@ -439,7 +439,7 @@ class DPKMeans(_BaseDPLloyd):
             radius = self._box_radius(box)
             return (
                 radius
-                if isinstance(self.data_norm, str) or self.data_norm is None
+                if isinstance(self.data_norm, str)
                 else min(float(self.data_norm), radius)
             )
         bounds = self._auto_bounds(
@@ -452,7 +452,7 @@ class DPKMeans(_BaseDPLloyd):
             self.centre_ = centre
             rows.map_features(Shift(centre))  # the rows are x - c from here on
             return bound
-        if self.data_norm is not None:
+        if self.data_norm != "nonprivate":
             return float(self.data_norm)
         warn_privacy_leak("data_norm", "the largest row norm")
         bound = rows.max_norm()

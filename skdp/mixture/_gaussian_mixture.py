@@ -122,10 +122,10 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         Threshold on the change of ``lower_bound_`` for ``converged_`` (never stops early).
     reg_covar : float, default=1e-3
         Least covariance eigenvalue in the unit-ball scale (or the noise level).
-    data_norm : float, "auto" or None, default="auto"
+    data_norm : float, "auto" or "nonprivate", default="auto"
         Public bound on a row's L2 norm.  ``"auto"`` releases a centre and a
-        bound with ``bounds_budget`` (:doc:`/bounds`); ``None`` uses the
-        data's largest row norm and warns (not private).
+        bound with ``bounds_budget`` (:doc:`/bounds`); ``"nonprivate"`` uses the
+        data's largest row norm and warns (opt-in, not private).
     bounds_budget : float in (0, 1) or "auto", default="auto"
         Share of the budget spent on ``data_norm="auto"``.  ``"auto"``: the
         smallest of 0.1, 0.2, 0.3, 0.5 at which the norm quantile can be
@@ -280,7 +280,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "reg_covar": [Interval(Real, 0.0, 1.0, closed="neither")],
-        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto", "nonprivate"})],
         "bounds_budget": [Interval(Real, 0, 1, closed="neither"), StrOptions({"auto"})],
         "init_params": [StrOptions({"auto", "random", "histogram"})],
         "init_budget": [Interval(Real, 0, 1, closed="neither")],
@@ -513,7 +513,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         bounds = self._auto_bounds(plan.secure_noise, (data.n_samples, data.n_features))
         if bounds is not None:
             scale = None  # released in _fit_private
-        elif self.data_norm is None:
+        elif self.data_norm == "nonprivate":
             warn_privacy_leak("data_norm", "the largest row norm")
             if data.chunked:
                 scale = data.summary.max_norm

@@ -167,7 +167,7 @@ def check_budget_shares(data_norm, init_budget, bounds_budget, init_params, mean
 
     Parameters
     ----------
-    data_norm : float, "auto" or None
+    data_norm : float, "auto" or "nonprivate"
         The bounds are released only for ``"auto"``.
     init_budget, bounds_budget : float
         Shares of the budget of the histogram start and of the bounds.

@@ -80,7 +80,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     ``z sqrt(2) C^2 / n``: ``n`` must be large against ``d``'s share of the
     spectrum for the top components to survive it (Dwork et al., Thm. 3).
 
-    ``data_norm=None`` reads the largest row norm off the data and raises a
+    ``data_norm="nonprivate"`` reads the largest row norm off the data and raises a
     :class:`~skdp.PrivacyLeakWarning`: the guarantee then holds only for
     neighbours with the same largest norm.  ``data_norm="auto"`` releases
     the bound instead, with a share ``bounds_budget`` of the budget
@@ -102,11 +102,11 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     epsilon : float, default=1.0
     delta : float in (0, 1), default=1e-5
         Gaussian noise needs ``delta > 0``.
-    data_norm : float, "auto" or None, default="auto"
+    data_norm : float, "auto" or "nonprivate", default="auto"
         Public bound on the L2 norm of a row; rows are clipped to it.
         ``"auto"`` (default): released privately (see above), so a fit with
-        nothing declared has a true guarantee; None: read off the data
-        (warned, today's behaviour before the default changed).
+        nothing declared has a true guarantee; ``"nonprivate"`` (opt-in): read
+        off the data, warned.
     centered : bool, default=False
         Declare the data centred at 0 (no mean released); see above.
     bounds_budget : float in (0, 1), default=0.1
@@ -199,7 +199,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],
-        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+        "data_norm": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto", "nonprivate"})],
         "centered": ["boolean"],
         "bounds_budget": [Interval(Real, 0, 1, closed="neither")],
     }
@@ -283,7 +283,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 centre = None  # declared centred at 0: c = 0, not released
             else:
                 self.centre_ = centre
-        elif self.data_norm is None:
+        elif self.data_norm == "nonprivate":
             warn_privacy_leak("data_norm", "the largest row norm")
             norm = data.summary.max_norm if data.chunked else float(row_norms(data.X).max())
             # An all-zero dataset has no norm to clip to: any positive bound is exact.

@@ -223,8 +223,8 @@ def auto_bounds_plan(
     The one place the estimators with a ``data_norm`` parameter
     (:class:`~skdp.cluster.DPKMeans`, :class:`~skdp.mixture.DPGaussianMixture`,
     :class:`~skdp.preprocessing.DPPCA`) turn their hyperparameters into the
-    bounds' plan (:func:`calibrate_auto_bounds`); a declared bound or None
-    releases nothing.
+    bounds' plan (:func:`calibrate_auto_bounds`); a declared bound or
+    ``"nonprivate"`` releases nothing.
     """
     if not (isinstance(data_norm, str) and data_norm == "auto"):
         return None

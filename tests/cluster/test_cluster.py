@@ -419,7 +419,7 @@ def test_reproducible_with_random_state():
 def test_data_norm_none_warns_and_uses_max_norm():
     X, _ = blobs(500)
     with pytest.warns(PrivacyLeakWarning, match="data_norm"):
-        km = DPKMeans(3, data_norm=None, random_state=0).fit(X)
+        km = DPKMeans(3, data_norm="nonprivate", random_state=0).fit(X)
     assert km.clip_bound_ == pytest.approx(np.linalg.norm(X, axis=1).max())
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
@@ -522,7 +522,7 @@ def test_huge_finite_rows_are_handled():
     X[0] = 1.5e308
     with pytest.raises(ValueError, match="data_norm"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        DPKMeans(3, data_norm=None, random_state=0).fit(X)
+        DPKMeans(3, data_norm="nonprivate", random_state=0).fit(X)
     km = DPKMeans(3, data_norm=5.0, random_state=0).fit(X)
     assert np.all(np.isfinite(km.cluster_centers_))
 

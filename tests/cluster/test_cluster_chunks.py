@@ -99,7 +99,7 @@ def test_chunked_rows_are_clipped(monkeypatch):
 def test_chunked_data_norm_none_warns_and_bad_chunks_rejected():
     X = data(300)
     with pytest.warns(PrivacyLeakWarning):
-        km = DPKMeans(3, data_norm=None, max_iter=2, random_state=0).fit(as_chunked(X, chunk_size=64))
+        km = DPKMeans(3, data_norm="nonprivate", max_iter=2, random_state=0).fit(as_chunked(X, chunk_size=64))
     assert km.clip_bound_ == pytest.approx(np.linalg.norm(X, axis=1).max())
     bad = X.copy()
     bad[-1, 0] = np.nan

@@ -588,8 +588,8 @@ def test_reproducible_with_random_state():
 def test_data_norm_none_warns_and_public_init():
     X = _blobs(100, seed=20)
     with pytest.warns(PrivacyLeakWarning, match="data_norm"):
-        # The non-private mode is opt-in (data_norm=None); the default is "auto".
-        est = DPGaussianMixture(3, data_norm=None, random_state=0).fit(X)
+        # The non-private mode is opt-in (data_norm="nonprivate"); the default is "auto".
+        est = DPGaussianMixture(3, data_norm="nonprivate", random_state=0).fit(X)
     assert est.data_norm_ == pytest.approx(np.linalg.norm(X, axis=1).max())
     assert DPGaussianMixture().data_norm == "auto"
     with warnings.catch_warnings():

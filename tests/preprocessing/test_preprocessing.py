@@ -260,7 +260,7 @@ def test_release_surface(est):
         (DPStandardScaler(bounds=(-5, 5), random_state=0), False),
         (DPStandardScaler(bounds="auto", random_state=0), False),
         (DPMinMaxScaler(random_state=0), False),
-        (DPPCA(data_norm=None, random_state=0), True),
+        (DPPCA(data_norm="nonprivate", random_state=0), True),
         (DPPCA(random_state=0), False),  # the default "auto" reads nothing off the data
         (DPPCA(data_norm=5.0, random_state=0), False),
     ],
