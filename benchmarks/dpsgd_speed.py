@@ -45,6 +45,7 @@ Run: ``python benchmarks/dpsgd_speed.py [--quick]``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -159,7 +160,12 @@ def skorch_ours(X, y, batch, mode, model="mlp"):
 
 
 def skorch_ours_eps(X, y, batch, model="mlp"):
-    """The DP net as a user fits it: ``epsilon=1``, ``n_samples="auto"`` (noisy count, calibration)."""
+    """The DP net as a user fits it: ``epsilon=1``, ``n_samples="auto"`` (noisy count, calibration).
+
+    Each call fits with a new seed, so each fit releases a new noisy count and
+    plans (sampling rate, calibrated noise) from it, as fits of a user who
+    does not fix ``random_state`` do: no cache of a previous fit's plan is hit.
+    """
     net = DPNeuralNetClassifier(
         MODELS[model],
         lr=LR,
@@ -171,7 +177,13 @@ def skorch_ours_eps(X, y, batch, model="mlp"):
         random_state=0,
     )
     net.initialize()
-    return lambda: net.fit(X, y)
+    seeds = itertools.count(1)
+
+    def run():
+        net.set_params(random_state=next(seeds))
+        return net.fit(X, y)
+
+    return run
 
 
 # ------------------------------------------------- per optimiser step (bare) ---

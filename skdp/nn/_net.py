@@ -53,7 +53,7 @@ from ..base import (
 )
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import ADD_REMOVE, COMPOSITIONS, DEFAULT_COMPOSITION, BudgetAccountant, PrivacySpent, compose
-from ..privacy.accountant import COMPOSITION_CONSTRAINT, accountant_for
+from ..privacy.accountant import COMPOSITION_CONSTRAINT, _merged, accountant_for
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
     calibrate_auto_bounds,
@@ -561,7 +561,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             )
         elif z is not None:
             planned = [dataset_size_event(count_std)] if plan is None else self._planned_events(z, plan)
-            cost = compose(planned, self.delta, self.composition)
+            cost = _plan_cost(planned, self.delta, self.composition)
             epsilon, delta = float(cost.epsilon), float(cost.delta)
         settings = {
             "batch_size": batch_size,
@@ -779,7 +779,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # hold covers the planned steps before they were taken (extended
         # from the noisy count with n_samples='auto'), and a run never takes
         # more steps than planned.
-        spent = ledger.privacy_spent(self.delta)
+        # The ledger holds the planned events (one per step, merged by the
+        # composition): the plan's cost, composed once per plan.
+        spent = _plan_cost(ledger.events, self.delta, ledger.composition)
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self.privacy_ledger_ = ledger
         self._settle_budget(self.privacy_spent_)
@@ -853,7 +855,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 # The steps' cost is a function of the noisy count (public):
                 # the hold grows to the whole plan's before the first step.
                 events = self._planned_events(state.noise_multiplier, plan, state.count_noise_std)
-                total, first = compose(events, self.delta, self.composition), self._budget_hold.held
+                total, first = _plan_cost(events, self.delta, self.composition), self._budget_hold.held
                 self._budget_hold.extend(
                     max(0.0, total.epsilon - first.epsilon), max(0.0, total.delta - first.delta)
                 )
@@ -1029,6 +1031,29 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 y_pred = self.infer(Xi)
             return {"loss": torch.tensor(float("nan")), "y_pred": y_pred}
         return {"loss": result.losses.mean().detach(), "y_pred": result.aux.detach()}
+
+
+def _plan_cost(events, delta, composition):
+    """``compose(events, delta, composition)``, computed once per process for each plan.
+
+    The events of a fit with ``noise_multiplier`` given are a function of
+    public quantities (the multiplier, the declared or noisy size, the
+    schedule): the reservation, the hold's extension and the settle compose
+    the same history, and refits with the same plan compose it again.  The
+    steps are merged into one event with their count, as :func:`compose`
+    does, so the key is the same whether the steps are planned or recorded.
+    """
+    try:
+        key = tuple(_merged(e for e in events if e.count > 0))
+        hash(key)
+    except TypeError:
+        return compose(events, delta, composition)
+    return _composed(key, float(delta), composition)
+
+
+@functools.lru_cache(maxsize=256)
+def _composed(events, delta, composition):
+    return compose(list(events), delta, composition)
 
 
 @contextlib.contextmanager
