@@ -17,9 +17,12 @@ Throughput (samples/s), two views, all methods measured in the same run and
 *interleaved* (round ``r`` times every method once, the median over rounds
 is reported), because the machine is shared and its load drifts:
 
-* **skorch level**: one epoch of ``fit`` of plain skorch
-  (``NeuralNetClassifier``) and of ours (``DPNeuralNetClassifier`` with
-  ``clipping_mode='ghost'`` and ``'vmap'``), expected samples over wall time.
+* **skorch level**: one epoch of plain skorch (``partial_fit`` of an
+  initialised ``NeuralNetClassifier``: it does not pay the module's
+  initialisation, which every DP ``fit`` does) and one ``fit`` of ours
+  (``DPNeuralNetClassifier`` with ``clipping_mode='ghost'`` and ``'vmap'``,
+  and with the defaults at ``epsilon=1``, a new seed per fit, hence a new
+  noisy count and calibration per fit), expected samples over wall time.
 * **per optimiser step, excluding data loading**: the batches are drawn
   beforehand (Poisson batches for the DP methods, a shuffled partition for
   plain); timed is ``zero_grad``, the (private) gradient and the optimiser
