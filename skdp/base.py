@@ -757,19 +757,20 @@ class DPEstimatorMixin:
 
     def _end_private_fit(self, ledger, plan):
         """Set ``privacy_spent_`` from the fit's ledger, check it against ``plan``'s request, settle the budget."""
-        spent = self._guarantee(ledger, plan)
         staged = self.__dict__.pop("_staged_filter", None)
-        if staged is not None:
-            # A staged plan: the filter's claim holds whatever the first
-            # release's outcome, once every event on the ledger fits in its
-            # RDP budget at its order; the ledger's own composition of this
-            # outcome's events does not (it assumes a fixed plan), and under
-            # "basic" or "advanced" it is far looser than the claim.  Events
-            # beyond the filter's budget fall back to the larger of the two,
-            # which fails the check below.
-            if staged.rdp(ledger.events) <= staged.budget * (1 + 1e-9) + 1e-15:
-                spent = PrivacySpent(staged.epsilon, staged.delta)
-            else:
+        # A staged plan: the filter's claim holds whatever the first
+        # release's outcome, once every event on the ledger fits in its
+        # RDP budget at its order; the ledger's own composition of this
+        # outcome's events does not (it assumes a fixed plan), and under
+        # "basic" or "advanced" it is far looser than the claim, so it is
+        # not computed (a PLD composition per fit).  Events beyond the
+        # filter's budget fall back to the larger of the two, which fails
+        # the check below.
+        if staged is not None and staged.rdp(ledger.events) <= staged.budget * (1 + 1e-9) + 1e-15:
+            spent = PrivacySpent(staged.epsilon, staged.delta)
+        else:
+            spent = self._guarantee(ledger, plan)
+            if staged is not None:
                 spent = PrivacySpent(max(spent.epsilon, staged.epsilon), max(spent.delta, staged.delta))
         if spent.epsilon > plan.epsilon * (1 + 1e-9) or spent.delta > plan.delta * (1 + 1e-9):
             # A calibration bug, never a user error: refuse to release.  The

@@ -290,7 +290,8 @@ class DPSGDEngine:
         noisy = noise.release({name: result.grads[name] for name, _ in trainable}, step, self.generator)
         step.close()
         for name, param in trainable:
-            param.grad = noisy[name] / self.expected_batch_size
+            # The noisy sums are fresh tensors: divided in place.
+            param.grad = noisy[name].div_(self.expected_batch_size)
         return StepResult(_batch_len(batch), result.threshold, result.losses, result.aux)
 
 
@@ -322,6 +323,7 @@ class PoissonBatchIterator:
         self.sampling_rate = float(sampling_rate)
         self.n_steps = int(n_steps)
         self.rng = rng
+        self._tensors = _row_indexed_tensors(dataset)
 
     def __len__(self):
         return self.n_steps
@@ -334,6 +336,12 @@ class PoissonBatchIterator:
     def _fetch(self, idx):
         from skorch.dataset import Dataset as SkorchDataset
 
+        if self._tensors is not None:
+            # The rows skorch's Dataset would return, without its per-batch
+            # index-type checks (a Python pass over the indices).
+            rows = torch.from_numpy(idx)
+            # index_select: the rows of t[rows], without advanced indexing's overhead (5x on CPU).
+            return tuple(torch.index_select(t, 0, rows.to(t.device)) for t in self._tensors)
         if isinstance(self.dataset, SkorchDataset):
             Xi, yi = self.dataset[idx]
             return _to_tensors(Xi), _to_tensors(yi)
@@ -341,6 +349,27 @@ class PoissonBatchIterator:
             return default_collate([self.dataset[int(i)] for i in idx])
         # Collate one example only to learn the batch structure, then keep none of it.
         return _tree_map(lambda t: t[:0], default_collate([self.dataset[0]]))
+
+
+def _row_indexed_tensors(dataset):
+    """``(X, y)`` as tensors where a batch of ``dataset`` is their rows at the batch's indices, else None.
+
+    That is skorch's own ``Dataset`` (not a subclass, which may transform)
+    holding an array or tensor ``X`` and ``y``: ``dataset[idx]`` is then
+    ``(X[idx], y[idx])``, which :meth:`PoissonBatchIterator._fetch` turns
+    into tensors.  ``torch.as_tensor`` shares the arrays' memory.
+    """
+    from skorch.dataset import Dataset as SkorchDataset
+
+    if type(dataset) is not SkorchDataset or dataset.X_is_ndframe:
+        return None
+    arrays = (dataset.X, dataset.y)
+    if not all(isinstance(a, (np.ndarray, torch.Tensor)) and a.ndim >= 1 for a in arrays):
+        return None
+    try:
+        return tuple(torch.as_tensor(a) for a in arrays)
+    except (TypeError, ValueError, RuntimeError):  # dtypes or strides torch cannot share: skorch's path
+        return None
 
 
 def _to_tensors(obj):

@@ -62,6 +62,7 @@ from ._per_example import (
     _empty_clipped_sum,
     _leaves,
     _tree_map,
+    manual_seed,
 )
 
 __all__ = [
@@ -737,7 +738,7 @@ class GhostClipping:
 
         def run(inputs, seed, changed=None):
             state.update(changed=changed, gen=torch.Generator().manual_seed(_PROBE_SEED + 2), outputs=[])
-            torch.manual_seed(seed)
+            manual_seed(seed)
             return _split_loss(self.batch_loss_fn(module, *inputs), _batch_len(inputs))[0]
 
         leaves = [t.requires_grad_() for t in _leaves(base) if t.is_floating_point() and t.dim() > 0]

@@ -68,7 +68,7 @@ from ..privacy.dpsgd import (
     dpsgd_step_event,
     release_dataset_size,
 )
-from ..privacy.ledger import COMPOSITION_CONSTRAINT, accountant_for
+from ..privacy.ledger import COMPOSITION_CONSTRAINT, _merged, accountant_for
 from ..privacy.mechanisms.torch_noise import TorchGaussianMechanism
 from ..privacy.norm_selection import DPNormOptions
 from ..privacy.staged import staged_filter
@@ -76,6 +76,7 @@ from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._defaults import auto_schedule
 from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
+from ._per_example import manual_seed
 
 __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
 
@@ -150,6 +151,11 @@ _NET_RELEASED_ATTRIBUTES = frozenset(
 
 
 _MISSING = object()
+
+#: skorch's own ``get_loss`` methods (``criterion_(y_pred, y_true)``, after a
+#: log for ``NLLLoss`` in the classifier): a net that keeps one of them gets
+#: its per-example losses without vmap (``_unreduced_loss``).
+_SKORCH_GET_LOSSES = (NeuralNet.get_loss, NeuralNetClassifier.get_loss)
 
 
 def _same(value, default):
@@ -439,7 +445,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             for leaf in _tensor_leaves(X if not is_dataset(X) else None):
                 if not torch.isfinite(leaf).all():
                     raise ValueError("Input X contains NaN or infinity.")
-            return SimpleNamespace(X=X, y=y, default_sizes=None)
+            return SimpleNamespace(X=X, y=y, default_sizes=None, validated_targets=False)
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None "
@@ -454,7 +460,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             if X.ndim != 2:
                 raise ValueError(f"module=None needs 2-D X, got shape {X.shape}; pass a module.")
             default_sizes = (X.shape[1], self._n_outputs(y))
-        return SimpleNamespace(X=X, y=y, default_sizes=default_sizes)
+        return SimpleNamespace(X=X, y=y, default_sizes=default_sizes, validated_targets=True)
 
     def _validate_predict_X(self, X):
         if _passes_through(X):
@@ -555,7 +561,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             )
         elif z is not None:
             planned = [dataset_size_event(count_std)] if plan is None else self._planned_events(z, plan)
-            cost = compose(planned, self.delta, self.composition)
+            cost = _plan_cost(planned, self.delta, self.composition)
             epsilon, delta = float(cost.epsilon), float(cost.delta)
         settings = {
             "batch_size": batch_size,
@@ -672,6 +678,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             rng=rng,
             engine=None,
             default_sizes=data.default_sizes,
+            validated_targets=data.validated_targets,
             noisy_n=None,
             **plan.settings,
         )
@@ -772,7 +779,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # hold covers the planned steps before they were taken (extended
         # from the noisy count with n_samples='auto'), and a run never takes
         # more steps than planned.
-        spent = ledger.privacy_spent(self.delta)
+        # The ledger holds the planned events (one per step, merged by the
+        # composition): the plan's cost, composed once per plan.
+        spent = _plan_cost(ledger.events, self.delta, ledger.composition)
         self.privacy_spent_ = PrivacySpent(float(spent.epsilon), float(spent.delta))
         self.privacy_ledger_ = ledger
         self._settle_budget(self.privacy_spent_)
@@ -846,7 +855,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 # The steps' cost is a function of the noisy count (public):
                 # the hold grows to the whole plan's before the first step.
                 events = self._planned_events(state.noise_multiplier, plan, state.count_noise_std)
-                total, first = compose(events, self.delta, self.composition), self._budget_hold.held
+                total, first = _plan_cost(events, self.delta, self.composition), self._budget_hold.held
                 self._budget_hold.extend(
                     max(0.0, total.epsilon - first.epsilon), max(0.0, total.delta - first.delta)
                 )
@@ -935,6 +944,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # criterion, vmapped over examples, gives each example's loss exactly
         # as _per_example_loss computes it on that example alone.
         y_pred = module(**Xi) if isinstance(Xi, dict) else module(Xi)
+        losses = self._unreduced_loss(y_pred, yi)
+        if losses is not None:
+            return losses, y_pred
 
         def one(yp, yt, x):
             yp, yt, x = (_tree_unsqueeze(v) for v in (yp, yt, x))
@@ -942,6 +954,61 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
 
         losses = torch.func.vmap(one, randomness="different")(y_pred, yi, Xi)
         return losses, y_pred
+
+    def _unreduced_loss(self, y_pred, y_true):
+        """Per-example losses of a batch from the criterion without reduction, or None.
+
+        With skorch's own ``get_loss`` and a stock criterion that averages
+        (``reduction="mean"``), the loss of one example alone is the mean over
+        that example's elements, which is what the criterion computes row by
+        row with ``reduction="none"``: the same values, and the same
+        gradients, as vmapping ``get_loss`` over the examples, without
+        vmap's cost per batch.  Covered: ``NLLLoss`` (after skorch's
+        ``log(p + eps)``) and ``CrossEntropyLoss`` on class indices
+        validated by ``fit`` (no class weights, no label smoothing, a
+        negative ``ignore_index`` that no index can equal), ``MSELoss`` and
+        ``L1Loss`` on targets of the prediction's shape.  Anything else
+        (another criterion or ``get_loss``, unvalidated targets): None, and
+        the caller vmaps.
+        """
+        state = getattr(self, "_dp_fit", None)
+        crit = getattr(self, "criterion_", None)
+        if (
+            state is None
+            or not state.validated_targets
+            or type(self).get_loss not in _SKORCH_GET_LOSSES
+            or not isinstance(y_pred, torch.Tensor)
+            or not isinstance(y_true, torch.Tensor)
+            or getattr(crit, "reduction", None) != "mean"
+            or y_pred.dim() < 1
+            or y_pred.device != y_true.device
+        ):
+            return None
+        kind = type(crit)
+        if kind in (torch.nn.NLLLoss, torch.nn.CrossEntropyLoss):
+            if (
+                crit.weight is not None
+                or crit.ignore_index >= 0
+                or getattr(crit, "label_smoothing", 0.0) != 0.0
+                or y_pred.dim() != 2
+                or y_true.shape != y_pred.shape[:1]
+                or y_true.dtype != torch.int64
+            ):
+                return None
+            if kind is torch.nn.NLLLoss:
+                # skorch's NeuralNetClassifier.get_loss: NLLLoss of log-probabilities.
+                logp = torch.log(y_pred + torch.finfo(y_pred.dtype).eps)
+                return torch.nn.functional.nll_loss(logp, y_true, ignore_index=crit.ignore_index, reduction="none")
+            return torch.nn.functional.cross_entropy(
+                y_pred, y_true, ignore_index=crit.ignore_index, reduction="none"
+            )
+        if kind in (torch.nn.MSELoss, torch.nn.L1Loss):
+            if y_true.shape != y_pred.shape or y_true.dtype != y_pred.dtype:
+                return None
+            fn = torch.nn.functional.mse_loss if kind is torch.nn.MSELoss else torch.nn.functional.l1_loss
+            per_element = fn(y_pred, y_true, reduction="none")
+            return per_element.reshape(per_element.shape[0], -1).mean(1)
+        return None
 
     def train_step(self, batch, **fit_params):
         """One DP-SGD step (Acs et al., Alg. 4) followed by the optimiser step."""
@@ -966,6 +1033,29 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         return {"loss": result.losses.mean().detach(), "y_pred": result.aux.detach()}
 
 
+def _plan_cost(events, delta, composition):
+    """``compose(events, delta, composition)``, computed once per process for each plan.
+
+    The events of a fit with ``noise_multiplier`` given are a function of
+    public quantities (the multiplier, the declared or noisy size, the
+    schedule): the reservation, the hold's extension and the settle compose
+    the same history, and refits with the same plan compose it again.  The
+    steps are merged into one event with their count, as :func:`compose`
+    does, so the key is the same whether the steps are planned or recorded.
+    """
+    try:
+        key = tuple(_merged(e for e in events if e.count > 0))
+        hash(key)
+    except TypeError:
+        return compose(events, delta, composition)
+    return _composed(key, float(delta), composition)
+
+
+@functools.lru_cache(maxsize=256)
+def _composed(events, delta, composition):
+    return compose(list(events), delta, composition)
+
+
 @contextlib.contextmanager
 def _torch_seeded(rng):
     """Seed torch's global RNG (module initialisation, dropout) from ``rng`` for the block.
@@ -977,7 +1067,7 @@ def _torch_seeded(rng):
         yield
         return
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(rng.integers(2**62)))
+        manual_seed(int(rng.integers(2**62)))
         yield
 
 

@@ -11,6 +11,7 @@ here.  Clipping follows the rule of :mod:`skdp.privacy.clipping`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -57,6 +58,41 @@ def _tree_map(fn, obj):
     if isinstance(obj, (list, tuple)):
         return type(obj)(_tree_map(fn, v) for v in obj)
     return obj
+
+
+@functools.cache
+def _cpu_only():
+    """Whether torch has no accelerator backend to seed (no CUDA, MPS, XPU, MTIA or custom device)."""
+    checks = (
+        lambda: torch.cuda.is_available(),
+        lambda: torch.backends.mps.is_available(),
+        lambda: torch.xpu.is_available(),
+        lambda: torch.mtia.is_available(),
+        # A registered custom device (privateuse1) has a module on torch.
+        lambda: hasattr(torch, torch._C._get_privateuse1_backend_name()),
+    )
+    for check in checks:
+        try:
+            if check():
+                return False
+        except (AttributeError, RuntimeError):
+            return False  # a backend this torch cannot query: seed everything
+    return True
+
+
+def manual_seed(seed):
+    """``torch.manual_seed(seed)``, at the cost of seeding the CPU generator where that is all there is.
+
+    ``torch.manual_seed`` also seeds every accelerator backend; a backend
+    that is not initialised queues the call with a formatted stack trace
+    (about a millisecond per call, and a queue that grows by one entry each
+    time).  With no accelerator available the CPU generator is the only one
+    to seed, so the two calls have the same effect.
+    """
+    if _cpu_only():
+        torch.default_generator.manual_seed(int(seed))
+    else:
+        torch.manual_seed(seed)
 
 
 def _batch_len(batch):

@@ -39,6 +39,7 @@ price of fixing it is a few percent of noise, measured in docs/guarantee.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -136,13 +137,29 @@ def staged_filter(first_events, epsilon, delta, neighbouring, orders=DEFAULT_ORD
 
     The order is the best one (among ``orders``) of the reference history:
     ``first_events`` composed with the Gaussian mechanism that brings the
-    RDP-converted epsilon to ``epsilon`` (module docstring).
+    RDP-converted epsilon to ``epsilon`` (module docstring).  A function of
+    public plan quantities only, so it is computed once per process for each
+    (events, epsilon, delta, relation, orders) and the frozen result shared.
 
     Raises
     ------
     ValueError
         If the first stage alone spends the whole claim.
     """
+    try:
+        key = (tuple(first_events), float(epsilon), float(delta), neighbouring, tuple(map(float, np.ravel(orders))))
+        hash(key)
+    except (TypeError, ValueError):
+        return _staged_filter(first_events, epsilon, delta, neighbouring, orders)
+    return _cached_staged_filter(*key)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_staged_filter(first_events, epsilon, delta, neighbouring, orders):
+    return _staged_filter(first_events, epsilon, delta, neighbouring, orders)
+
+
+def _staged_filter(first_events, epsilon, delta, neighbouring, orders):
     if not (0 < delta < 1):
         raise ValueError(f"A staged plan needs 0 < delta < 1, got delta={delta!r}.")
     orders = np.asarray(orders, dtype=float)

@@ -97,7 +97,8 @@ class TorchGaussianMechanism:
         import torch
 
         noise = torch.randn(tensor.shape, generator=generator, dtype=tensor.dtype, device=tensor.device)
-        return tensor + self.scale * noise
+        # tensor + scale * noise, in the noise's buffer (the same sum: IEEE addition commutes).
+        return noise.mul_(self.scale).add_(tensor)
 
     def __repr__(self):
         return (
