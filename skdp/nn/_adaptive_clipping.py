@@ -73,7 +73,7 @@ class DPNormClipping:
         counts = norm_histogram(norms.detach().cpu().double().numpy(), self.max_norm, self.n_bins)
         dtype = norms.dtype if norms.is_floating_point() else torch.float32
         exact = torch.as_tensor(counts, dtype=dtype, device=norms.device)
-        return self._noise.release(exact, ledger, generator)
+        return self._noise.release(exact, generator, ledger)
 
     def threshold(self, norms, ledger, generator=None):
         """Upper edge of the bin with the largest noisy count."""

@@ -287,7 +287,7 @@ class DPSGDEngine:
         # One release: the clipped sum of all parameters together has L2
         # sensitivity C (one example's clipped gradient), whatever the split.
         noise = TorchGaussianMechanism(sensitivity=result.threshold, noise_multiplier=self.noise_multiplier)
-        noisy = noise.release({name: result.grads[name] for name, _ in trainable}, step, self.generator)
+        noisy = noise.release({name: result.grads[name] for name, _ in trainable}, self.generator, step)
         step.close()
         for name, param in trainable:
             # The noisy sums are fresh tensors: divided in place.

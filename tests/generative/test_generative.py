@@ -264,9 +264,9 @@ def test_every_step_adds_noise_at_the_calibrated_multiplier(monkeypatch):
     calls = []
     original = TorchGaussianMechanism.release
 
-    def spy(self, value, ledger, generator=None):
+    def spy(self, value, generator, ledger):
         calls.append((self.noise_multiplier, self.sensitivity))
-        return original(self, value, ledger, generator)
+        return original(self, value, generator, ledger)
 
     monkeypatch.setattr(TorchGaussianMechanism, "release", spy)
     gm = small(clip_norm=0.5, n_clusters=1).fit(binary_data())

@@ -146,7 +146,7 @@ def test_gaussian_noise_std_is_noise_multiplier_times_sensitivity():
     noise = GaussianNoise(sensitivity=0.7, noise_multiplier=1.3)
     n = 200_000
     ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
-    sample = noise.release(torch.zeros(n, dtype=torch.float64), ledger, gen)
+    sample = noise.release(torch.zeros(n, dtype=torch.float64), gen, ledger)
     # The release is on the ledger: one Gaussian event of the mechanism's multiplier.
     assert ledger.events == [GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=1.3)]
     std = float(sample.std())
@@ -320,9 +320,9 @@ def test_every_step_adds_noise_to_every_parameter(data, monkeypatch):
     calls = []
     original = GaussianNoise.release
 
-    def counting(self, value, ledger, generator=None):
+    def counting(self, value, generator, ledger):
         calls.append((self.scale, sorted(value)))
-        return original(self, value, ledger, generator)
+        return original(self, value, generator, ledger)
 
     monkeypatch.setattr(GaussianNoise, "release", counting)
     net = _net(noise_multiplier=0.9, clip_norm=0.4).fit(X, y)
@@ -336,7 +336,7 @@ def test_a_step_whose_noise_is_not_recorded_fails(monkeypatch):
     """The step checks its recorded releases against its planned event: noise added off the ledger is refused."""
     module = torch.nn.Linear(3, 2)
 
-    def unrecorded(self, value, ledger, generator=None):
+    def unrecorded(self, value, generator, ledger):
         return {k: v + self.scale * torch.randn(v.shape, generator=generator) for k, v in value.items()}
 
     engine = DPSGDEngine(
@@ -361,10 +361,10 @@ def test_a_step_release_beyond_the_plan_is_refused_before_its_noise():
     ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
     step = DPSGDStepLedger(ledger, dpsgd_step_event(1.0, 0.5, 2.0))
     assert ledger.events == [dpsgd_step_event(1.0, 0.5, 2.0)]
-    GaussianNoise(1.0, 2.0).release(torch.zeros(3), step)
+    GaussianNoise(1.0, 2.0).release(torch.zeros(3), None, step)
     with pytest.raises(RuntimeError, match="goes beyond its planned event"):
-        GaussianNoise(1.0, 0.5).release(torch.zeros(3), step)
-    GaussianNoise(1.0, 1.0).release(torch.zeros(3), step)
+        GaussianNoise(1.0, 0.5).release(torch.zeros(3), None, step)
+    GaussianNoise(1.0, 1.0).release(torch.zeros(3), None, step)
     step.close()
 
 

@@ -21,8 +21,8 @@ from skdp.nn import DPNeuralNetClassifier, DPNeuralNetRegressor, PoissonBatchIte
 from skdp.nn._net import DefaultMLP  # noqa: E402
 from skdp.nn._per_example import manual_seed  # noqa: E402
 from skdp.privacy import PrivacyLedger, compose  # noqa: E402
+from skdp.privacy.mechanisms.torch_noise import TorchGaussianMechanism  # noqa: E402
 from skdp.privacy.staged import staged_filter  # noqa: E402
-from skdp.privacy.torch_noise import TorchGaussianMechanism  # noqa: E402
 
 DELTA = 1e-5
 
@@ -165,7 +165,7 @@ def test_manual_seed_seeds_like_torch_manual_seed():
 def test_torch_noise_is_value_plus_scaled_draws_bitwise():
     value = {"a": torch.linspace(-1, 1, 7), "b": torch.ones(2, 3, dtype=torch.float64)}
     mech = TorchGaussianMechanism(sensitivity=0.7, noise_multiplier=1.3)
-    noisy = mech.release(value, PrivacyLedger(neighbouring="add_remove"), torch.Generator().manual_seed(5))
+    noisy = mech.release(value, torch.Generator().manual_seed(5), PrivacyLedger(neighbouring="add_remove"))
     gen = torch.Generator().manual_seed(5)
     for name, v in value.items():
         expected = v + mech.scale * torch.randn(v.shape, generator=gen, dtype=v.dtype)

@@ -68,7 +68,7 @@ class TorchGaussianMechanism:
             count=count, neighbouring=self.neighbouring, noise_multiplier=self.noise_multiplier
         )
 
-    def release(self, value, ledger, generator=None):
+    def release(self, value, generator, ledger):
         """``value`` plus i.i.d. ``N(0, scale^2)`` noise, one event recorded on ``ledger`` first.
 
         Parameters
@@ -78,8 +78,10 @@ class TorchGaussianMechanism:
             together (the gradients of every parameter are one vector).
             Noise of each tensor's shape, dtype and device is drawn in the
             order of the tensors.
+        generator : torch.Generator or None
+            The noise's generator (None: torch's global one); second, as the
+            ``rng`` of the NumPy mechanisms' ``release(value, rng, ledger)``.
         ledger : PrivacyLedger or DPSGDStepLedger
-        generator : torch.Generator, default=None
 
         Returns
         -------
