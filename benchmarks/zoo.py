@@ -210,7 +210,7 @@ def _released_spread_ratio(est, X):
     bounds = getattr(est, "bounds_", None)
     if bounds is not None and np.ndim(bounds) == 2:
         ratios.append(float(np.max((bounds[1] - bounds[0]) / spread)))
-    clip = getattr(est, "clip_bound_", None)
+    clip = getattr(est, "data_norm_", getattr(est, "clip_norm_", None))
     if clip is not None and np.ndim(clip) == 0:
         row_spread = float(np.max(np.linalg.norm(X - X.mean(axis=0), axis=1)))
         ratios.append(float(clip) / max(row_spread, 1e-12))

@@ -93,6 +93,11 @@ class _BaseDPLloyd(
 ):
     """DP Lloyd's algorithm in a feature space given by the subclass."""
 
+    #: The fitted attribute holding the row bound in the clustering space: ``data_norm_``
+    #: (a bound on the input rows, :class:`DPKMeans`) or ``clip_norm_`` (on the random
+    #: features, :class:`DPKernelKMeans`), named after the parameter that sets it.
+    _bound_attribute = "data_norm_"
+
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
@@ -311,7 +316,7 @@ class _BaseDPLloyd(
     def _store_fit(self, noise_multiplier, bound, centres, noisy_counts, n_reseeded, n_iter):
         """Set the fitted attributes every fit releases (centres in the clustering space)."""
         self.noise_multiplier_ = noise_multiplier
-        self.clip_bound_ = float(bound)
+        setattr(self, self._bound_attribute, float(bound))
         self.cluster_centers_ = self._released_centres(centres)
         self.noisy_counts_ = noisy_counts
         self.n_reseeded_ = n_reseeded
@@ -397,7 +402,7 @@ class _BaseDPLloyd(
     def _clipped_features(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return clip_rows(self._features(X), self.clip_bound_)
+        return clip_rows(self._features(X), getattr(self, self._bound_attribute))
 
     def predict(self, X):
         """Index of the nearest released centre for each row (post-processing).

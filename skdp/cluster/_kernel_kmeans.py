@@ -76,7 +76,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     ``(n_clusters, n_components)``); ``predict`` maps new rows with the same
     ``W, b`` and clip, and picks the nearest centre there (post-processing).
     Everything the fitted model holds is covered: the released centres and
-    noisy sizes, the data-independent ``W`` and ``b``, ``clip_bound_``
+    noisy sizes, the data-independent ``W`` and ``b``, ``clip_norm_``
     (``clip_norm``, or DPNorm's release), the plan (``n_iter_``,
     ``noise_multiplier_``) and ``n_reseeded_`` (a function of the released
     sizes).  There is no ``labels_`` or ``inertia_``: ``fit_predict(X)``
@@ -167,7 +167,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     n_reseeded_ : int
         Number of re-seedings of clusters with noisy size below 1 (a function
         of the released noisy sizes).
-    clip_bound_ : float
+    clip_norm_ : float
         Clipping bound ``C`` used (released by DPNorm when ``clip_norm="auto"``).
     gamma_ : float
         The kernel width used: ``gamma``, or the one ``gamma="auto"`` derived
@@ -220,13 +220,14 @@ class DPKernelKMeans(_BaseDPLloyd):
     """
 
     # As DPKMeans, plus the random feature map (drawn from the public number
-    # of features only); clip_bound_ is clip_norm (public) or DPNorm's release.
+    # of features only); clip_norm_ is clip_norm (public) or DPNorm's release.
+    _bound_attribute = "clip_norm_"
     _released_attributes = frozenset(
         {
             "cluster_centers_",
             "noisy_counts_",
             "n_reseeded_",
-            "clip_bound_",
+            "clip_norm_",
             "n_iter_",
             "noise_multiplier_",
             "random_weights_",

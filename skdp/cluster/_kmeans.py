@@ -87,7 +87,7 @@ class DPKMeans(_BaseDPLloyd):
     data_norm : float, "auto" or "nonprivate", default="auto"
         Public bound ``C`` on the L2 norm of a row; larger rows are scaled
         down to it.  ``"auto"`` releases a centre ``centre_`` and a bound
-        ``clip_bound_`` on ``||x - c||`` with a share ``bounds_budget`` of the
+        ``data_norm_`` on ``||x - c||`` with a share ``bounds_budget`` of the
         budget (:ref:`auto-data-norm`).  With ``bounds``, ``"auto"`` (and
         ``"nonprivate"``) mean the box's half-diagonal, for free.  ``"nonprivate"``
         otherwise reads the largest row norm off the data, a leak (opt-in; a
@@ -154,7 +154,7 @@ class DPKMeans(_BaseDPLloyd):
         Noisy cluster sizes of the last iteration (released).
     n_reseeded_ : int
         Number of re-seedings of clusters whose noisy size fell below 1.
-    clip_bound_ : float
+    data_norm_ : float
         Clipping bound ``C`` used.
     centre_ : ndarray of shape (n_features,)
         The released centre of ``data_norm="auto"``, or the box's centre
@@ -205,7 +205,7 @@ class DPKMeans(_BaseDPLloyd):
     """
 
     # The centres and last noisy sizes are released; n_reseeded_ is a function
-    # of the released sizes; clip_bound_ is data_norm (public) unless the user
+    # of the released sizes; data_norm_ is data_norm (public) unless the user
     # accepted the announced leak of data_norm="nonprivate"; n_iter_ and
     # noise_multiplier_ come from the plan (public n under replace-one).
     # centre_ is released by data_norm="auto" (on the ledger), else absent.
@@ -214,7 +214,7 @@ class DPKMeans(_BaseDPLloyd):
             "cluster_centers_",
             "noisy_counts_",
             "n_reseeded_",
-            "clip_bound_",
+            "data_norm_",
             "n_iter_",
             "noise_multiplier_",
             "centre_",

@@ -420,7 +420,7 @@ def test_data_norm_none_warns_and_uses_max_norm():
     X, _ = blobs(500)
     with pytest.warns(PrivacyLeakWarning, match="data_norm"):
         km = DPKMeans(3, data_norm="nonprivate", random_state=0).fit(X)
-    assert km.clip_bound_ == pytest.approx(np.linalg.norm(X, axis=1).max())
+    assert km.data_norm_ == pytest.approx(np.linalg.norm(X, axis=1).max())
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
         DPKMeans(3, data_norm=5.0, random_state=0).fit(X)
@@ -719,7 +719,7 @@ def test_kmeans_auto_data_norm_events_and_original_coordinates():
     assert km.privacy_spent_.epsilon <= 5.0 * (1 + 1e-9)
     # Centred at the data's middle (10, 10 - 1), bound of the centred rows, centres back in place.
     np.testing.assert_allclose(km.centre_, [10.0, 9.0], atol=0.5)
-    assert 2.0 < km.clip_bound_ < 6.0
+    assert 2.0 < km.data_norm_ < 6.0
     truth = np.array([[7.0, 7.0], [13.0, 7.0], [10.0, 13.0]])
     assert euclidean_distances(truth, km.cluster_centers_).min(axis=1).max() < 0.5
     assert adjusted_rand_score(y, km.predict(X)) > 0.95
@@ -737,7 +737,7 @@ def test_kmeans_auto_plan_is_public_and_chunks_release_the_same():
     chunked = DPKMeans(**params).fit(as_chunked(X, chunk_size=700))
     np.testing.assert_allclose(chunked.centre_, km.centre_, rtol=1e-9)
     np.testing.assert_allclose(chunked.cluster_centers_, km.cluster_centers_, rtol=1e-9, atol=1e-9)
-    assert chunked.clip_bound_ == km.clip_bound_
+    assert chunked.data_norm_ == km.data_norm_
     # A declared bound holds no centre (one from an earlier auto fit is dropped).
     km.set_params(data_norm=20.0).fit(X)
     assert not hasattr(km, "centre_")
@@ -750,7 +750,7 @@ def test_kmeans_auto_clips_an_outlier():
     far[0] = 1e6
     params = dict(n_clusters=3, epsilon=8.0, data_norm="auto", max_iter=1, random_state=0)
     a, b = DPKMeans(**params).fit(X), DPKMeans(**params).fit(far)
-    assert b.clip_bound_ < 10.0
+    assert b.data_norm_ < 10.0
     assert np.linalg.norm(a.centre_ - b.centre_) < 0.1  # unclipped: 1e6 sqrt(2) / 3000 = 471
 
 
@@ -809,7 +809,7 @@ def test_kmeans_small_n_epsilon_releases_a_box_near_the_data():
     # Every released end lies in a log bin that holds data (or is the data-free [0, 1]).
     assert np.all(low >= -2 * np.abs(X).max()) and np.all(high <= 2 * np.abs(X).max())
     np.testing.assert_allclose(km.centre_, (low + high) / 2)
-    assert km.clip_bound_ == pytest.approx(np.linalg.norm(high - low) / 2)
+    assert km.data_norm_ == pytest.approx(np.linalg.norm(high - low) / 2)
     assert np.all(km.cluster_centers_ >= low - 1e-9) and np.all(km.cluster_centers_ <= high + 1e-9)
     # The plan reads only public quantities: zeros record the same events.
     dry = DPKMeans(3, epsilon=1.0, random_state=0).fit(np.zeros_like(X))
@@ -865,13 +865,13 @@ def test_kmeans_box_is_free_and_reads_only_declared_quantities():
     assert len(km.privacy_ledger_.events) == 2 * km.n_iter_
     for other in (shifted, outside):
         assert other.n_iter_ == km.n_iter_ and other.noise_multiplier_ == km.noise_multiplier_
-        assert other.clip_bound_ == km.clip_bound_
+        assert other.data_norm_ == km.data_norm_
         np.testing.assert_array_equal(other.centre_, km.centre_)
     np.testing.assert_allclose(km.centre_, (lower + upper) / 2)
-    assert km.clip_bound_ == pytest.approx(np.linalg.norm(upper - lower) / 2)
+    assert km.data_norm_ == pytest.approx(np.linalg.norm(upper - lower) / 2)
     assert km.privacy_spent_.epsilon <= 1.0 + 1e-9
     # The same plan as a declared data_norm of the half-diagonal.
-    plain = DPKMeans(3, epsilon=1.0, data_norm=km.clip_bound_, random_state=0).fit(X - km.centre_)
+    plain = DPKMeans(3, epsilon=1.0, data_norm=km.data_norm_, random_state=0).fit(X - km.centre_)
     assert plain.noise_multiplier_ == km.noise_multiplier_ and plain.n_iter_ == km.n_iter_
 
 
@@ -892,8 +892,8 @@ def test_kmeans_box_shifts_clips_and_projects(release_spy):
     clipped = np.clip(X[-1:], lower, upper)
     assert km.predict(X[-1:]) == km.predict(clipped)
     # A declared data_norm below the half-diagonal tightens the radius; above it, the box wins.
-    assert DPKMeans(3, bounds=IRIS_BOX, data_norm=2.0, max_iter=1, random_state=0).fit(X).clip_bound_ == 2.0
-    assert DPKMeans(3, bounds=IRIS_BOX, data_norm=50.0, max_iter=1, random_state=0).fit(X).clip_bound_ == C
+    assert DPKMeans(3, bounds=IRIS_BOX, data_norm=2.0, max_iter=1, random_state=0).fit(X).data_norm_ == 2.0
+    assert DPKMeans(3, bounds=IRIS_BOX, data_norm=50.0, max_iter=1, random_state=0).fit(X).data_norm_ == C
 
 
 @pytest.mark.parametrize(
