@@ -146,7 +146,7 @@ def private_m_step(
     nb = plan.neighbouring
     first_family, second_family = plan.first_family, plan.second_family
     vector_mech = LaplaceMechanism if first_family is LaplaceEvent else GaussianMechanism
-    norm = "l1" if first_family is LaplaceEvent else "l2"
+    norm = 1 if first_family is LaplaceEvent else 2
 
     # 1. Weights (Eq. 13): one release of the K counts.
     sens = weights_sensitivity(norm)
@@ -252,7 +252,7 @@ def release_second_moments(second, z, rng, ledger, *, family, covariance_type, j
     noisy_second : ndarray
         Same shape as ``second``.
     """
-    norm = "l2" if family is GaussianEvent else "l1"
+    norm = 2 if family is GaussianEvent else 1
     if covariance_type == "tied":
         d = second.shape[0]
         sens = second_moment_sensitivity(d, "full", norm, joint=False)
@@ -319,7 +319,7 @@ def noise_floor(z, d, den, *, family, covariance_type, joint, n_components, reg_
     floor : ndarray
         Per-denominator floor in ``[reg_covar, 1]``.
     """
-    norm = "l2" if family is GaussianEvent else "l1"
+    norm = 2 if family is GaussianEvent else 1
     cov_type = "full" if tied else covariance_type
     k = 1 if tied else n_components
     sens = second_moment_sensitivity(d, cov_type, norm, joint=joint and not tied, n_components=k)

@@ -22,9 +22,6 @@ from scipy.special import logsumexp
 from ..privacy.clipping import clip_rows
 from ..privacy.sensitivity import outer_product_sum_sensitivity, row_sum_sensitivity
 
-#: The norms' names here and their orders in the core.
-_ORDER = {"l1": 1, "l2": 2}
-
 #: Smallest value the noisy effective count ``N~_k`` may take when it divides
 #: a released sum; a floor applied to a released quantity is post-processing.
 MIN_COUNT = 1.0
@@ -46,7 +43,7 @@ MIN_COUNT = 1.0
 # gamma_jk and gamma'_jk, which sum to one over k, so the joint change is
 # barely larger than a single component's.
 # --------------------------------------------------------------------------
-def weights_sensitivity(norm="l1"):
+def weights_sensitivity(norm=1):
     """Sensitivity of the count vector ``(N_1, ..., N_K)``, ``N_k = sum_i gamma_ik`` (Eq. 13).
 
     Replacing row ``j`` changes the vector by ``gamma_j - gamma'_j``, a
@@ -56,10 +53,10 @@ def weights_sensitivity(norm="l1"):
     by the public ``N`` gives the paper's ``2 / N`` for ``pi``.  This is
     always one release for all K components.
     """
-    return 2.0 if norm == "l1" else math.sqrt(2.0)
+    return 2.0 if norm == 1 else math.sqrt(2.0)
 
 
-def mean_sensitivity(n_features, norm="l1", joint=False):
+def mean_sensitivity(n_features, norm=1, joint=False):
     """Sensitivity of ``S1_k = sum_i gamma_ik x_i`` (Eq. 14-15, Appendix A.1-A.4).
 
     One component: the sum changes by ``gamma_jk x_j - gamma'_jk x'_j``, of L2
@@ -72,10 +69,10 @@ def mean_sensitivity(n_features, norm="l1", joint=False):
     gamma'_jk) = 2``.  The same numbers: releasing all means at once costs
     what one costs.
     """
-    return row_sum_sensitivity(1.0, n_features, _ORDER[norm])
+    return row_sum_sensitivity(1.0, n_features, norm)
 
 
-def second_moment_sensitivity(n_features, covariance_type, norm="l2", joint=False, n_components=1):
+def second_moment_sensitivity(n_features, covariance_type, norm=2, joint=False, n_components=1):
     """Sensitivity of the second moment ``S2_k = sum_i gamma_ik x_i x_i^T`` or its trace.
 
     ``full`` (released as the upper triangle, Analyze Gauss): with
@@ -108,10 +105,10 @@ def second_moment_sensitivity(n_features, covariance_type, norm="l2", joint=Fals
     if covariance_type == "spherical" or n_features == 1:
         if not several:
             return 1.0
-        return 2.0 if norm == "l1" else math.sqrt(2.0)
+        return 2.0 if norm == 1 else math.sqrt(2.0)
     # One matrix of unit-ball rows: the core's outer-product bound (the joint
     # one is the same, as derived above).
-    return outer_product_sum_sensitivity(1.0, n_features, _ORDER[norm])
+    return outer_product_sum_sensitivity(1.0, n_features, norm)
 
 
 def noise_weights(shares, releases, exponents):

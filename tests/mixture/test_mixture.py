@@ -63,12 +63,12 @@ def test_weights_sensitivity_bound_and_tight():
     rng = np.random.default_rng(0)
     k = 3
     g, g2 = _gamma(rng, 5000, k), _gamma(rng, 5000, k)
-    assert np.abs(g - g2).sum(axis=1).max() <= mom.weights_sensitivity("l1") + 1e-12
-    assert np.linalg.norm(g - g2, axis=1).max() <= mom.weights_sensitivity("l2") + 1e-12
+    assert np.abs(g - g2).sum(axis=1).max() <= mom.weights_sensitivity(1) + 1e-12
+    assert np.linalg.norm(g - g2, axis=1).max() <= mom.weights_sensitivity(2) + 1e-12
     # All mass moved from one component to another attains both bounds.
     e = np.eye(k)
-    assert np.abs(e[0] - e[1]).sum() == pytest.approx(mom.weights_sensitivity("l1"))
-    assert np.linalg.norm(e[0] - e[1]) == pytest.approx(mom.weights_sensitivity("l2"))
+    assert np.abs(e[0] - e[1]).sum() == pytest.approx(mom.weights_sensitivity(1))
+    assert np.linalg.norm(e[0] - e[1]) == pytest.approx(mom.weights_sensitivity(2))
 
 
 @pytest.mark.parametrize("d", [1, 2, 5])
@@ -81,12 +81,12 @@ def test_mean_sensitivity_bound_and_tight(d):
     diff = g[:, :, None] * x[:, None, :] - g2[:, :, None] * x2[:, None, :]  # (n, k, d)
     for joint in (False, True):
         per = diff.reshape(n, -1) if joint else diff[:, 0, :]
-        assert np.abs(per).sum(axis=1).max() <= mom.mean_sensitivity(d, "l1", joint) + 1e-12
-        assert np.linalg.norm(per, axis=1).max() <= mom.mean_sensitivity(d, "l2", joint) + 1e-12
+        assert np.abs(per).sum(axis=1).max() <= mom.mean_sensitivity(d, 1, joint) + 1e-12
+        assert np.linalg.norm(per, axis=1).max() <= mom.mean_sensitivity(d, 2, joint) + 1e-12
     # x = u, x' = -u in the same component attains both (u = (1..1)/sqrt(d) for L1).
     u = np.ones(d) / math.sqrt(d)
-    assert np.abs(2 * u).sum() == pytest.approx(mom.mean_sensitivity(d, "l1"))
-    assert np.linalg.norm(2 * u) == pytest.approx(mom.mean_sensitivity(d, "l2"))
+    assert np.abs(2 * u).sum() == pytest.approx(mom.mean_sensitivity(d, 1))
+    assert np.linalg.norm(2 * u) == pytest.approx(mom.mean_sensitivity(d, 2))
 
 
 def _outer(v):
@@ -112,28 +112,28 @@ def test_second_moment_sensitivity_bound_and_tight(d, k):
         def sens(ct, norm, joint=joint):
             return mom.second_moment_sensitivity(d, ct, norm, joint=joint, n_components=k)
 
-        assert np.linalg.norm(up, axis=1).max() <= sens("full", "l2") + 1e-12
-        assert np.abs(up).sum(axis=1).max() <= sens("full", "l1") + 1e-12
-        assert np.linalg.norm(tr, axis=1).max() <= sens("spherical", "l2") + 1e-12
-        assert np.abs(tr).sum(axis=1).max() <= sens("spherical", "l1") + 1e-12
+        assert np.linalg.norm(up, axis=1).max() <= sens("full", 2) + 1e-12
+        assert np.abs(up).sum(axis=1).max() <= sens("full", 1) + 1e-12
+        assert np.linalg.norm(tr, axis=1).max() <= sens("spherical", 2) + 1e-12
+        assert np.abs(tr).sum(axis=1).max() <= sens("spherical", 1) + 1e-12
     # Extreme pairs attain the bounds.
     e = np.eye(d)
-    single = mom.second_moment_sensitivity(d, "full", "l2")
+    single = mom.second_moment_sensitivity(d, "full", 2)
     if d > 1:  # e_1 vs e_2 in one component
         assert np.linalg.norm((np.outer(e[0], e[0]) - np.outer(e[1], e[1]))[iu]) == pytest.approx(single)
     else:  # x = 1 vs x' = 0
         assert single == 1.0
-    assert mom.second_moment_sensitivity(d, "spherical", "l2") == 1.0  # ||x||^2 = 1 vs 0
+    assert mom.second_moment_sensitivity(d, "spherical", 2) == 1.0  # ||x||^2 = 1 vs 0
     if k > 1:  # ||x|| = 1 entirely in component 1 vs ||x'|| = 1 entirely in component 2
         joint_tr = np.linalg.norm([1.0, -1.0] + [0.0] * (k - 2))
         assert mom.second_moment_sensitivity(
-            d, "spherical", "l2", joint=True, n_components=k
+            d, "spherical", 2, joint=True, n_components=k
         ) == pytest.approx(joint_tr)
-        assert mom.second_moment_sensitivity(d, "spherical", "l1", joint=True, n_components=k) == 2.0
+        assert mom.second_moment_sensitivity(d, "spherical", 1, joint=True, n_components=k) == 2.0
     u = np.ones(d) / math.sqrt(d)
     # One record's L1 norm of the upper triangle of u u^T is (d + 1) / 2; two records: d + 1.
     assert 2 * np.abs(np.outer(u, u)[iu]).sum() == pytest.approx(
-        mom.second_moment_sensitivity(d, "full", "l1") if d > 1 else 2.0
+        mom.second_moment_sensitivity(d, "full", 1) if d > 1 else 2.0
     )
 
 
@@ -247,7 +247,7 @@ def test_tied_covariance_against_sklearn_and_direct_map():
     e1, e2 = np.eye(d)[0], np.eye(d)[1]
     iu = np.triu_indices(d)
     diff = (np.outer(e1, e1) - np.outer(e2, e2))[iu]
-    assert np.linalg.norm(diff) == pytest.approx(mom.second_moment_sensitivity(d, "full", "l2"))
+    assert np.linalg.norm(diff) == pytest.approx(mom.second_moment_sensitivity(d, "full", 2))
 
 
 def test_weight_projection_and_clipping_helpers():
