@@ -426,13 +426,13 @@ def _neural_cases():
                 Checked(
                     "DPNeuralNetClassifier",
                     # scikit-learn's checks fit many label sets: the opt-in non-private mode.
-                    DPNeuralNetClassifier(classes="from_y", **checked),
+                    DPNeuralNetClassifier(classes="nonprivate", **checked),
                     _SKORCH_INIT,
                     _FLOAT32_ORDER,
                 ),
                 Checked(
                     "DPNeuralNetClassifier[vmap]",
-                    DPNeuralNetClassifier(classes="from_y", clipping_mode="vmap", **checked),
+                    DPNeuralNetClassifier(classes="nonprivate", clipping_mode="vmap", **checked),
                     _SKORCH_INIT,
                     _FLOAT32_ORDER,
                 ),

@@ -1316,11 +1316,11 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
 """
         + _COMMON_DOC
         + """
-    classes : array-like, "from_y" or None, default=None
+    classes : array-like, "nonprivate" or None, default=None
         Class labels, in the order of the module's outputs: public, declared
         by the user.  None (not declared) is refused by ``fit`` before
         anything is reserved, with a message saying to declare them.
-        ``"from_y"`` opts into the non-private mode that reads them off ``y``
+        ``"nonprivate"`` opts into the non-private mode that reads them off ``y``
         (sorted): the label set is then released outside the guarantee (a
         PrivacyLeakWarning says so).  The module is trained on class indices
         (skorch's convention) and ``predict`` returns labels from
@@ -1419,14 +1419,14 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
         if self.classes is None:
             raise ValueError(
                 "classes is not declared: declare the labels the data may hold, classes=[...] (public, "
-                "in the order of the module's outputs); classes='from_y' reads them off y outside the "
+                "in the order of the module's outputs); classes='nonprivate' reads them off y outside the "
                 "privacy guarantee (non-private)."
             )
 
     def _validate_target(self, y):
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
-        if isinstance(self.classes, str) and self.classes == "from_y":
+        if isinstance(self.classes, str) and self.classes == "nonprivate":
             warn_privacy_leak("classes", "the set of class labels")
             classes = np.unique(y)
             self.classes_inferred_ = classes
@@ -1452,8 +1452,8 @@ class DPNeuralNetClassifier(_DPNeuralNetMixin, NeuralNetClassifier):
 
     @property
     def classes_(self):
-        """The declared ``classes`` (an array), or the labels read off ``y`` with ``classes="from_y"``."""
-        if isinstance(self.classes, str) and self.classes == "from_y":
+        """The declared ``classes`` (an array), or the labels read off ``y`` with ``classes="nonprivate"``."""
+        if isinstance(self.classes, str) and self.classes == "nonprivate":
             try:
                 return self.classes_inferred_
             except AttributeError:

@@ -561,7 +561,7 @@ def test_accountant_is_charged_what_was_spent(data):
 def test_classes_none_is_refused_before_the_budget(data):
     X, y = data
     budget = BudgetAccountant(epsilon=10.0, delta=1e-3, neighbouring="add_remove")
-    with pytest.raises(ValueError, match="declare the labels.*classes='from_y'"):
+    with pytest.raises(ValueError, match="declare the labels.*classes='nonprivate'"):
         _net(classes=None, max_epochs=1, accountant=budget).fit(X, y)
     assert budget.spent.epsilon == 0
 
@@ -569,7 +569,7 @@ def test_classes_none_is_refused_before_the_budget(data):
 def test_classes_from_y_is_the_opt_in_non_private_mode(data):
     X, y = data
     with pytest.warns(PrivacyLeakWarning, match="classes"):
-        net = _net(classes="from_y", max_epochs=1).fit(X, y)
+        net = _net(classes="nonprivate", max_epochs=1).fit(X, y)
     np.testing.assert_array_equal(net.classes_, [0, 1])
 
 
@@ -649,7 +649,7 @@ def test_default_module_is_sized_from_the_data(data):
     X, y = data
     with pytest.warns(PrivacyLeakWarning):
         net = DPNeuralNetClassifier(
-            classes="from_y", noise_multiplier=1.0, epsilon=None, max_epochs=1, verbose=0
+            classes="nonprivate", noise_multiplier=1.0, epsilon=None, max_epochs=1, verbose=0
         ).fit(X, y)
     assert net.module_.hidden.in_features == 4 and net.module_.output.out_features == 2
     with pytest.raises(ValueError, match="features"):
