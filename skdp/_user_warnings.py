@@ -27,11 +27,11 @@ def _user_stacklevel():
 
 
 def warn_privacy_leak(parameter, quantity):
-    """Warn that ``quantity`` was read off the data because ``parameter`` was not set."""
+    """Warn that ``quantity`` was read off the data: ``parameter`` asked for it (``"nonprivate"``)."""
     warnings.warn(
-        f"{parameter} was not set: {quantity} was computed from the data, which leaks "
-        f"privacy outside the reported guarantee. Set {parameter} from public knowledge "
-        "to remove this leak.",
+        f"{parameter} is 'nonprivate': {quantity} was computed from the data, which leaks "
+        f"privacy outside the reported guarantee. Declare {parameter} from public knowledge, "
+        "or leave its private default, to remove this leak.",
         PrivacyLeakWarning,
         stacklevel=_user_stacklevel(),
     )

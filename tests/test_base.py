@@ -80,7 +80,7 @@ def test_overspending_fit_is_charged_what_it_really_spent():
 
 
 def test_warn_privacy_leak_names_the_parameter():
-    with pytest.warns(PrivacyLeakWarning, match="data_norm was not set: the maximum row norm"):
+    with pytest.warns(PrivacyLeakWarning, match="data_norm is 'nonprivate': the maximum row norm"):
         warn_privacy_leak("data_norm", "the maximum row norm")
 
 

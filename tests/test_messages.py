@@ -33,7 +33,7 @@ def test_a_search_shows_each_warning_once_at_the_users_line():
     assert messages == [
         "GridSearchCV fits DPGaussianMixture with its guarantee, but selects the best candidate by "
         "validation scores computed exactly on private rows",
-        "data_norm was not set",
+        "data_norm is 'nonprivate'",
     ], messages
     assert {w.filename for w in leaks} == {__file__}
 
@@ -42,7 +42,7 @@ def test_a_users_error_filter_still_raises_under_a_search():
     # Every fit raises it; scikit-learn then reports that all fits failed, quoting it.
     with (
         warnings.catch_warnings(),
-        pytest.raises((PrivacyLeakWarning, ValueError), match="data_norm was not set"),
+        pytest.raises((PrivacyLeakWarning, ValueError), match="data_norm is 'nonprivate'"),
     ):
         warnings.simplefilter("error", PrivacyLeakWarning)
         _search(n_jobs=1)
@@ -57,7 +57,7 @@ def test_parallel_search_workers_warn_once_each_without_joblib_lines():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stderr.splitlines() if "data_norm was not set" in line]
+    lines = [line for line in result.stderr.splitlines() if "data_norm is 'nonprivate'" in line]
     # At most one per worker (2) and one for the refit in the parent, instead of one per fit (13).
     assert 1 <= len(lines) <= 3, result.stderr
     assert "joblib" not in result.stderr and "parallel.py" not in result.stderr
