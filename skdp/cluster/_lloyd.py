@@ -317,14 +317,14 @@ def release_centres(
     bound,
     reseed,
     rng,
-    accountant,
+    ledger,
     project=None,
     prior=None,
     prior_var=None,
 ):
     """Release exact sizes and sums with noise, and turn them into centres.
 
-    Two releases, each recorded on ``accountant`` by its mechanism: the
+    Two releases, each recorded on ``ledger`` by its mechanism: the
     cluster sizes (Alg. 2 line 10) and the cluster sums (line 11); the
     centres are post-processing (:func:`centres_from_noisy_statistics`).
     With ``prior`` (public centres, e.g. the previous iteration's) and
@@ -339,8 +339,8 @@ def release_centres(
     noisy_counts : ndarray of shape (n_clusters,)
     reseeded : ndarray of bool, shape (n_clusters,)
     """
-    noisy_counts = count_mechanism.release(counts, rng, accountant)
-    noisy_sums = sum_mechanism.release(sums, rng, accountant)
+    noisy_counts = count_mechanism.release(counts, rng, ledger)
+    noisy_sums = sum_mechanism.release(sums, rng, ledger)
     shrinkage = None
     if prior is not None:
         shrinkage = functools.partial(
@@ -356,7 +356,7 @@ def release_centres(
     return new_centres, noisy_counts, reseeded
 
 
-def random_partition_step(Z, n_clusters, count_mechanism, sum_mechanism, bound, reseed, rng, accountant):
+def random_partition_step(Z, n_clusters, count_mechanism, sum_mechanism, bound, reseed, rng, ledger):
     """A DP Lloyd iteration whose assignment is uniformly random (data-independent init).
 
     The "random partition" initialisation: the released centres are noisy
@@ -367,10 +367,10 @@ def random_partition_step(Z, n_clusters, count_mechanism, sum_mechanism, bound, 
     """
     labels = rng.integers(n_clusters, size=Z.shape[0])
     counts, sums = cluster_statistics(Z, labels, n_clusters)
-    return release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, accountant)
+    return release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger)
 
 
-def dp_lloyd_step(Z, centres, count_mechanism, sum_mechanism, bound, reseed, rng, accountant):
+def dp_lloyd_step(Z, centres, count_mechanism, sum_mechanism, bound, reseed, rng, ledger):
     """One private Lloyd iteration on rows ``Z`` already clipped to ``bound``.
 
     Returns
@@ -381,7 +381,7 @@ def dp_lloyd_step(Z, centres, count_mechanism, sum_mechanism, bound, reseed, rng
     """
     labels = assign(Z, centres)
     counts, sums = cluster_statistics(Z, labels, centres.shape[0])
-    return release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, accountant)
+    return release_centres(counts, sums, count_mechanism, sum_mechanism, bound, reseed, rng, ledger)
 
 
 def uniform_sphere(n, dim, radius, rng):

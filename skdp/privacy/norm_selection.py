@@ -136,7 +136,7 @@ def norm_selection_event(noise_multiplier, neighbouring=REPLACE_ONE, count=1):
     return GaussianEvent(count=count, neighbouring=neighbouring, noise_multiplier=noise_multiplier)
 
 
-def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, accountant, neighbouring=REPLACE_ONE):
+def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, ledger, neighbouring=REPLACE_ONE):
     """Select a clipping bound privately (Acs et al. 2018, Algorithm 3).
 
     Parameters
@@ -150,7 +150,7 @@ def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, accountant, neighbourin
     noise_multiplier : float
         Gaussian noise std over the histogram's L2 sensitivity (``sigma_C``).
     rng : numpy.random.Generator
-    accountant : PrivacyLedger
+    ledger : PrivacyLedger
         The fit's ledger; one :class:`~skdp.privacy.GaussianEvent` is recorded.
     neighbouring : {"replace_one", "add_remove"}, default="replace_one"
 
@@ -172,11 +172,11 @@ def dp_norm(norms, c_max, n_bins, noise_multiplier, rng, accountant, neighbourin
     1
     """
     counts = norm_histogram(norms, c_max, n_bins)
-    return dp_norm_from_histogram(counts, c_max, n_bins, noise_multiplier, rng, accountant, neighbouring)
+    return dp_norm_from_histogram(counts, c_max, n_bins, noise_multiplier, rng, ledger, neighbouring)
 
 
 def dp_norm_from_histogram(
-    counts, c_max, n_bins, noise_multiplier, rng, accountant, neighbouring=REPLACE_ONE
+    counts, c_max, n_bins, noise_multiplier, rng, ledger, neighbouring=REPLACE_ONE
 ):
     """:func:`~skdp.privacy.dp_norm` from the exact counts of :func:`~skdp.nn.norm_histogram`.
 
@@ -193,5 +193,5 @@ def dp_norm_from_histogram(
         raise ValueError(f"counts must have shape ({n_bins},), got {counts.shape}.")
     sensitivity = histogram_sensitivity(2, neighbouring)
     mechanism = GaussianMechanism(sensitivity, noise_multiplier * sensitivity, neighbouring)
-    mode = noisy_histogram_mode(counts, mechanism, rng, accountant)
+    mode = noisy_histogram_mode(counts, mechanism, rng, ledger)
     return bin_upper_edge(mode, c_max, n_bins)
