@@ -3,14 +3,14 @@
 The estimator runs the template of :class:`~skdp.base.DPEstimatorMixin`; the
 public plan of its releases is :class:`~skdp.mixture._plan.EMPlan`, the
 releases of an M-step are :func:`~skdp.mixture._m_step.private_m_step`, the
-starts (histogram, random, public) are in :mod:`skdp.mixture._init`, and the
-moment algebra in :mod:`skdp.mixture._moments`.
+starts (histogram, random, public) are in :mod:`skdp.mixture._init`, the bounds'
+plan and the number of components the noise resolves in :mod:`skdp.mixture._bounds`,
+and the moment algebra in :mod:`skdp.mixture._moments`.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -19,29 +19,19 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import validate_fit_input
-from .._user_warnings import _user_stacklevel
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context, warn_privacy_leak
 from ..privacy import (
     ExponentialMechanism,
 )
 from ..privacy.centring import (
-    auto_bounds_plan,
     calibrate_after_bounds,
-    calibrate_auto_bounds,
-    can_locate_quantile,
     private_centring,
 )
 from ..privacy.ledger import COMPOSITION_CONSTRAINT
 from ..privacy.quantiles import (
-    AUTO_BOUNDS_QUANTILES,
-    BOX_SHARES,
     HistogramBounds,
-    calibrate_histogram_bounds,
-    can_locate_columns,
-    histogram_box_share,
-    private_histogram_box,
-    warn_unlocated_columns,
 )
+from ._bounds import auto_shares, bounds_plan, fitted_components, release_box
 from ._init import histogram_start, public_start, random_start
 from ._m_step import niw_prior, private_m_step
 from ._moments import (
@@ -56,7 +46,6 @@ from ._plan import (
     DEFAULT_INIT_BUDGET,
     EMPlan,
     check_budget_shares,
-    resolvable_components,
     resolve_mean_mechanism,
 )
 
@@ -351,79 +340,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self.secure_noise = secure_noise
 
     # The privacy plan (:mod:`skdp.mixture._plan`).
-    def _bounds_share(self, n_samples):
-        """The centring's share: declared, or (``"auto"``) the smallest that locates its quantile.
-
-        ``bounds_budget="auto"``: the smallest share in
-        :data:`~skdp.privacy.quantiles.BOX_SHARES` (below ``1 - init_budget``)
-        whose quantile epsilon lets the exponential mechanism locate a norm
-        quantile with ``n`` rows
-        (:func:`~skdp.privacy.centring.can_locate_quantile`); None when
-        none does (the private histogram box then takes over).  Public
-        quantities only: ``n``, epsilon, delta and the hyperparameters.
-        """
-        if not isinstance(self.bounds_budget, str):
-            return float(self.bounds_budget)
-        for share in self._auto_shares():
-            plan = calibrate_auto_bounds(
-                float(self.epsilon), float(self.delta), share, neighbouring=self._neighbouring
-            )
-            if can_locate_quantile(n_samples, plan.quantile_epsilon):
-                return share
-        return None
-
-    def _auto_shares(self):
-        """The shares ``bounds_budget="auto"`` may take: those that leave the EM iterations some budget."""
-        shares = tuple(s for s in BOX_SHARES if s + float(self.init_budget) < 1)
-        return shares or BOX_SHARES[:1]
-
-    def _auto_bounds(self, secure_noise=False, shape=None):
-        """The bounds' plan of ``data_norm="auto"``, else None (nothing released).
-
-        The centre and norm bound's :class:`~skdp.privacy.centring.AutoBounds`
-        with :meth:`_bounds_share`; where ``bounds_budget="auto"`` and no
-        share locates the norm quantile (``n * epsilon`` too small), the
-        private histogram box's :class:`~skdp.privacy.quantiles.HistogramBounds`,
-        its share the smallest at which a column can be located
-        (:func:`~skdp.privacy.quantiles.histogram_box_share`).  ``shape`` is
-        the public ``(n_samples, n_features)``; without it (before ``fit``)
-        the centring at the smallest share stands in.
-        """
-        if not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
-            return None
-        if shape is None:
-            share = self._auto_shares()[0] if isinstance(self.bounds_budget, str) else self.bounds_budget
-        else:
-            share = self._bounds_share(shape[0])
-        if share is None:
-            n_samples, n_features = shape
-            epsilon, delta = float(self.epsilon), float(self.delta)
-            share = min(
-                histogram_box_share(n_samples, epsilon, delta, n_features, self.composition, secure_noise),
-                self._auto_shares()[-1],
-            )
-            largest = calibrate_histogram_bounds(
-                epsilon, delta, n_features, share, self.composition, secure_noise
-            )
-            if not can_locate_columns(n_samples, largest.mechanism(), n_features):
-                # No share locates a column (public n, d, epsilon): the box falls back to
-                # the pool's range or [0, 1] whatever it spends, so it spends the least and
-                # leaves the EM releases the rest (the user guide's measurements).
-                share = self._auto_shares()[0]
-            return calibrate_histogram_bounds(
-                epsilon, delta, n_features, share, self.composition, secure_noise
-            )
-        return auto_bounds_plan(
-            self.data_norm,
-            self.epsilon,
-            self.delta,
-            share,
-            neighbouring=self._neighbouring,
-            secure_noise=secure_noise,
-        )
-
     def _noise_mechanisms(self):
-        return (ExponentialMechanism,) if self._auto_bounds() is not None else ()
+        return (ExponentialMechanism,) if bounds_plan(self) is not None else ()
 
     def _check_params(self):
         # Only an explicit "gaussian" can meet delta=0: "auto" resolves to
@@ -446,7 +364,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             self._check_budget_shares(int(shape[1]))
 
     def _check_budget_shares(self, n_features):
-        share = self._auto_shares()[0] if isinstance(self.bounds_budget, str) else self.bounds_budget
+        share = auto_shares(self.init_budget)[0] if isinstance(self.bounds_budget, str) else self.bounds_budget
         init = (self.init_budget, share, self.init_params, self.means_init)
         check_budget_shares(self.data_norm, *init, n_features)
 
@@ -510,7 +428,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
     def _calibrate(self, data, plan):
         """The scale (declared ``data_norm``) and the noise multipliers of the whole fit."""
         n_features = data.n_features
-        bounds = self._auto_bounds(plan.secure_noise, (data.n_samples, data.n_features))
+        bounds = bounds_plan(self, plan.secure_noise, (data.n_samples, data.n_features))
         if bounds is not None:
             scale = None  # released in _fit_private
         elif self.data_norm == "nonprivate":
@@ -525,7 +443,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         self._check_budget_shares(n_features)
         em = EMPlan.for_estimator(self, n_features)
         z_init, z = self._calibrate_plan(em, bounds, plan.secure_noise)
-        fitted = self._fitted_components(em, z, data.n_samples)
+        fitted = fitted_components(self, em, z, data.n_samples)
         if fitted < em.n_components:
             em = em.with_components(fitted, self.max_iter)
             z_init, z = self._calibrate_plan(em, bounds, plan.secure_noise)
@@ -548,68 +466,6 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         )
         return z_init, z
 
-    def _fitted_components(self, em, z, n_samples):
-        """How many components the fit can resolve (:func:`~skdp.mixture._plan.resolvable_components`).
-
-        Public: ``n``, ``d``, ``K`` and the calibrated plan.  Warns when it
-        is fewer than ``n_components`` (what to do: more rows or epsilon,
-        fewer components, or ``reduce_components=False``).
-        """
-        k = em.n_components
-        if (
-            not self.reduce_components
-            or k == 1
-            or self.means_init is not None
-            or self.weights_init is not None
-        ):
-            return k
-        z_second = z * em.noise_weights()[2]
-        fitted = resolvable_components(
-            z_second, n_samples, em.n_features, k, em.covariance_type, em.second_family, em.joint
-        )
-        if fitted < k:
-            warnings.warn(
-                f"With n_samples={int(n_samples)}, {em.n_features} features and epsilon="
-                f"{float(self.epsilon):.3g}, the noise of the released second moments is wider than "
-                f"{k} components can be: fitting {fitted} instead (copied into n_components={k} rows; "
-                "see 'reduce_components'). Raise epsilon, fit fewer components, or set "
-                "reduce_components=False to fit all of them anyway.",
-                UserWarning,
-                stacklevel=_user_stacklevel(),
-            )
-        return fitted
-
-    def _release_box(self, reduce, n_samples, n_features, bounds, rng, ledger):
-        """Small ``n * epsilon``: the private histogram box's centre and half-diagonal as ``(centre, scale)``.
-
-        The box (:func:`~skdp.privacy.quantiles.private_histogram_box`, its
-        events the plan's first) never lies beyond twice the data's largest
-        magnitude; the fit then runs on rows centred at its middle and
-        clipped to its half-diagonal, as with a declared ``data_norm``.  A
-        column it cannot locate by its own counts is announced (from the
-        released counts only).
-        """
-        low, high, located, pooled = private_histogram_box(
-            reduce,
-            n_samples,
-            n_features,
-            bounds.mechanism(),
-            AUTO_BOUNDS_QUANTILES,
-            rng,
-            ledger,
-            return_located=True,
-            return_pooled=True,
-        )
-        warn_unlocated_columns(
-            located,
-            pooled,
-            n_samples,
-            self.epsilon,
-            "Declare data_norm from public knowledge, or raise epsilon.",
-        )
-        scale = float(np.linalg.norm(high - low) / 2.0)
-        return (low + high) / 2.0, scale if scale > 0 else 1.0
-
     def _fit_private(self, data, plan, rng, ledger):
         """``max_iter`` iterations of DP-EM (Park et al. 2017, Alg. 1), every M-step released."""
         n_samples, n_features = data.n_samples, data.n_features
@@ -619,8 +475,8 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         centre = None
         reduce = data.reduce
         if isinstance(plan.settings["bounds"], HistogramBounds):
-            centre, scale = self._release_box(
-                reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger
+            centre, scale = release_box(
+                self.epsilon, reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger
             )
         elif plan.settings["bounds"] is not None:
             centre, scale = private_centring(

@@ -974,12 +974,13 @@ def _expected_box_share(n, epsilon, d, delta=1e-5, composition="rdp"):
 def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
     # bounds_budget="auto" (the default): the smallest share at which the norm quantile can be
     # located, else the histogram box; computed here from (n, d, epsilon) through the core alone.
+    from skdp.mixture._bounds import bounds_plan
     from skdp.privacy.centring import AutoBounds, calibrate_auto_bounds, can_locate_quantile
     from skdp.privacy.quantiles import BOX_SHARES, HistogramBounds
 
     gm = DPGaussianMixture(2, epsilon=epsilon)
     assert gm.bounds_budget == "auto" and gm.data_norm == "auto"
-    plan = gm._auto_bounds(shape=(n, d))
+    plan = bounds_plan(gm, shape=(n, d))
     located = [
         s
         for s in BOX_SHARES
@@ -995,7 +996,7 @@ def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
         assert plan.share == _expected_box_share(n, epsilon, d)
     # Large n * epsilon keeps the 0.1 share of a declared bounds_budget=0.1, event for event.
     if n * epsilon >= 3500:
-        declared = DPGaussianMixture(2, epsilon=epsilon, bounds_budget=0.1)._auto_bounds(shape=(n, d))
+        declared = bounds_plan(DPGaussianMixture(2, epsilon=epsilon, bounds_budget=0.1), shape=(n, d))
         assert _signature(plan.events()) == _signature(declared.events())
 
 
