@@ -68,6 +68,7 @@ import argparse
 import json
 import math
 import subprocess
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -77,6 +78,10 @@ import numpy as np
 from sklearn import datasets
 from sklearn.metrics import adjusted_rand_score, pairwise_distances_argmin_min, r2_score
 from sklearn.model_selection import train_test_split
+
+# The repository root first: `from benchmarks import _peers` must find this package, not the
+# top-level `benchmarks` that Opacus 1.6 installs into site-packages.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "zoo.json"
