@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._conjugate import sample_dirichlet, sample_truncated_dirichlet
+
 
 def emission_log_likelihood(counts, log_theta):
     """``L[c, k] = sum_d sum_j n[c, d, j] log theta[k, d, j]`` (Foulds et al., Eq. 71).
@@ -189,3 +191,137 @@ def safe_log(p):
 def dirichlet_row_means(shapes):
     """Means of Dirichlet rows (last axis)."""
     return shapes / shapes.sum(axis=-1, keepdims=True)
+
+
+def gibbs_sampler(
+    counts,
+    grid,
+    mask,
+    rng,
+    *,
+    n_states,
+    alpha,
+    beta,
+    n_iter,
+    burn_in,
+    temperature=1.0,
+    truncation=None,
+    release=None,
+    keep_last=False,
+):
+    """Blocked Gibbs sampler (Eq. 68-69, transitions sampled rather than collapsed).
+
+    Parameters
+    ----------
+    counts : ndarray of shape (n_cells, n_features, n_categories_max)
+        Per-cell category counts (noisy for ``mechanism="laplace"``).
+    grid : ndarray of shape (n_sequences, max_length)
+        Cell index of each position, -1 for padding (:class:`CellLayout`).
+    mask : ndarray of shape (n_features, n_categories_max)
+        True on each feature's real categories.
+    rng : numpy.random.Generator
+    n_states, alpha, beta, n_iter, burn_in :
+        The estimator's ``n_components``, priors and schedule.
+    temperature : float, default=1.0
+        OPS temperature ``T`` (Foulds et al., Eq. 19): the conditionals are
+        those of the joint density to the power ``1/T``.
+    truncation : ndarray of shape (n_features,) or None
+        OPS truncation ``a0_d`` of the emission distributions.
+    release : (ExponentialMechanism, PrivacyLedger) or None
+        Routes each data-dependent update through the exponential mechanism
+        (one event each); the initial values and the transition updates never
+        read the data.
+    keep_last : bool, default=False
+        Return the final sample instead of the post-burn-in averages.
+
+    Returns
+    -------
+    startprob, transmat, theta, states
+        Post-burn-in means and most frequent state of each cell, or the
+        final sample when ``keep_last``.
+    """
+    n_features, kmax = mask.shape
+    full_mask = np.broadcast_to(mask, (n_states, n_features, kmax))
+
+    def draw(fn, reads_data=True):
+        if release is None or not reads_data:
+            return fn(temperature, rng)
+        mech, ledger = release
+        return mech.sample(fn, rng, ledger)
+
+    def draw_theta(shapes, t, r):
+        if truncation is None:
+            return sample_dirichlet(shapes, full_mask, r)
+        lower = np.broadcast_to(truncation, (n_states, n_features))
+        return sample_truncated_dirichlet(shapes, full_mask, lower, r)
+
+    def tempered(c, prior, t):
+        return (c + prior - 1.0) / t + 1.0
+
+    # Data-independent start: parameters from the (truncated) prior.
+    theta = draw_theta(np.full((n_states, n_features, kmax), beta), temperature, rng)
+    start = rng.dirichlet(np.full(n_states, alpha))
+    trans = rng.dirichlet(np.full(n_states, alpha), size=n_states)
+    n_kept = n_iter - burn_in
+    sums = [np.zeros(n_states), np.zeros((n_states, n_states)), np.zeros_like(theta)]
+    state_hist = np.zeros((counts.shape[0], n_states))
+    for it in range(n_iter):
+        log_theta = np.where(full_mask, safe_log(np.maximum(theta, 1e-300)), 0.0)
+        log_emission = emission_log_likelihood(counts, log_theta)
+        # With one state the state update ignores the data: no release.
+        z = draw(
+            lambda t, r, e=log_emission, s=start, a=trans: sample_states(
+                e / t, safe_log(s) / t, safe_log(a) / t, grid, r
+            ),
+            reads_data=n_states > 1,
+        )
+        start_counts, trans_counts = transition_counts(z, grid, n_states)
+        start = rng.dirichlet(tempered(start_counts, alpha, temperature))
+        trans = sample_dirichlet(
+            tempered(trans_counts, alpha, temperature), np.ones((n_states, n_states), bool), rng
+        )
+        shapes = tempered(state_category_counts(z, counts, n_states), beta, temperature)
+        theta = draw(lambda t, r, s=shapes: draw_theta(s, t, r))
+        if it >= burn_in:
+            for acc, value in zip(sums, (start, trans, theta), strict=True):
+                acc += value
+            state_hist[np.arange(z.shape[0]), z] += 1
+    if keep_last:
+        return start, trans, theta, z
+    return sums[0] / n_kept, sums[1] / n_kept, sums[2] / n_kept, np.argmax(state_hist, axis=1)
+
+
+def sample_sequences(startprob, transmat, emissionprob, categories, n_sequences, n_timesteps, n_records, rng):
+    """Synthetic records from HMM parameters (:meth:`DPNaiveBayesHMM.sample`).
+
+    Draws each sequence's state path from ``startprob`` and ``transmat``,
+    then ``n_records`` records per cell, feature by feature, from
+    ``emissionprob``; returns ``(X, sequence_ids, timesteps, states)`` with
+    ``X`` in the labels of ``categories``.
+    """
+    n_states = startprob.shape[0]
+    z = np.empty((n_sequences, n_timesteps), dtype=np.int64)
+    cum_start, cum_trans = np.cumsum(startprob), np.cumsum(transmat, axis=1)
+    z[:, 0] = _inverse_cdf(np.broadcast_to(cum_start, (n_sequences, n_states)), rng)
+    for t in range(1, n_timesteps):
+        z[:, t] = _inverse_cdf(cum_trans[z[:, t - 1]], rng)
+    states = np.repeat(z.reshape(-1), n_records)
+    codes = np.column_stack([_inverse_cdf(np.cumsum(probs, axis=1)[states], rng) for probs in emissionprob])
+    columns = [cats[codes[:, d]] for d, cats in enumerate(categories)]
+    kinds = {c.dtype.kind for c in columns}
+    X = np.column_stack(columns) if len(kinds) == 1 and "O" not in kinds else _object_stack(columns)
+    sequence_ids = np.repeat(np.arange(n_sequences), n_timesteps * n_records)
+    timesteps = np.tile(np.repeat(np.arange(n_timesteps), n_records), n_sequences)
+    return X, sequence_ids, timesteps, states
+
+
+def _inverse_cdf(cum, rng):
+    u = rng.random(cum.shape[0]) * cum[:, -1]
+    return np.minimum((cum < u[:, None]).sum(axis=1), cum.shape[1] - 1)
+
+
+def _object_stack(columns):
+    out = np.empty((columns[0].shape[0], len(columns)), dtype=object)
+    for d, column in enumerate(columns):
+        out[:, d] = column
+    return out

@@ -32,19 +32,13 @@ from ..privacy import (
     laplace_noise_multiplier,
 )
 from ..privacy.ledger import COMPOSITION_CONSTRAINT
-from ._conjugate import (
-    dirichlet_log_likelihood_sensitivity,
-    project_counts,
-    sample_dirichlet,
-    sample_truncated_dirichlet,
-)
+from ._conjugate import dirichlet_log_likelihood_sensitivity, project_counts
 from ._gibbs import (
     emission_log_likelihood,
+    gibbs_sampler,
     posterior_marginals,
     safe_log,
-    sample_states,
-    state_category_counts,
-    transition_counts,
+    sample_sequences,
     viterbi,
 )
 from ._sequences import (
@@ -53,6 +47,7 @@ from ._sequences import (
     cell_category_counts,
     encode_categories,
     learn_categories,
+    split_frame,
 )
 
 #: L1 sensitivity of one feature's count tensor ``n_{:,:,d,:}`` under
@@ -345,33 +340,13 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ input
 
-    @staticmethod
-    def _split_frame(X, sequence_ids, timesteps):
-        """Take ``sequence_ids`` / ``timesteps`` given as column names out of a DataFrame."""
-        names = [v for v in (sequence_ids, timesteps) if isinstance(v, str)]
-        if not names:
-            return X, sequence_ids, timesteps
-        if not hasattr(X, "columns"):
-            raise TypeError(
-                "sequence_ids and timesteps may be column names only when X is a DataFrame; "
-                "otherwise pass arrays with one entry per row."
-            )
-        for name in names:
-            if name not in X.columns:
-                raise ValueError(f"Column {name!r} is not in X.")
-        if isinstance(sequence_ids, str):
-            sequence_ids = X[sequence_ids].to_numpy()
-        if isinstance(timesteps, str):
-            timesteps = X[timesteps].to_numpy()
-        return X.drop(columns=names), sequence_ids, timesteps
-
     def _encode(self, X, sequence_ids, timesteps, reset):
         if not reset and (callable(X) or isinstance(X, (Iterator, ChunkedData))):
             raise TypeError(
                 "predict, predict_proba and score take in-memory arrays or DataFrames; only fit "
                 "reads chunked input (a callable or iterator of chunks, a ChunkedData)."
             )
-        X, sequence_ids, timesteps = self._split_frame(X, sequence_ids, timesteps)
+        X, sequence_ids, timesteps = split_frame(X, sequence_ids, timesteps)
         X = validate_data(self, X, reset=reset, dtype=None)
         if reset:
             self.categories_ = learn_categories(X, "auto" if self._reads_categories() else self.categories)
@@ -506,13 +481,14 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             # Releasing those (same sensitivity 2 per feature) instead of every
             # cell's counts keeps the noise from adding up over the cells.
             counts, grid = counts.sum(axis=0, keepdims=True), np.zeros((1, 1), dtype=np.int64)
-        chain = dict(counts=counts, grid=grid, mask=mask, rng=rng)
+        chain = dict(counts=counts, grid=grid, mask=mask, rng=rng, n_states=self.n_components)
+        chain.update(alpha=self.alpha, beta=self.beta, n_iter=self.n_iter, burn_in=self.burn_in)
         if self.mechanism == "laplace":
             z = plan.settings["noise_multiplier"]
             chain["counts"] = self.noisy_counts_ = self._privatise_counts(counts, mask, z, rng, ledger)
-            result = self._gibbs(**chain)
+            result = gibbs_sampler(**chain)
         elif self.mechanism == "none":
-            result = self._gibbs(**chain)
+            result = gibbs_sampler(**chain)
         else:
             result = self._fit_ops(chain, plan.settings["truncation"], plan.settings["mechanism"], ledger)
 
@@ -608,71 +584,11 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             )
             rng = chain.pop("rng")
             return mech.sample(
-                lambda t, r: self._gibbs(**chain, rng=r, temperature=t, truncation=a0, keep_last=True),
+                lambda t, r: gibbs_sampler(**chain, rng=r, temperature=t, truncation=a0, keep_last=True),
                 rng,
                 ledger,
             )
-        return self._gibbs(**chain, temperature=temperature, truncation=a0, release=(mech, ledger))
-
-    def _gibbs(
-        self, counts, grid, mask, rng, temperature=1.0, truncation=None, release=None, keep_last=False
-    ):
-        """Blocked Gibbs sampler (Eq. 68-69, transitions sampled rather than collapsed).
-
-        ``release=(mech, ledger)`` routes each data-dependent update through
-        the exponential mechanism (one event each); the initial values and the
-        transition updates never read the data.
-        """
-        n_states = self.n_components
-        n_features, kmax = mask.shape
-        full_mask = np.broadcast_to(mask, (n_states, n_features, kmax))
-
-        def draw(fn, reads_data=True):
-            if release is None or not reads_data:
-                return fn(temperature, rng)
-            mech, ledger = release
-            return mech.sample(fn, rng, ledger)
-
-        def draw_theta(shapes, t, r):
-            if truncation is None:
-                return sample_dirichlet(shapes, full_mask, r)
-            lower = np.broadcast_to(truncation, (n_states, n_features))
-            return sample_truncated_dirichlet(shapes, full_mask, lower, r)
-
-        def tempered(c, prior, t):
-            return (c + prior - 1.0) / t + 1.0
-
-        # Data-independent start: parameters from the (truncated) prior.
-        theta = draw_theta(np.full((n_states, n_features, kmax), self.beta), temperature, rng)
-        start = rng.dirichlet(np.full(n_states, self.alpha))
-        trans = rng.dirichlet(np.full(n_states, self.alpha), size=n_states)
-        n_kept = self.n_iter - self.burn_in
-        sums = [np.zeros(n_states), np.zeros((n_states, n_states)), np.zeros_like(theta)]
-        state_hist = np.zeros((counts.shape[0], n_states))
-        for it in range(self.n_iter):
-            log_theta = np.where(full_mask, safe_log(np.maximum(theta, 1e-300)), 0.0)
-            log_emission = emission_log_likelihood(counts, log_theta)
-            # With one state the state update ignores the data: no release.
-            z = draw(
-                lambda t, r, e=log_emission, s=start, a=trans: sample_states(
-                    e / t, safe_log(s) / t, safe_log(a) / t, grid, r
-                ),
-                reads_data=n_states > 1,
-            )
-            start_counts, trans_counts = transition_counts(z, grid, n_states)
-            start = rng.dirichlet(tempered(start_counts, self.alpha, temperature))
-            trans = sample_dirichlet(
-                tempered(trans_counts, self.alpha, temperature), np.ones((n_states, n_states), bool), rng
-            )
-            shapes = tempered(state_category_counts(z, counts, n_states), self.beta, temperature)
-            theta = draw(lambda t, r, s=shapes: draw_theta(s, t, r))
-            if it >= self.burn_in:
-                for acc, value in zip(sums, (start, trans, theta), strict=True):
-                    acc += value
-                state_hist[np.arange(z.shape[0]), z] += 1
-        if keep_last:
-            return start, trans, theta, z
-        return sums[0] / n_kept, sums[1] / n_kept, sums[2] / n_kept, np.argmax(state_hist, axis=1)
+        return gibbs_sampler(**chain, temperature=temperature, truncation=a0, release=(mech, ledger))
 
     # ---------------------------------------------------------------- predict
 
@@ -750,36 +666,11 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
             if not (isinstance(v, Integral) and v >= 1):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}.")
         rng = check_generator(self.random_state if random_state is None else random_state)
-        z = np.empty((n_sequences, n_timesteps), dtype=np.int64)
-        cum_start, cum_trans = np.cumsum(self.startprob_), np.cumsum(self.transmat_, axis=1)
-        z[:, 0] = _inverse_cdf(np.broadcast_to(cum_start, (n_sequences, self.n_components)), rng)
-        for t in range(1, n_timesteps):
-            z[:, t] = _inverse_cdf(cum_trans[z[:, t - 1]], rng)
-        states = np.repeat(z.reshape(-1), n_records)
-        codes = np.column_stack(
-            [_inverse_cdf(np.cumsum(probs, axis=1)[states], rng) for probs in self.emissionprob_]
-        )
-        columns = [cats[codes[:, d]] for d, cats in enumerate(self.categories_)]
-        kinds = {c.dtype.kind for c in columns}
-        X = np.column_stack(columns) if len(kinds) == 1 and "O" not in kinds else _object_stack(columns)
-        sequence_ids = np.repeat(np.arange(n_sequences), n_timesteps * n_records)
-        timesteps = np.tile(np.repeat(np.arange(n_timesteps), n_records), n_sequences)
-        return X, sequence_ids, timesteps, states
+        params = (self.startprob_, self.transmat_, self.emissionprob_, self.categories_)
+        return sample_sequences(*params, n_sequences, n_timesteps, n_records, rng)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = False
         tags.input_tags.categorical = True
         return tags
-
-
-def _inverse_cdf(cum, rng):
-    u = rng.random(cum.shape[0]) * cum[:, -1]
-    return np.minimum((cum < u[:, None]).sum(axis=1), cum.shape[1] - 1)
-
-
-def _object_stack(columns):
-    out = np.empty((columns[0].shape[0], len(columns)), dtype=object)
-    for d, column in enumerate(columns):
-        out[:, d] = column
-    return out

@@ -63,6 +63,26 @@ class CellLayout:
         return self.sequence_labels.shape[0]
 
 
+def split_frame(X, sequence_ids, timesteps):
+    """Take ``sequence_ids`` / ``timesteps`` given as column names out of a DataFrame."""
+    names = [v for v in (sequence_ids, timesteps) if isinstance(v, str)]
+    if not names:
+        return X, sequence_ids, timesteps
+    if not hasattr(X, "columns"):
+        raise TypeError(
+            "sequence_ids and timesteps may be column names only when X is a DataFrame; "
+            "otherwise pass arrays with one entry per row."
+        )
+    for name in names:
+        if name not in X.columns:
+            raise ValueError(f"Column {name!r} is not in X.")
+    if isinstance(sequence_ids, str):
+        sequence_ids = X[sequence_ids].to_numpy()
+    if isinstance(timesteps, str):
+        timesteps = X[timesteps].to_numpy()
+    return X.drop(columns=names), sequence_ids, timesteps
+
+
 def _as_labels(values, name, n_records):
     values = np.asarray(values)
     if values.ndim != 1 or values.shape[0] != n_records:
