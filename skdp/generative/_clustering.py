@@ -22,6 +22,29 @@ from ..privacy.dpsgd import dataset_size_event, release_dataset_size
 DEFAULT_NETWORK_CLUSTERS = 10
 
 
+def partition_mode(partition, generator, categorical, k):
+    """The partition Alg. 1 line 1 uses: ``"categorical"``, ``"em"``, ``"kmeans"`` or ``"none"`` (one cluster).
+
+    ``partition="auto"``: with ``generator="marginals"``, the first
+    declared block's categories (a public partition function: nothing is
+    spent on it) with latent classes nested in them, or without a block
+    latent classes fitted by DP-EM (``"em"``); otherwise DP kernel
+    k-means when ``k`` (the declared number of clusters, None for the
+    capacity rule) is above one.
+    """
+    if partition == "categorical" or (partition == "auto" and generator == "marginals" and categorical):
+        if generator != "marginals":
+            raise ValueError(
+                f"partition='categorical' needs generator='marginals', got generator={generator!r}."
+            )
+        if not categorical:
+            raise ValueError("partition='categorical' needs at least one block declared in categorical.")
+        return "categorical"
+    if partition == "auto" and generator == "marginals":
+        return "em"
+    return "kmeans" if k is None or k > 1 else "none"
+
+
 def clustering_events_as_add_remove(events):
     """Express DPKernelKMeans' replace-one events under add/remove neighbours.
 

@@ -53,6 +53,9 @@ __all__ = [
     "hat_log_density",
     "sample_hat",
     "release_box",
+    "encoded_layout",
+    "encode_records",
+    "decode_records",
 ]
 
 #: Largest grid (points per continuous column) and number of latent classes
@@ -200,3 +203,59 @@ def release_box(reduce, n_tilde, n_features, epsilon, delta, composition, secure
         "Declare bounds=(lows, highs) for the continuous columns from public knowledge, or raise epsilon.",
     )
     return low, high, [mechanism.event(), mechanism.event()]
+
+
+def encoded_layout(continuous, blocks, n_features, n_bins, indicator):
+    """Layout of the encoded records: ``(continuous, blocks, n_columns, indicator column or None)``.
+
+    The encoded record is the original columns (continuous ones zeroed),
+    then ``n_bins`` linear-binning weights per continuous column (a soft
+    one-hot block each, appended to the declared ``blocks``), then, with
+    ``indicator`` (declared bounds), the record's out-of-domain indicator
+    (a binary column).
+    """
+    blocks = list(blocks)
+    start = n_features
+    for _ in continuous:
+        blocks.append(tuple(range(start, start + n_bins)))
+        start += n_bins
+    flag = None
+    if indicator and continuous.size:
+        flag, start = start, start + 1
+    return continuous, blocks, start, flag
+
+
+def encode_records(X, low, high, n_bins, layout):
+    """``(mapped, encoded)``: records with continuous columns on ``[0, 1]``, and their encoding.
+
+    Per record: continuous columns mapped by ``(x - low) / (high - low)``
+    and clipped to ``[0, 1]``, other columns clipped to ``[0, 1]``; the
+    encoding (``layout``: :func:`encoded_layout`) adds the linear-binning
+    weights (:func:`linear_binning`) and, with an indicator column, whether
+    the record left the declared box.
+    """
+    cont, _, width, flag = layout
+    mapped = np.clip(X, 0.0, 1.0)
+    if not cont.size:
+        return mapped, mapped
+    raw = X[:, cont]
+    U = np.clip((raw - low[cont]) / (high[cont] - low[cont]), 0.0, 1.0)
+    mapped[:, cont] = U
+    encoded = np.zeros((X.shape[0], width))
+    encoded[:, : X.shape[1]] = mapped
+    encoded[:, cont] = 0.0
+    encoded[:, X.shape[1] : X.shape[1] + cont.size * n_bins] = linear_binning(U, n_bins)
+    if flag is not None:
+        encoded[:, flag] = np.any((raw < low[cont]) | (raw > high[cont]), axis=1)
+    return mapped, encoded
+
+
+def decode_records(drawn, n_features, continuous, n_bins, low, high, rng):
+    """Records in the data's units from drawn encodings: a point of each continuous column's hat (post-processing)."""
+    decoded = drawn[:, :n_features].copy()
+    if continuous.size:
+        grid = drawn[:, n_features : n_features + continuous.size * n_bins]
+        grid = grid.reshape(len(drawn), continuous.size, n_bins).argmax(axis=2)
+        span = high[continuous] - low[continuous]
+        decoded[:, continuous] = low[continuous] + sample_hat(grid, n_bins, rng) * span
+    return decoded

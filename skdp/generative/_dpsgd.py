@@ -17,14 +17,16 @@ from functools import partial
 
 import numpy as np
 
-from ..privacy import ADD_REMOVE, calibrate_noise_multiplier
+from ..privacy import ADD_REMOVE, GaussianEvent, LaplaceEvent, calibrate_noise_multiplier
 from ..privacy.dpsgd import (
     combined_noise_multiplier,
+    dataset_size_event,
     dpsgd_step_event,
     poisson_batch_indices,
     steps_per_epoch,
 )
 from ..privacy.events import ClusterSampledGaussianEvent
+from ..privacy.ledger import accountant_for
 from ..privacy.norm_selection import DPNormOptions
 
 
@@ -361,3 +363,28 @@ def fit_networks(est, X, plan, rng, ledger, rtol):
         "marginals_": None,
         "noise_std_": None,
     }
+
+
+def composition_supported(composition, generator, k):
+    """Whether ``composition`` (or its fallback) can account a fit's events, asked of the core.
+
+    A representative history (any numbers: support depends on the event
+    types, the sampling scheme and the relation) of the mode set by the
+    declared number of clusters ``k`` (None: the capacity rule): the size
+    count's Gaussian (the clustering's Gaussian and Laplace events are as
+    widely supported) and the steps' event.
+    """
+    k = k or 2
+    if generator == "marginals":
+        # The Gaussian release, and the clustering's Laplace events.
+        probe = [GaussianEvent(1, ADD_REMOVE), LaplaceEvent(1, ADD_REMOVE)]
+    else:
+        probe = [
+            dataset_size_event(1.0),
+            sgd_plan_event(1.0, None, [0.5] * k, [1.0 / k] * k, 1),
+        ]
+    try:
+        accountant_for(probe, composition)
+    except ValueError:
+        return False
+    return True

@@ -26,19 +26,31 @@ from the fit's generator (binary columns uniform in ``[1/4, 3/4]``, declared
 blocks a Dirichlet(2) draw mixed half and half with the uniform, continuous
 columns a bump of width 1/4 around a uniform random location on the grid,
 mixed likewise), uniform weights.
+
+:func:`fit_marginals_generator` is the whole ``generator="marginals"`` fit
+of :class:`~skdp.generative.DPGenerativeMixture` (the noisy count, the
+private box, the capacity rule of :func:`marginals_capacity`, then DP-EM or
+the one-release partition of :func:`~skdp.generative._marginals.fit_marginals`);
+the estimator keeps the template's hooks and calls it from ``_fit_private``.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from .._user_warnings import _user_stacklevel
 from ..privacy import ADD_REMOVE, GaussianEvent, GaussianMechanism, calibrate_noise_multiplier, clip_rows
+from ..privacy.dpsgd import dataset_size_event, release_dataset_size
 from ..privacy.sensitivity import row_sum_sensitivity
-from ._domain import hat_log_density
+from ._domain import capacity, hat_log_density, release_box
 from ._marginals import (
     centred_statistics,
     column_layout,
+    continuous_columns,
     domain_row_norm,
+    fit_marginals,
     marginal_log_likelihood,
     marginals_from_release,
 )
@@ -50,6 +62,9 @@ __all__ = [
     "initial_profiles",
     "class_log_likelihood",
     "fit_latent_classes",
+    "fit_marginals_generator",
+    "marginals_capacity",
+    "warn_outside_bounds",
 ]
 
 #: EM iterations when there is more than one class per group.  Each costs
@@ -210,3 +225,173 @@ def fit_latent_classes(
         weights = sizes / sizes.sum()
     del resp, stats
     return sizes, probs, z, mechanism.scale, n_iter
+
+
+def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
+    """Alg. 1 with the latent-class generator (:func:`fit_marginals`), continuous columns on their domain.
+
+    The ``generator="marginals"`` fit of
+    :class:`~skdp.generative.DPGenerativeMixture` ``est``, whose fitted
+    attributes it sets:
+
+    1. With continuous columns or ``n_clusters="auto"``: a noisy count
+       of the rows (add/remove: the size is private), the only size the
+       rules read.
+    2. ``bounds="auto"`` with continuous columns: the private box
+       (:func:`release_box`).
+    3. The capacity (``k``, ``G``) from the released size, the columns,
+       epsilon and delta (:func:`marginals_capacity`), unless declared.
+    4. Partition and one Gaussian release (DP-EM: :func:`fit_latent_classes`),
+       calibrated to the rest of the budget (relative precision ``rtol``).
+    """
+    X = data.X
+    m = data.n_features
+    blocks = est._blocks(m)
+    cont = continuous_columns(est.binary, est.categorical, m)
+    declared = est._declared_bounds(m)
+    k_declared = est._k()
+    events, n_tilde = [], None
+    if cont.size or k_declared is None:
+        std = plan.settings["count_noise_std"]
+        n_tilde = release_dataset_size(X.shape[0], std, rng, ledger)
+        events.append(dataset_size_event(std))
+    low, high = np.zeros(m), np.ones(m)
+    if cont.size:
+        if declared is None:
+            columns = X[:, cont]
+            box_low, box_high, box_events = release_box(
+                lambda fn, *params: fn(columns, *params),
+                n_tilde,
+                cont.size,
+                float(est.epsilon),
+                float(est.delta),
+                plan.composition,
+                plan.secure_noise,
+                rng,
+                ledger,
+            )
+            events += box_events
+            low[cont], high[cont] = box_low, box_high
+        else:
+            low[cont], high[cont] = declared[0][cont], declared[1][cont]
+    mode = est._partition_mode()
+    n_groups = len(blocks[0]) if mode == "categorical" else 1
+    k_sub, n_bins, n_iter = marginals_capacity(est, mode, n_tilde, m, blocks, cont.size, n_groups)
+    indicator = declared is not None and cont.size > 0
+    G = max(n_bins, 2)
+    mapped, encoded = est._encode(X, low, high, G, indicator)
+    _, aug_blocks, _, flag = est._augmented(m, G, indicator)
+    if mode in ("categorical", "em"):
+        groups = X[:, list(blocks[0])].argmax(axis=1) if mode == "categorical" else None
+        sizes, probs, z, noise_std, n_iter = fit_latent_classes(
+            encoded,
+            aug_blocks,
+            groups,
+            n_groups,
+            k_sub,
+            G,
+            n_iter,
+            events,
+            plan,
+            rng,
+            ledger,
+            rtol,
+            exclude=cont,
+            n_soft=cont.size,
+        )
+        del groups
+        fitted = {
+            "clusterer_": None,
+            "generators_": None,
+            "marginals_": probs,
+            "weights_": sizes / sizes.sum(),
+            "cluster_sizes_": sizes,
+            "sampling_rates_": None,
+            "n_steps_": 0,
+            "cluster_steps_": None,
+            "noise_multiplier_": float(z),
+            "noise_std_": float(noise_std),
+            "clip_noise_multiplier_": None,
+            "clipping_mode_": None,
+        }
+    else:
+        if mode == "kmeans" and k_sub == 1:
+            mode = "none"
+        n_iter = 1
+        fitted = fit_marginals(
+            encoded,
+            aug_blocks,
+            mode,
+            k_sub,
+            est._cluster,
+            plan.with_settings(n_clusters=k_sub),
+            rng,
+            ledger,
+            rtol,
+            prior_events=events,
+            exclude=cont,
+            cluster_X=mapped,
+        )
+    del mapped, encoded
+    for name, value in fitted.items():
+        setattr(est, name, value)
+    est.n_iter_ = n_iter
+    est.n_bins_ = n_bins if cont.size else None
+    est.bounds_ = (low, high)
+    if flag is not None:
+        warn_outside_bounds(est.cluster_sizes_, est.marginals_, est.noise_std_, flag)
+
+
+def marginals_capacity(est, mode, n_tilde, m, blocks, n_continuous, n_groups):
+    """``(classes per group, grid points, EM releases)``: declared, or :func:`capacity`'s rule.
+
+    For ``"em"`` and ``"categorical"`` the rule sizes the classes for
+    :data:`EM_ITERATIONS` releases; where that leaves one class per
+    group (a hard partition) there is one release and the grid is sized
+    again for it.  With a categorical partition, the rule's number of
+    classes is shared among the ``n_groups`` categories.  Where the rule
+    is at its caps (``MAX_CLASSES`` and ``MAX_BINS``, or no grid), the
+    spare budget buys more iterations: the largest ``T`` in
+    :data:`EXTRA_ITERATIONS` at which the rule still picks the same
+    classes and grid.  Public and released quantities only (``est``'s
+    hyperparameters and the released size ``n_tilde``).
+    """
+    k_declared = est._k()
+    n_bins = int(est.n_bins) if n_continuous and est.n_bins != "auto" else 0
+    em = mode in ("em", "categorical")
+    if n_tilde is None:
+        return k_declared, n_bins, (em_iterations(k_declared) if em else 1)
+    released = [len(b) for i, b in enumerate(blocks) if not (mode == "categorical" and i == 0)]
+    n_binary = m - n_continuous - sum(len(b) for b in blocks)
+    args = (n_tilde, float(est.epsilon), float(est.delta), n_binary, released, n_continuous)
+    k, G = capacity(*args, n_iter=EM_ITERATIONS if em else 1)
+    k_sub = max(1, k // n_groups) if k_declared is None else k_declared
+    n_iter = em_iterations(k_sub) if em else 1
+    if em and k_sub == 1:
+        G = capacity(*args, n_iter=1)[1]
+    elif em:
+        for T in EXTRA_ITERATIONS:
+            if capacity(*args, n_iter=T) == (k, G):
+                n_iter = T
+    return k_sub, (n_bins or G), n_iter
+
+
+def warn_outside_bounds(sizes, marginals, noise_std, flag):
+    """Warn, naming ``bounds``, when the released indicator (column ``flag``) says records left the declared box.
+
+    Post-processing of the accounted release (the released ``sizes``,
+    ``marginals`` and the release's public ``noise_std``): the estimated
+    number of out-of-domain records against three noise stds of that
+    estimate (the sums' noise and half the sizes' per cluster); no data
+    value is quoted.
+    """
+    estimate = float(sizes @ marginals[:, flag])
+    noise = 3.0 * noise_std * np.sqrt(1.25 * len(sizes))
+    if estimate > noise:
+        warnings.warn(
+            "Some records of X lie outside the declared bounds and were clipped into them (estimated "
+            "from the accounted release, not read off the data): widen bounds to the data's public "
+            "domain, or use bounds='auto'.",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )

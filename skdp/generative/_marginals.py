@@ -40,6 +40,9 @@ from ..privacy.sensitivity import row_sum_sensitivity
 
 __all__ = [
     "declared_blocks",
+    "binary_columns",
+    "continuous_columns",
+    "check_one_hot",
     "release_marginals",
     "centred_statistics",
     "column_layout",
@@ -87,6 +90,41 @@ def declared_blocks(categorical, n_features):
         seen |= set(cols)
         blocks.append(cols)
     return blocks
+
+
+def binary_columns(binary, categorical, n_features):
+    """The declared binary columns (``generator="marginals"``), validated; ValueError naming ``binary``."""
+    if binary is None:
+        return np.zeros(0, dtype=np.intp)
+    cols = list(binary)
+    if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in cols):
+        raise ValueError("binary must be a list of integer column indices.")
+    if cols and (min(cols) < 0 or max(cols) >= n_features):
+        raise ValueError(f"binary has a column index outside [0, {n_features}).")
+    in_blocks = {c for block in declared_blocks(categorical, n_features) for c in block}
+    if len(set(cols)) != len(cols) or in_blocks & set(cols):
+        raise ValueError("binary repeats a column or names a column of a categorical block.")
+    return np.asarray(sorted(cols), dtype=np.intp)
+
+
+def continuous_columns(binary, categorical, n_features):
+    """Columns that are neither declared binary nor in a declared block (``generator="marginals"``)."""
+    taken = np.zeros(n_features, dtype=bool)
+    taken[binary_columns(binary, categorical, n_features)] = True
+    for block in declared_blocks(categorical, n_features):
+        taken[list(block)] = True
+    return np.flatnonzero(~taken)
+
+
+def check_one_hot(X, blocks):
+    """Refuse, naming ``categorical[b]`` and never a value, a declared block whose rows are not one-hot."""
+    for b, cols in enumerate(blocks):
+        block = X[:, list(cols)]
+        if not (np.all((block == 0) | (block == 1)) and np.all(block.sum(axis=1) == 1)):
+            raise ValueError(
+                f"categorical[{b}] declares a one-hot block, but some rows of X are not one-hot "
+                "there (entries 0 or 1, exactly one 1)."
+            )
 
 
 def column_layout(n_features, blocks, skip_block=None, exclude=()):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -16,33 +15,30 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._input import FitInput
-from .._user_warnings import _user_stacklevel
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_context
 from ..preprocessing._standard import check_bounds
 from ..privacy import (
     ADD_REMOVE,
     COMPOSITIONS,
     DEFAULT_COMPOSITION,
-    GaussianEvent,
     GaussianMechanism,
-    LaplaceEvent,
 )
 from ..privacy.dpsgd import (
     count_noise_multiplier,
-    dataset_size_event,
-    release_dataset_size,
 )
-from ..privacy.ledger import COMPOSITION_CONSTRAINT, accountant_for
+from ..privacy.ledger import COMPOSITION_CONSTRAINT
 from ..privacy.mechanisms.torch_noise import TorchGaussianMechanism
 from ..privacy.norm_selection import DPNormOptions
 from ._clustering import (
     DEFAULT_NETWORK_CLUSTERS,
     cluster_records,
     clustering_events_as_add_remove,  # noqa: F401  (tested from here)
+    partition_mode,
 )
-from ._domain import capacity, hat_log_density, linear_binning, release_box, sample_hat
+from ._domain import decode_records, encode_records, encoded_layout, hat_log_density
 from ._dpsgd import (
     cluster_schedule,  # noqa: F401  (tested from here)
+    composition_supported,
     fit_networks,
     sgd_plan_event,
 )
@@ -54,8 +50,8 @@ from ._inference import (
     to_data_range,
 )
 from ._inference import sample_generator as _sample_generator  # noqa: F401  (tested from here)
-from ._latent_em import EM_ITERATIONS, EXTRA_ITERATIONS, em_iterations, fit_latent_classes
-from ._marginals import column_layout, declared_blocks, fit_marginals
+from ._latent_em import fit_marginals_generator
+from ._marginals import binary_columns, check_one_hot, column_layout, continuous_columns, declared_blocks
 
 __all__ = ["DPGenerativeMixture"]
 
@@ -64,7 +60,9 @@ __all__ = ["DPGenerativeMixture"]
 _CALIBRATION_RTOL = 1e-3
 
 # --------------------------------------------------------------------------
-# The privacy plan: pure functions (tested directly).
+# The privacy plan.  The math is in pure functions: the marginals fit in
+# _latent_em.py, the column layout in _marginals.py and _domain.py, the
+# partition and the composition probe in _clustering.py and _dpsgd.py.
 # --------------------------------------------------------------------------
 
 
@@ -381,30 +379,6 @@ class DPGenerativeMixture(
             return int(self.n_clusters)
         return None if self.generator == "marginals" else DEFAULT_NETWORK_CLUSTERS
 
-    def _binary_columns(self, n_features):
-        """The declared binary columns (``generator="marginals"``), validated; ValueError naming ``binary``."""
-        if self.binary is None:
-            return np.zeros(0, dtype=np.intp)
-        cols = list(self.binary)
-        if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in cols):
-            raise ValueError("binary must be a list of integer column indices.")
-        if cols and (min(cols) < 0 or max(cols) >= n_features):
-            raise ValueError(f"binary has a column index outside [0, {n_features}).")
-        in_blocks = {c for block in self._blocks(n_features) for c in block}
-        if len(set(cols)) != len(cols) or in_blocks & set(cols):
-            raise ValueError("binary repeats a column or names a column of a categorical block.")
-        return np.asarray(sorted(cols), dtype=np.intp)
-
-    def _continuous_columns(self, n_features):
-        """Columns that are neither declared binary nor in a declared block (marginals); none for the networks."""
-        if self.generator != "marginals":
-            return np.zeros(0, dtype=np.intp)
-        taken = np.zeros(n_features, dtype=bool)
-        taken[self._binary_columns(n_features)] = True
-        for block in self._blocks(n_features):
-            taken[list(block)] = True
-        return np.flatnonzero(~taken)
-
     def _declared_bounds(self, n_features):
         """The declared ``(lows, highs)`` of shape ``(n_features,)`` each, or None for ``bounds="auto"``.
 
@@ -428,46 +402,13 @@ class DPGenerativeMixture(
         return np.clip((X - lo) / (hi - lo), 0.0, 1.0)
 
     def _augmented(self, n_features, n_bins, indicator):
-        """Layout of the encoded records: ``(continuous, blocks, n_columns, indicator column or None)``.
-
-        The encoded record is the original columns (continuous ones zeroed),
-        then ``n_bins`` linear-binning weights per continuous column (a soft
-        one-hot block each, appended to the declared blocks), then, with
-        declared bounds, the record's out-of-domain indicator (a binary column).
-        """
-        cont = self._continuous_columns(n_features)
-        blocks = list(self._blocks(n_features))
-        start = n_features
-        for _ in cont:
-            blocks.append(tuple(range(start, start + n_bins)))
-            start += n_bins
-        flag = None
-        if indicator and cont.size:
-            flag, start = start, start + 1
-        return cont, blocks, start, flag
+        """Layout of the encoded records (:func:`encoded_layout`)."""
+        cont = continuous_columns(self.binary, self.categorical, n_features)
+        return encoded_layout(cont, self._blocks(n_features), n_features, n_bins, indicator)
 
     def _encode(self, X, low, high, n_bins, indicator):
-        """``(mapped, encoded)``: records with continuous columns on ``[0, 1]``, and their encoding.
-
-        Per record: continuous columns mapped by ``(x - low) / (high - low)``
-        and clipped to ``[0, 1]``, other columns clipped to ``[0, 1]``; the
-        encoding adds the linear-binning weights (:func:`linear_binning`)
-        and, with ``indicator``, whether the record left the declared box.
-        """
-        cont, _, width, flag = self._augmented(X.shape[1], n_bins, indicator)
-        mapped = np.clip(X, 0.0, 1.0)
-        if not cont.size:
-            return mapped, mapped
-        raw = X[:, cont]
-        U = np.clip((raw - low[cont]) / (high[cont] - low[cont]), 0.0, 1.0)
-        mapped[:, cont] = U
-        encoded = np.zeros((X.shape[0], width))
-        encoded[:, : X.shape[1]] = mapped
-        encoded[:, cont] = 0.0
-        encoded[:, X.shape[1] : X.shape[1] + cont.size * n_bins] = linear_binning(U, n_bins)
-        if flag is not None:
-            encoded[:, flag] = np.any((raw < low[cont]) | (raw > high[cont]), axis=1)
-        return mapped, encoded
+        """``(mapped, encoded)`` records (:func:`encode_records`)."""
+        return encode_records(X, low, high, n_bins, self._augmented(X.shape[1], n_bins, indicator))
 
     def _cluster(self, X, plan, rng, ledger):
         """Alg. 1 line 1: (events, labels, public sizes, clusterer) (:func:`cluster_records`)."""
@@ -510,28 +451,8 @@ class DPGenerativeMixture(
         return (TorchGaussianMechanism,)
 
     def _partition_mode(self):
-        """The partition Alg. 1 line 1 uses: ``"categorical"``, ``"em"``, ``"kmeans"`` or ``"none"`` (one cluster).
-
-        ``partition="auto"``: with ``generator="marginals"``, the first
-        declared block's categories (a public partition function: nothing is
-        spent on it) with latent classes nested in them, or without a block
-        latent classes fitted by DP-EM (``"em"``); otherwise DP kernel
-        k-means when ``n_clusters > 1``.
-        """
-        if self.partition == "categorical" or (
-            self.partition == "auto" and self.generator == "marginals" and self.categorical
-        ):
-            if self.generator != "marginals":
-                raise ValueError(
-                    f"partition='categorical' needs generator='marginals', got generator={self.generator!r}."
-                )
-            if not self.categorical:
-                raise ValueError("partition='categorical' needs at least one block declared in categorical.")
-            return "categorical"
-        if self.partition == "auto" and self.generator == "marginals":
-            return "em"
-        k = self._k()
-        return "kmeans" if k is None or k > 1 else "none"
+        """The partition Alg. 1 line 1 uses (:func:`partition_mode`)."""
+        return partition_mode(self.partition, self.generator, self.categorical, self._k())
 
     def _blocks(self, n_features):
         """The declared one-hot blocks (:func:`~skdp.generative._marginals.declared_blocks`)."""
@@ -548,7 +469,7 @@ class DPGenerativeMixture(
             m = int(shape[1])
             if self.categorical is not None:
                 self._blocks(m)
-            self._binary_columns(m)
+            binary_columns(self.binary, self.categorical, m)
             self._declared_bounds(m)
 
     def _check_params(self):
@@ -574,13 +495,13 @@ class DPGenerativeMixture(
         if self.generator == "marginals":
             if self.categorical is not None:
                 self._blocks(np.iinfo(np.intp).max)
-            if not self._composition_supported(self.composition):
+            if not composition_supported(self.composition, self.generator, self._k()):
                 raise ValueError(f"composition={self.composition!r} cannot account this fit's releases.")
             return
         import torch
 
-        if not self._composition_supported(self.composition):
-            supported = tuple(c for c in COMPOSITIONS if self._composition_supported(c))
+        if not composition_supported(self.composition, self.generator, self._k()):
+            supported = tuple(c for c in COMPOSITIONS if composition_supported(c, self.generator, self._k()))
             kind = "cluster-sampled" if self._k() > 1 else "Poisson-subsampled"
             raise ValueError(
                 f"composition={self.composition!r} cannot account the {kind} Gaussian steps of "
@@ -591,29 +512,6 @@ class DPGenerativeMixture(
             torch.device(self.device)
         except (RuntimeError, TypeError) as exc:
             raise ValueError(f"device={self.device!r} is not a torch device: {exc}") from None
-
-    def _composition_supported(self, composition):
-        """Whether ``composition`` (or its fallback) can account this fit's events, asked of the core.
-
-        A representative history (any numbers: support depends on the event
-        types, the sampling scheme and the relation) of the mode set by
-        ``n_clusters``: the size count's Gaussian (the clustering's Gaussian
-        and Laplace events are as widely supported) and the steps' event.
-        """
-        k = self._k() or 2
-        if self.generator == "marginals":
-            # The Gaussian release, and the clustering's Laplace events.
-            probe = [GaussianEvent(1, ADD_REMOVE), LaplaceEvent(1, ADD_REMOVE)]
-        else:
-            probe = [
-                dataset_size_event(1.0),
-                sgd_plan_event(1.0, None, [0.5] * k, [1.0 / k] * k, 1),
-            ]
-        try:
-            accountant_for(probe, composition)
-        except ValueError:
-            return False
-        return True
 
     def _privacy_plan(self):
         plan = super()._privacy_plan()
@@ -638,15 +536,9 @@ class DPGenerativeMixture(
         # it.  Any n >= 1 fits: empty clusters get noisy sizes like the
         # others (clamped to 1 by cluster_schedule), and Poisson sampling
         # runs over whatever rows a cluster holds.
-        for b, cols in enumerate(self._blocks(m)):
-            # The declared domain: a refusal on a finite domain, naming the
-            # parameter and never a value.
-            block = X[:, list(cols)]
-            if not (np.all((block == 0) | (block == 1)) and np.all(block.sum(axis=1) == 1)):
-                raise ValueError(
-                    f"categorical[{b}] declares a one-hot block, but some rows of X are not one-hot "
-                    "there (entries 0 or 1, exactly one 1)."
-                )
+        # The declared domain: a refusal on a finite domain, naming the
+        # parameter and never a value.
+        check_one_hot(X, self._blocks(m))
         return FitInput(X, None, n, m)
 
     def _planned_events(self, noise_multiplier, cluster_events, rates, probs, n_steps):
@@ -659,170 +551,9 @@ class DPGenerativeMixture(
         ratio = DPNormOptions.of(self).histogram_noise_ratio
         return [*cluster_events, sgd_plan_event(noise_multiplier, ratio, rates, probs, n_steps)]
 
-    def _fit_marginals(self, data, plan, rng, ledger):
-        """Alg. 1 with the latent-class generator (:func:`fit_marginals`), continuous columns on their domain.
-
-        1. With continuous columns or ``n_clusters="auto"``: a noisy count
-           of the rows (add/remove: the size is private), the only size the
-           rules read.
-        2. ``bounds="auto"`` with continuous columns: the private box
-           (:func:`release_box`).
-        3. The capacity (``k``, ``G``) from the released size, the columns,
-           epsilon and delta (:func:`capacity`), unless declared.
-        4. Partition and one Gaussian release, calibrated to the rest of
-           the budget.
-        """
-        X = data.X
-        m = data.n_features
-        blocks = self._blocks(m)
-        cont = self._continuous_columns(m)
-        declared = self._declared_bounds(m)
-        k_declared = self._k()
-        events, n_tilde = [], None
-        if cont.size or k_declared is None:
-            std = plan.settings["count_noise_std"]
-            n_tilde = release_dataset_size(X.shape[0], std, rng, ledger)
-            events.append(dataset_size_event(std))
-        low, high = np.zeros(m), np.ones(m)
-        if cont.size:
-            if declared is None:
-                columns = X[:, cont]
-                box_low, box_high, box_events = release_box(
-                    lambda fn, *params: fn(columns, *params),
-                    n_tilde,
-                    cont.size,
-                    float(self.epsilon),
-                    float(self.delta),
-                    plan.composition,
-                    plan.secure_noise,
-                    rng,
-                    ledger,
-                )
-                events += box_events
-                low[cont], high[cont] = box_low, box_high
-            else:
-                low[cont], high[cont] = declared[0][cont], declared[1][cont]
-        mode = self._partition_mode()
-        n_groups = len(blocks[0]) if mode == "categorical" else 1
-        k_sub, n_bins, n_iter = self._capacity(mode, n_tilde, m, blocks, cont.size, n_groups)
-        indicator = declared is not None and cont.size > 0
-        G = max(n_bins, 2)
-        mapped, encoded = self._encode(X, low, high, G, indicator)
-        _, aug_blocks, _, flag = self._augmented(m, G, indicator)
-        if mode in ("categorical", "em"):
-            groups = X[:, list(blocks[0])].argmax(axis=1) if mode == "categorical" else None
-            sizes, probs, z, noise_std, n_iter = fit_latent_classes(
-                encoded,
-                aug_blocks,
-                groups,
-                n_groups,
-                k_sub,
-                G,
-                n_iter,
-                events,
-                plan,
-                rng,
-                ledger,
-                _CALIBRATION_RTOL,
-                exclude=cont,
-                n_soft=cont.size,
-            )
-            del groups
-            fitted = {
-                "clusterer_": None,
-                "generators_": None,
-                "marginals_": probs,
-                "weights_": sizes / sizes.sum(),
-                "cluster_sizes_": sizes,
-                "sampling_rates_": None,
-                "n_steps_": 0,
-                "cluster_steps_": None,
-                "noise_multiplier_": float(z),
-                "noise_std_": float(noise_std),
-                "clip_noise_multiplier_": None,
-                "clipping_mode_": None,
-            }
-        else:
-            if mode == "kmeans" and k_sub == 1:
-                mode = "none"
-            n_iter = 1
-            fitted = fit_marginals(
-                encoded,
-                aug_blocks,
-                mode,
-                k_sub,
-                self._cluster,
-                plan.with_settings(n_clusters=k_sub),
-                rng,
-                ledger,
-                _CALIBRATION_RTOL,
-                prior_events=events,
-                exclude=cont,
-                cluster_X=mapped,
-            )
-        del mapped, encoded
-        for name, value in fitted.items():
-            setattr(self, name, value)
-        self.n_iter_ = n_iter
-        self.n_bins_ = n_bins if cont.size else None
-        self.bounds_ = (low, high)
-        if flag is not None:
-            self._warn_outside_bounds(flag)
-
-    def _capacity(self, mode, n_tilde, m, blocks, n_continuous, n_groups):
-        """``(classes per group, grid points, EM releases)``: declared, or :func:`capacity`'s rule.
-
-        For ``"em"`` and ``"categorical"`` the rule sizes the classes for
-        :data:`EM_ITERATIONS` releases; where that leaves one class per
-        group (a hard partition) there is one release and the grid is sized
-        again for it.  With a categorical partition, the rule's number of
-        classes is shared among the ``n_groups`` categories.  Where the rule
-        is at its caps (``MAX_CLASSES`` and ``MAX_BINS``, or no grid), the
-        spare budget buys more iterations: the largest ``T`` in
-        :data:`EXTRA_ITERATIONS` at which the rule still picks the same
-        classes and grid.  Public and released quantities only.
-        """
-        k_declared = self._k()
-        n_bins = int(self.n_bins) if n_continuous and self.n_bins != "auto" else 0
-        em = mode in ("em", "categorical")
-        if n_tilde is None:
-            return k_declared, n_bins, (em_iterations(k_declared) if em else 1)
-        released = [len(b) for i, b in enumerate(blocks) if not (mode == "categorical" and i == 0)]
-        n_binary = m - n_continuous - sum(len(b) for b in blocks)
-        args = (n_tilde, float(self.epsilon), float(self.delta), n_binary, released, n_continuous)
-        k, G = capacity(*args, n_iter=EM_ITERATIONS if em else 1)
-        k_sub = max(1, k // n_groups) if k_declared is None else k_declared
-        n_iter = em_iterations(k_sub) if em else 1
-        if em and k_sub == 1:
-            G = capacity(*args, n_iter=1)[1]
-        elif em:
-            for T in EXTRA_ITERATIONS:
-                if capacity(*args, n_iter=T) == (k, G):
-                    n_iter = T
-        return k_sub, (n_bins or G), n_iter
-
-    def _warn_outside_bounds(self, flag):
-        """Warn, naming ``bounds``, when the released indicator says records left the declared box.
-
-        Post-processing of the accounted release: the estimated number of
-        out-of-domain records against three noise stds of that estimate (the
-        sums' noise and half the sizes' per cluster); no data value is quoted.
-        """
-        sizes = self.cluster_sizes_
-        estimate = float(sizes @ self.marginals_[:, flag])
-        noise = 3.0 * self.noise_std_ * np.sqrt(1.25 * len(sizes))
-        if estimate > noise:
-            warnings.warn(
-                "Some records of X lie outside the declared bounds and were clipped into them (estimated "
-                "from the accounted release, not read off the data): widen bounds to the data's public "
-                "domain, or use bounds='auto'.",
-                UserWarning,
-                stacklevel=_user_stacklevel(),
-            )
-
     def _fit_private(self, data, plan, rng, ledger):
         if self.generator == "marginals":
-            return self._fit_marginals(data, plan, rng, ledger)
+            return fit_marginals_generator(self, data, plan, rng, ledger, _CALIBRATION_RTOL)
         declared = self._declared_bounds(data.n_features)
         m = data.n_features
         self.bounds_ = (np.zeros(m), np.ones(m)) if declared is None else declared
@@ -928,8 +659,6 @@ class DPGenerativeMixture(
 
     @property
     def _n_features_out(self):
-        if self.generator == "marginals" and self.clusterer_ is None:
-            return len(self.weights_)
         return len(self.weights_)
 
     def score_samples(self, X):
@@ -1000,14 +729,8 @@ class DPGenerativeMixture(
         )
         m = self.n_features_in_
         if self.generator == "marginals":
-            cont, blocks, _, _ = self._fitted_layout()
-            decoded = out[:, :m].copy()
-            if cont.size:
-                G = self.n_bins_
-                grid = out[:, m : m + cont.size * G].reshape(len(out), cont.size, G).argmax(axis=2)
-                low, high = self.bounds_
-                decoded[:, cont] = low[cont] + sample_hat(grid, G, rng) * (high[cont] - low[cont])
-            out = decoded
+            cont = self._fitted_layout()[0]
+            out = decode_records(out, m, cont, self.n_bins_, *self.bounds_, rng)
         else:
             out = to_data_range(out, *self.bounds_)
         return (out, clusters) if return_clusters else out
