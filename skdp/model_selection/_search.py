@@ -22,19 +22,18 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted, indexable
 
 from ..base import PRIVACY_METADATA, PRIVACY_OWNER, SKLEARN_METADATA, DPEstimatorMixin, PrivacyPlan
-from ..exceptions import PrivacyLeakWarning
 from ..pipeline import PostFitOwnerMixin
-from ..privacy import BudgetAccountant, LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
+from ..privacy import LaplaceMechanism, PrivacyLedger, PrivacySpent, compose
 from ..privacy.accountants.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from ..privacy.accountants.rdp import RDPAccountant
-from ..privacy.accountants.repeat_select import truncated_negative_binomial_gamma
 from ..privacy.calibration import illinois_bracket
 from ..privacy.clipping import clip_rows
-from ..privacy.events import POISSON, REPLACE_ONE, RepeatAndSelectEvent, WeakTrianglePoissonEvent
+from ..privacy.events import REPLACE_ONE, RepeatAndSelectEvent, WeakTrianglePoissonEvent
 from ..privacy.ledger import DEFAULT_COMPOSITION
-
-#: ``n_trials_distribution`` names and their ``eta`` (Papernot & Steinke's Definition 1).
-_DISTRIBUTIONS = {"poisson": POISSON, "geometric": 1.0, "logarithmic": 0.0}
+from ._checks import DISTRIBUTIONS, check_budget_grid, check_search_params
+from ._plan import BUDGET_PARAMS as _BUDGET_PARAMS
+from ._plan import dry_events, public_size
+from ._trials import draw_n_trials, search_results, seed_entropy
 
 #: Relative precision of the bisection over the per-trial budget.
 _RTOL = 1e-2
@@ -54,12 +53,6 @@ def _estimator_has(name):
         return hasattr(self.best_estimator_ if hasattr(self, "best_estimator_") else self.estimator, name)
 
     return check
-
-
-#: Parameters of the searched estimator that the search sets on every fit:
-#: a grid may list ``epsilon`` and ``delta`` (the candidates' budgets, part of
-#: the plan), never ``accountant`` or ``random_state``.
-_BUDGET_PARAMS = ("epsilon", "delta")
 
 
 def _fit_trial(estimator, params, X, y, rng, verbose=0, label=""):
@@ -137,64 +130,6 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
 
     # --- checks of the parameters (public: nothing reserved yet) -------------
 
-    def _check_search_params(self):
-        def positive(name, value, upper=None, closed=False):
-            ok = isinstance(value, numbers.Real) and math.isfinite(value) and value > 0
-            if ok and upper is not None:
-                ok = value <= upper if closed else value < upper
-            if not ok:
-                bound = "" if upper is None else f" and {'<=' if closed else '<'} {upper}"
-                raise ValueError(f"{name} must be a finite number > 0{bound}, got {value!r}.")
-
-        positive("epsilon", self.epsilon)
-        if not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}.")
-        if not (isinstance(self.n_trials_mean, numbers.Real) and 1 <= self.n_trials_mean < math.inf):
-            raise ValueError(f"n_trials_mean must be a finite number >= 1, got {self.n_trials_mean!r}.")
-        shape = self.n_trials_distribution
-        if isinstance(shape, str):
-            if shape not in _DISTRIBUTIONS:
-                raise ValueError(
-                    f"n_trials_distribution must be one of {tuple(_DISTRIBUTIONS)} or a number >= 0, "
-                    f"got {shape!r}."
-                )
-        elif not (isinstance(shape, numbers.Real) and 0 <= shape < math.inf):
-            raise ValueError(f"n_trials_distribution must be a name or a number >= 0, got {shape!r}.")
-        positive("validation_fraction", self.validation_fraction, 1)
-        positive("score_share", self.score_share, 1)
-        if self.refit:
-            positive("refit_share", self.refit_share, 1)
-        if self.accountant is not None and not isinstance(self.accountant, BudgetAccountant):
-            raise TypeError(
-                f"accountant must be a BudgetAccountant or None, got {type(self.accountant).__name__}."
-            )
-        params = self.estimator.get_params() if hasattr(self.estimator, "get_params") else {}
-        if not {"epsilon", "delta", "accountant", "random_state"} <= params.keys():
-            raise TypeError(
-                "estimator must be an skdp DP estimator (with epsilon, delta, accountant and random_state "
-                "parameters)."
-            )
-        if not (isinstance(self.verbose, numbers.Integral) and self.verbose >= 0):
-            raise ValueError(f"verbose must be an integer >= 0, got {self.verbose!r}.")
-        if self.scoring not in (None, "accuracy", "score_samples") and not callable(self.scoring):
-            raise ValueError(
-                f"scoring must be None, 'accuracy', 'score_samples' or a callable, got {self.scoring!r}."
-            )
-        if self._scoring() != "accuracy":
-            bounds = self.score_bounds
-            ok = (
-                isinstance(bounds, tuple | list)
-                and len(bounds) == 2
-                and all(isinstance(b, numbers.Real) and math.isfinite(b) for b in bounds)
-                and bounds[0] < bounds[1]
-            )
-            if not ok:
-                raise ValueError(
-                    "score_bounds must be a declared (low, high) pair of finite numbers with low < high "
-                    f"for scoring={self.scoring!r}: per-row scores are clipped to it, and its width over "
-                    "the number of validation rows is the score's sensitivity."
-                )
-
     def _scoring(self):
         if self.scoring is None:
             return "accuracy" if is_classifier(self.estimator) else "score_samples"
@@ -202,7 +137,7 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
 
     def _shape(self):
         name = self.n_trials_distribution
-        return _DISTRIBUTIONS[name] if isinstance(name, str) else float(name)
+        return DISTRIBUTIONS[name] if isinstance(name, str) else float(name)
 
     def _score_range(self):
         return (0.0, 1.0) if self._scoring() == "accuracy" else tuple(float(b) for b in self.score_bounds)
@@ -222,64 +157,6 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
             inner.set_params(composition="rdp")
         return inner
 
-    def _dry_events(self, params, epsilon, n_rows, delta=None):
-        """Events a fit of ``params`` at ``(epsilon, delta)`` records on ``n_rows`` rows: a dry run on stand-in data.
-
-        skdp's fits plan their releases from public quantities only (the
-        parameters and the shape of the input), so the events of a fit on a
-        stand-in of the same shape (zeros; the declared ``classes`` for a
-        classifier) are those of the fit on the real data.  Each trial checks
-        this afterwards (:meth:`_check_spent`).
-        """
-        params = {k: v for k, v in params.items() if k not in _BUDGET_PARAMS}
-        delta = self._inner_delta() if delta is None else float(delta)
-        key = (tuple(sorted((k, repr(v)) for k, v in params.items())), float(epsilon), delta, int(n_rows))
-        cached = self._dry_cache.get(key)
-        if cached is not None:
-            return cached
-        # A clone: a meta-estimator's (a DPPipeline's) nested steps must not be shared.
-        model = clone(self._inner)
-        model.set_params(**params, epsilon=float(epsilon), delta=delta, random_state=0)
-        model.set_params(**self._public_size(model, n_rows))
-        X0 = np.zeros((n_rows, self._n_features))
-        with warnings.catch_warnings():
-            # The stand-in's own bounds are of no interest: a leak warning
-            # here concerns fake data (the real fit warns for itself).
-            warnings.simplefilter("ignore", PrivacyLeakWarning)
-            try:
-                model.fit(X0) if not self._supervised else model.fit(X0, self._stand_in_y(model, n_rows))
-            except Exception as exc:
-                # The stand-in holds no private value, so its error is quoted.
-                raise ValueError(
-                    "Could not plan a trial's privacy without the data: a dry fit of the estimator on a "
-                    f"stand-in of zeros failed ({type(exc).__name__}: {exc}); the estimator must plan its "
-                    "releases from public quantities and declared bounds."
-                ) from None
-        ledger = getattr(model, "privacy_ledger_", None)
-        if ledger is None:
-            raise ValueError("estimator must be private (a fitted model with a privacy_ledger_).")
-        events = tuple(self._searched(e) for e in ledger.events if e.count > 0)
-        self._dry_cache[key] = events
-        return events
-
-    def _public_size(self, model, n_rows):
-        """``n_samples=n_rows`` for every estimator (nested ones too) that would otherwise release a noisy count.
-
-        Under replace-one neighbours the number of rows is public (the search's
-        split sizes are), so an estimator's ``n_samples="auto"`` (a noisy count,
-        and a plan read off it) is declared instead: its plan is then public
-        and the dry run's.  A step of a pipeline sees the pipeline's rows
-        (transformers keep the rows).  A declared ``n_samples`` is kept.
-        """
-        params = model.get_params(deep=True)
-        return {
-            key: int(n_rows)
-            for key, value in params.items()
-            if (key == "n_samples" or key.endswith("__n_samples"))
-            and isinstance(value, str)
-            and value == "auto"
-        }
-
     def _searched(self, event):
         """``event`` under the search's relation, as the search accounts it.
 
@@ -289,12 +166,6 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         in RDP through an intermediate dataset (a removal, then an addition).
         """
         return WeakTrianglePoissonEvent.of(event.to_relation(self._neighbouring))
-
-    def _stand_in_y(self, model, n_rows):
-        classes = model.get_params().get("classes")
-        if classes is not None:
-            return np.resize(np.asarray(classes), n_rows)
-        return np.zeros(n_rows)
 
     def _inner_delta(self):
         return float(self.delta)
@@ -307,24 +178,6 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         return LaplaceMechanism.from_epsilon(
             self.score_share * trial_epsilon, sensitivity, self._neighbouring
         )
-
-    def _check_budget_grid(self, candidates):
-        """Refuse a grid whose ``epsilon``/``delta`` values are not budgets; set the grid's epsilon scale."""
-        for params in candidates:
-            for name in ("accountant", "random_state"):
-                if name in params:
-                    raise ValueError(
-                        f"{name} cannot be a grid dimension: the search sets it on every fit (the search's "
-                        f"own {name} is used)."
-                    )
-            eps = params.get("epsilon", 1.0)
-            if not (isinstance(eps, numbers.Real) and math.isfinite(eps) and eps > 0):
-                raise ValueError(f"The grid's epsilon values must be finite numbers > 0, got {eps!r}.")
-            dlt = params.get("delta", 0.0)
-            if not (isinstance(dlt, numbers.Real) and 0 <= dlt < 1):
-                raise ValueError(f"The grid's delta values must be in [0, 1), got {dlt!r}.")
-        grid = [float(p["epsilon"]) for p in candidates if "epsilon" in p]
-        self._epsilon_scale = max(grid) if grid else None
 
     def _trial_budget(self, params, fit_epsilon):
         """``(epsilon, delta)`` of a trial of ``params``: a candidate's grid epsilon scales the trial's.
@@ -346,11 +199,11 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
 
     def _refit_events(self, params, t, n):
         eps, dlt = self._refit_budget(params, t)
-        return self._dry_events(params, eps, n, dlt)
+        return dry_events(self, params, eps, n, dlt)
 
     def _trial_events(self, params, fit_epsilon):
         eps, dlt = self._trial_budget(params, fit_epsilon)
-        return self._dry_events(params, eps, self._n_train, dlt)
+        return dry_events(self, params, eps, self._n_train, dlt)
 
     def _trial_plans(self, trial_epsilon):
         fit_epsilon = (1.0 - self.score_share) * trial_epsilon
@@ -460,12 +313,12 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
     # --- the template's steps (skdp.base.DPEstimatorMixin) ---------------------
 
     def _check_params(self):
-        self._check_search_params()
+        check_search_params(self)
         self._secure = self._resolve_secure_noise()
         candidates = self._candidate_list()
         if not candidates:
             raise ValueError("The search has no candidate (empty param_grid / param_distributions).")
-        self._check_budget_grid(candidates)
+        self._epsilon_scale = check_budget_grid(candidates)
         for name in (*self._released_attributes, "privacy_spent_", "privacy_ledger_", "n_features_in_"):
             self.__dict__.pop(name, None)
         self._candidates = candidates
@@ -572,7 +425,7 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
             settings["fit_epsilon"],
         )
         # The search's own streams: splits, picks and the trials' seeds, from one entropy.
-        seeds = np.random.SeedSequence(self._entropy())
+        seeds = np.random.SeedSequence(seed_entropy(self.random_state))
         rng = np.random.default_rng(seeds.spawn(1)[0])
         label = type(self).__name__
         order = rng.permutation(n)
@@ -581,11 +434,11 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         y_train = None if y is None else _safe_indexing(y, train)
         y_val = None if y is None else _safe_indexing(y, validation)
 
-        n_trials = self._draw_n_trials(rng)
+        n_trials = draw_n_trials(rng, self._shape(), self.n_trials_mean)
         picks = rng.integers(len(candidates), size=n_trials)
         trial_rngs = [np.random.default_rng(s) for s in seeds.spawn(n_trials)]
         inner = clone(self._inner)
-        inner.set_params(**self._public_size(inner, self._n_train))
+        inner.set_params(**public_size(inner, self._n_train))
         jobs = []
         for c in picks:
             params = {k: v for k, v in candidates[c].items() if k not in _BUDGET_PARAMS}
@@ -643,7 +496,7 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         self.best_params_ = dict(candidates[best_index])
         if best_estimator is not None:
             self.best_estimator_ = best_estimator
-        self.cv_results_ = self._results()
+        self.cv_results_ = search_results(candidates, best_index, best_score)
         self.n_features_in_ = self._n_features
 
     def _refuse_excess(self, ledger, events, what):
@@ -668,7 +521,7 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         eps, dlt = self._refit_budget(params, t)
         rest = {k: v for k, v in params.items() if k not in _BUDGET_PARAMS}
         model = clone(self._inner).set_params(**rest, epsilon=eps, delta=dlt)
-        model.set_params(**self._public_size(model, n))
+        model.set_params(**public_size(model, n))
         model.set_params(random_state=np.random.default_rng(seeds.spawn(1)[0]))
         try:
             model.fit(X) if y is None else model.fit(X, y)
@@ -702,51 +555,6 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         # with a NaN or infinite score sent to the middle (never propagated).
         clipped = middle + clip_rows((rows - middle)[:, None], half)[:, 0]
         return np.array(clipped.mean())
-
-    def _draw_n_trials(self, rng):
-        shape, mean = self._shape(), float(self.n_trials_mean)
-        if shape == POISSON:
-            return int(rng.poisson(mean))
-        if mean == 1:
-            return 1
-        gamma = truncated_negative_binomial_gamma(shape, mean)
-        if shape == 0:
-            # Logarithmic: P[K = k] proportional to (1 - gamma)^k / k.
-            return int(rng.logseries(1.0 - gamma))
-        while True:
-            # Negative binomial conditioned on K >= 1 (Definition 1).
-            k = int(rng.negative_binomial(shape, gamma))
-            if k >= 1:
-                return k
-
-    def _entropy(self):
-        if self.random_state is None:
-            return None
-        if isinstance(self.random_state, numbers.Integral):
-            return int(self.random_state)
-        if isinstance(self.random_state, np.random.Generator):
-            return int(self.random_state.integers(2**63))
-        if isinstance(self.random_state, np.random.RandomState):
-            return int(self.random_state.randint(2**31))
-        raise ValueError(
-            f"random_state must be None, an int, a RandomState or a Generator, got {self.random_state!r}."
-        )
-
-    def _results(self):
-        """``cv_results_``: every candidate (public), the selected one's noisy score only."""
-        candidates = self._candidates
-        scores = np.full(len(candidates), np.nan)
-        if not math.isnan(self.best_score_):
-            scores[self.best_index_] = self.best_score_
-        results = {"params": [dict(p) for p in candidates], "selected_score": scores}
-        for name in sorted({k for p in candidates for k in p}):
-            column = np.ma.masked_all(len(candidates), dtype=object)
-            for i, p in enumerate(candidates):
-                if name in p:
-                    column[i] = p[name]
-            results[f"param_{name}"] = column
-        results["selected"] = np.arange(len(candidates)) == self.best_index_
-        return results
 
     # --- the chosen model's methods -------------------------------------------
 
@@ -1141,5 +949,5 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     def _candidate_list(self):
         if not (isinstance(self.n_iter, numbers.Integral) and self.n_iter >= 1):
             raise ValueError(f"n_iter must be a positive integer, got {self.n_iter!r}.")
-        seed = None if self.random_state is None else self._entropy() % (2**32)
+        seed = None if self.random_state is None else seed_entropy(self.random_state) % (2**32)
         return list(ParameterSampler(self.param_distributions, self.n_iter, random_state=seed))
