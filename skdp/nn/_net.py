@@ -46,37 +46,31 @@ from ..base import (
     AFTER_FIT_COUNTER,
     PRIVACY_OWNER,
     DPEstimatorMixin,
-    PrivacyPlan,
     _user_stacklevel,
     errors_without_data_values,
     warn_privacy_leak,
 )
-from ..exceptions import PrivacyLeakWarning
-from ..privacy import ADD_REMOVE, COMPOSITIONS, DEFAULT_COMPOSITION, BudgetAccountant, PrivacySpent, compose
-from ..privacy.accountants.conversions import DEFAULT_ORDERS
+from ..privacy import ADD_REMOVE, DEFAULT_COMPOSITION, PrivacySpent
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
-    calibrate_auto_bounds,
-    can_locate_quantile,
     private_centring,
 )
 from ..privacy.dpsgd import (
-    calibrate_dpsgd_noise,
-    count_noise_multiplier,
     dataset_size_event,
     dpsgd_plan,
     dpsgd_step_event,
     release_dataset_size,
 )
-from ..privacy.ledger import COMPOSITION_CONSTRAINT, _merged, accountant_for
 from ..privacy.mechanisms.torch_noise import TorchGaussianMechanism
 from ..privacy.norm_selection import DPNormOptions
-from ..privacy.staged import staged_filter
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
+from ._checks import _is_auto, check_net_params
 from ._defaults import auto_schedule
 from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
+from ._losses import unreduced_loss
 from ._per_example import manual_seed
+from ._plan import _plan_cost, check_staged_epsilon, input_bounds_plan, privacy_plan
 
 __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
 
@@ -97,9 +91,6 @@ _DP_PARAMS = (
     "scale_inputs",
     "bounds_budget",
 )
-
-#: Largest share of the budget ``scale_inputs`` may take on a small ``n epsilon``.
-_MAX_SCALE_SHARE = 0.5
 
 #: Relative noise of the released count (std over the noisy count) above
 #: which a fit with ``n_samples="auto"`` warns that declaring the size would
@@ -152,11 +143,6 @@ _NET_RELEASED_ATTRIBUTES = frozenset(
 
 _MISSING = object()
 
-#: skorch's own ``get_loss`` methods (``criterion_(y_pred, y_true)``, after a
-#: log for ``NLLLoss`` in the classifier): a net that keeps one of them gets
-#: its per-example losses without vmap (``_unreduced_loss``).
-_SKORCH_GET_LOSSES = (NeuralNet.get_loss, NeuralNetClassifier.get_loss)
-
 
 def _same(value, default):
     """Whether a parameter is at its default (for the repr); arrays and lists compared by value."""
@@ -178,37 +164,6 @@ def _short_repr(value):
     if isinstance(value, np.ndarray):
         return repr(value.tolist())
     return repr(value)
-
-
-def _is_auto(v):
-    return isinstance(v, str) and v == "auto"
-
-
-def _is_positive_real(v):
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def _supports_dpsgd(composition):
-    # Asks the core: a representative step (any q < 1: support depends on the
-    # sampling scheme and relation, not on the numbers) and the noisy count.
-    try:
-        accountant_for([dataset_size_event(1.0), dpsgd_step_event(1.0, 0.5)], composition)
-    except ValueError:
-        return False
-    return True
-
-
-def _check_dpsgd_composition(composition):
-    """Refuse a ``composition`` that cannot account DP-SGD's steps (before any reservation)."""
-    # skorch has no parameter validation: the one constraint of every estimator's composition=.
-    if not COMPOSITION_CONSTRAINT.is_satisfied_by(composition):
-        raise ValueError(f"composition must be {COMPOSITION_CONSTRAINT}, got {composition!r}.")
-    if not _supports_dpsgd(composition):
-        supported = tuple(c for c in COMPOSITIONS if _supports_dpsgd(c))
-        raise ValueError(
-            f"composition={composition!r} cannot account DP-SGD's Poisson-subsampled Gaussian steps "
-            f"(it has no rule for subsampled mechanisms); use one of {supported}."
-        )
 
 
 class DefaultMLP(torch.nn.Module):
@@ -328,77 +283,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         return tags
 
     def _check_params(self):
-        if self.noise_multiplier is None or self.epsilon is not None:
-            if not _is_positive_real(self.epsilon):
-                raise ValueError(f"epsilon must be a positive finite number, got {self.epsilon!r}.")
-        if not (isinstance(self.delta, numbers.Real) and 0 < self.delta < 1):
-            raise ValueError(f"delta must be in (0, 1) (DP-SGD adds Gaussian noise), got {self.delta!r}.")
-        _check_dpsgd_composition(self.composition)
-        clip_norm, clip_norm_max, clip_norm_bins, clip_norm_noise_ratio = DPNormOptions.of(self)
-        if clip_norm != "auto" and not _is_positive_real(clip_norm):
-            raise ValueError(f"clip_norm must be 'auto' or a positive finite number, got {clip_norm!r}.")
-        if not _is_positive_real(clip_norm_max):
-            raise ValueError(f"clip_norm_max must be a positive finite number, got {clip_norm_max!r}.")
-        if self.noise_multiplier is not None and not _is_positive_real(self.noise_multiplier):
-            raise ValueError(
-                f"noise_multiplier must be None or a positive finite number, got {self.noise_multiplier!r}."
-            )
-        if not (isinstance(clip_norm_bins, numbers.Integral) and clip_norm_bins >= 1):
-            raise ValueError(f"clip_norm_bins must be a positive integer, got {clip_norm_bins!r}.")
-        if not _is_positive_real(clip_norm_noise_ratio):
-            raise ValueError(
-                f"clip_norm_noise_ratio must be a positive finite number, got {clip_norm_noise_ratio!r}."
-            )
-        if self.clipping_mode not in ("ghost", "vmap"):
-            raise ValueError(f"clipping_mode must be 'ghost' or 'vmap', got {self.clipping_mode!r}.")
-        if self.accountant is not None and not isinstance(self.accountant, BudgetAccountant):
-            raise TypeError(
-                f"accountant must be a BudgetAccountant or None, got {type(self.accountant).__name__}."
-            )
-        if not (
-            _is_auto(self.max_epochs)
-            or (isinstance(self.max_epochs, numbers.Integral) and self.max_epochs >= 1)
-        ):
-            raise ValueError(f"max_epochs must be 'auto' or a positive integer, got {self.max_epochs!r}.")
-        if not (_is_auto(self.lr) or _is_positive_real(self.lr)):
-            raise ValueError(f"lr must be 'auto' or a positive finite number, got {self.lr!r}.")
-        if not (_is_auto(self.scale_inputs) or isinstance(self.scale_inputs, bool)):
-            raise ValueError(f"scale_inputs must be 'auto', True or False, got {self.scale_inputs!r}.")
-        if self.scale_inputs is True and self.noise_multiplier is not None:
-            raise ValueError(
-                "scale_inputs=True spends a share of epsilon on the input scaling: it needs epsilon "
-                "(noise_multiplier=None); with noise_multiplier given set scale_inputs=False or 'auto'."
-            )
-        if not (_is_positive_real(self.bounds_budget) and self.bounds_budget < 1):
-            raise ValueError(f"bounds_budget must be in (0, 1), got {self.bounds_budget!r}.")
-        if not (
-            (isinstance(self.n_samples, str) and self.n_samples == "auto")
-            or (
-                isinstance(self.n_samples, numbers.Integral)
-                and not isinstance(self.n_samples, bool)
-                and self.n_samples >= 1
-            )
-        ):
-            raise ValueError(f"n_samples must be 'auto' or a positive integer, got {self.n_samples!r}.")
-        batch_size = self._batch_size_param()
-        if not (_is_auto(batch_size) or batch_size == -1) and not (
-            isinstance(batch_size, numbers.Integral) and not isinstance(batch_size, bool) and batch_size >= 1
-        ):
-            raise ValueError(f"batch_size must be 'auto', a positive integer or -1, got {batch_size!r}.")
-        if self.warm_start:
-            raise ValueError(
-                "warm_start=True would continue training outside the privacy plan of a fit; "
-                "DP nets always train from scratch (set warm_start=False)."
-            )
-        if self.train_split is not None:
-            warnings.warn(
-                "train_split is set: the validation records are scored without noise, so the validation "
-                "scores in history (valid_loss, valid_acc, ...) and anything chosen from them are outside "
-                "privacy_spent_, which covers the training split only. Use train_split=None and "
-                "validate on public data.",
-                PrivacyLeakWarning,
-                stacklevel=_user_stacklevel(),
-            )
+        """Refuse bad parameters before the budget and the data (:func:`._checks.check_net_params`)."""
+        check_net_params(self)
 
     def _batch_size_param(self):
         return self.get_params_for("iterator_train").get("batch_size", self.batch_size)
@@ -524,83 +410,12 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         return (TorchGaussianMechanism,)
 
     def _privacy_plan(self):
-        """What is reserved before the data, and the DP-SGD plan as far as the parameters fix it.
-
-        With ``n_samples`` declared the whole plan (rate, steps, and the noise
-        calibrated to ``(epsilon, delta)``) is made here; with ``"auto"`` only
-        the count's noise, and ``fit_loop`` makes the rest from the noisy
-        count.  With ``noise_multiplier`` given, epsilon is reported, not
-        requested: the plan reserves the cost of what is known now (the
-        whole plan, or the count; the steps' cost is reserved by
-        ``_plan_training`` before the first step).
-        """
-        batch_size = self._batch_size_param()
-        ratio = DPNormOptions.of(self).histogram_noise_ratio
-        z = None if self.noise_multiplier is None else float(self.noise_multiplier)
-        plan = count_std = schedule = input_bounds = None
-        if self.n_samples == "auto":
-            # The size is released with noise in fit_loop; its noise is fixed now.
-            count_std = count_noise_multiplier(self.epsilon, self.delta, self.noise_multiplier)
-            if z is None:
-                # Public parameters only: refused before the budget and the data.
-                self._check_staged_epsilon([dataset_size_event(count_std)])
-        else:
-            schedule = self._schedule(self.n_samples)
-            plan = dpsgd_plan(self.n_samples, schedule.batch_size, schedule.max_epochs)
-            input_bounds = self._input_bounds_plan(self.n_samples)
-        epsilon, delta = self.epsilon, self.delta
-        if z is None and plan is not None:
-            z = calibrate_dpsgd_noise(
-                self.epsilon,
-                self.delta,
-                plan.sampling_rate,
-                plan.n_steps,
-                ratio,
-                extra_events=() if input_bounds is None else input_bounds.events(),
-                composition=self.composition,
-            )
-        elif z is not None:
-            planned = [dataset_size_event(count_std)] if plan is None else self._planned_events(z, plan)
-            cost = _plan_cost(planned, self.delta, self.composition)
-            epsilon, delta = float(cost.epsilon), float(cost.delta)
-        settings = {
-            "batch_size": batch_size,
-            "clip_noise_ratio": ratio,
-            "dpsgd_plan": plan,
-            "noise_multiplier": z,
-            "count_noise_std": count_std,
-            "schedule": schedule,
-            "input_bounds": input_bounds,
-        }
-        return PrivacyPlan(epsilon, delta, self.composition, settings=settings)
+        """What is reserved, and the DP-SGD plan the parameters fix (:func:`._plan.privacy_plan`)."""
+        return privacy_plan(self)
 
     def _check_staged_epsilon(self, first_events):
-        """Refuse an ``epsilon`` that the staged plan of ``n_samples='auto'`` cannot certify.
-
-        The steps are planned from the noisy count, so their noise is
-        calibrated by an RDP filter at one order
-        (:func:`~skdp.privacy.staged.staged_filter`).  An RDP bound converts
-        to at least ``min_a [log(1 - 1/a) + (log(1/delta) - log a) / (a - 1)]``
-        over the accountant's orders ``a`` (Balle et al. 2020, Thm. 21), about
-        0.0085 at ``delta=1e-5``: below it (plus the count's share) no noise
-        level meets the claim.  ``first_events`` are the first stage's (the
-        count's, and the input scaling's once released); a function of the
-        parameters, never of the data.
-        """
-        try:
-            staged_filter(first_events, self.epsilon, self.delta, self._neighbouring)
-        except ValueError:
-            floor = min(
-                math.log1p(-1.0 / a) + (math.log(1.0 / self.delta) - math.log(a)) / (a - 1.0)
-                for a in DEFAULT_ORDERS
-            )
-            raise ValueError(
-                f"epsilon={self.epsilon:g} is too small for this net at delta={self.delta:g}: with "
-                "n_samples='auto' the DP-SGD steps are planned from a noisy count of the rows, and "
-                "such a staged plan is accounted at one Renyi order, whose bound cannot certify an "
-                f"epsilon below about {floor:.2g} at this delta (more once the count and the input "
-                "scaling take their share). Raise epsilon (or delta)."
-            ) from None
+        """Refuse an epsilon a staged plan cannot certify (:func:`._plan.check_staged_epsilon`)."""
+        check_staged_epsilon(self, first_events)
 
     def _scales_inputs(self):
         # "auto": the default module, when epsilon drives the plan.
@@ -609,37 +424,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         )
 
     def _input_bounds_plan(self, n_public):
-        """The releases of ``scale_inputs`` for a public size (:class:`~skdp.privacy.centring.AutoBounds`), or None.
-
-        A centre and a quantile of ``||x - c||`` at the share
-        ``bounds_budget`` when that share locates a quantile
-        (:func:`~skdp.privacy.centring.can_locate_quantile`, a function of
-        the public size and epsilon only); otherwise one quantile of the
-        raw norms (no centre: the whole share on one release), the share
-        raised in steps of 25 % until it locates, at most ``_MAX_SCALE_SHARE``
-        of the budget.  None when inputs are not scaled, or when no share
-        up to that locates a quantile (a warning names the parameter).
-        """
-        if not self._scales_inputs():
-            return None
-        eps, delta, share = float(self.epsilon), float(self.delta), float(self.bounds_budget)
-        plan = calibrate_auto_bounds(eps, delta, share, neighbouring=ADD_REMOVE)
-        if can_locate_quantile(n_public, plan.quantile_epsilon):
-            return plan
-        while share <= _MAX_SCALE_SHARE:
-            plan = calibrate_auto_bounds(eps, delta, share, centre=False, neighbouring=ADD_REMOVE)
-            if can_locate_quantile(n_public, plan.quantile_epsilon):
-                return plan
-            share *= 1.25
-        # A statement about the public size and epsilon, not about the data.
-        warnings.warn(
-            f"scale_inputs: about {int(n_public)} records at epsilon={eps:g} cannot locate the input "
-            "scale privately; the inputs are used as given. Standardise X with public constants "
-            "(and set scale_inputs=False), or raise epsilon.",
-            UserWarning,
-            stacklevel=_user_stacklevel(),
-        )
-        return None
+        """The releases of ``scale_inputs`` for a public size, or None (:func:`._plan.input_bounds_plan`)."""
+        return input_bounds_plan(self, n_public)
 
     def _schedule(self, n_public, n_features=None, n_outputs=None):
         """The :class:`~skdp.nn._defaults.TrainingSchedule` for a public size (``"auto"`` entries resolved)."""
@@ -956,59 +742,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         return losses, y_pred
 
     def _unreduced_loss(self, y_pred, y_true):
-        """Per-example losses of a batch from the criterion without reduction, or None.
-
-        With skorch's own ``get_loss`` and a stock criterion that averages
-        (``reduction="mean"``), the loss of one example alone is the mean over
-        that example's elements, which is what the criterion computes row by
-        row with ``reduction="none"``: the same values, and the same
-        gradients, as vmapping ``get_loss`` over the examples, without
-        vmap's cost per batch.  Covered: ``NLLLoss`` (after skorch's
-        ``log(p + eps)``) and ``CrossEntropyLoss`` on class indices
-        validated by ``fit`` (no class weights, no label smoothing, a
-        negative ``ignore_index`` that no index can equal), ``MSELoss`` and
-        ``L1Loss`` on targets of the prediction's shape.  Anything else
-        (another criterion or ``get_loss``, unvalidated targets): None, and
-        the caller vmaps.
-        """
-        state = getattr(self, "_dp_fit", None)
-        crit = getattr(self, "criterion_", None)
-        if (
-            state is None
-            or not state.validated_targets
-            or type(self).get_loss not in _SKORCH_GET_LOSSES
-            or not isinstance(y_pred, torch.Tensor)
-            or not isinstance(y_true, torch.Tensor)
-            or getattr(crit, "reduction", None) != "mean"
-            or y_pred.dim() < 1
-            or y_pred.device != y_true.device
-        ):
-            return None
-        kind = type(crit)
-        if kind in (torch.nn.NLLLoss, torch.nn.CrossEntropyLoss):
-            if (
-                crit.weight is not None
-                or crit.ignore_index >= 0
-                or getattr(crit, "label_smoothing", 0.0) != 0.0
-                or y_pred.dim() != 2
-                or y_true.shape != y_pred.shape[:1]
-                or y_true.dtype != torch.int64
-            ):
-                return None
-            if kind is torch.nn.NLLLoss:
-                # skorch's NeuralNetClassifier.get_loss: NLLLoss of log-probabilities.
-                logp = torch.log(y_pred + torch.finfo(y_pred.dtype).eps)
-                return torch.nn.functional.nll_loss(logp, y_true, ignore_index=crit.ignore_index, reduction="none")
-            return torch.nn.functional.cross_entropy(
-                y_pred, y_true, ignore_index=crit.ignore_index, reduction="none"
-            )
-        if kind in (torch.nn.MSELoss, torch.nn.L1Loss):
-            if y_true.shape != y_pred.shape or y_true.dtype != y_pred.dtype:
-                return None
-            fn = torch.nn.functional.mse_loss if kind is torch.nn.MSELoss else torch.nn.functional.l1_loss
-            per_element = fn(y_pred, y_true, reduction="none")
-            return per_element.reshape(per_element.shape[0], -1).mean(1)
-        return None
+        """Per-example losses of a batch without vmap, or None (:func:`._losses.unreduced_loss`)."""
+        return unreduced_loss(self, y_pred, y_true)
 
     def train_step(self, batch, **fit_params):
         """One DP-SGD step (Acs et al., Alg. 4) followed by the optimiser step."""
@@ -1031,29 +766,6 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 y_pred = self.infer(Xi)
             return {"loss": torch.tensor(float("nan")), "y_pred": y_pred}
         return {"loss": result.losses.mean().detach(), "y_pred": result.aux.detach()}
-
-
-def _plan_cost(events, delta, composition):
-    """``compose(events, delta, composition)``, computed once per process for each plan.
-
-    The events of a fit with ``noise_multiplier`` given are a function of
-    public quantities (the multiplier, the declared or noisy size, the
-    schedule): the reservation, the hold's extension and the settle compose
-    the same history, and refits with the same plan compose it again.  The
-    steps are merged into one event with their count, as :func:`compose`
-    does, so the key is the same whether the steps are planned or recorded.
-    """
-    try:
-        key = tuple(_merged(e for e in events if e.count > 0))
-        hash(key)
-    except TypeError:
-        return compose(events, delta, composition)
-    return _composed(key, float(delta), composition)
-
-
-@functools.lru_cache(maxsize=256)
-def _composed(events, delta, composition):
-    return compose(list(events), delta, composition)
 
 
 @contextlib.contextmanager

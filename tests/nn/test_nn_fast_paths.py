@@ -16,7 +16,7 @@ pytest.importorskip("skorch")
 
 from skorch.dataset import Dataset  # noqa: E402
 
-import skdp.nn._net as net_module  # noqa: E402
+import skdp.nn._plan as plan_module  # noqa: E402
 from skdp.nn import DPNeuralNetClassifier, DPNeuralNetRegressor, PoissonBatchIterator  # noqa: E402
 from skdp.nn._net import DefaultMLP  # noqa: E402
 from skdp.nn._per_example import manual_seed  # noqa: E402
@@ -201,14 +201,14 @@ def test_staged_fit_reports_the_filters_claim_without_composing_its_ledger(monke
 def test_fixed_noise_plan_is_composed_once_and_reported_exactly(monkeypatch):
     X, y = _data(300)
     calls = []
-    original = net_module.compose
+    original = plan_module.compose
 
     def counting(events, delta, composition):
         calls.append(list(events))
         return original(events, delta, composition)
 
-    monkeypatch.setattr(net_module, "compose", counting)
-    net_module._composed.cache_clear()
+    monkeypatch.setattr(plan_module, "compose", counting)
+    plan_module._composed.cache_clear()
     net = DPNeuralNetClassifier(
         DefaultMLP,
         classes=[0, 1, 2],
