@@ -869,7 +869,7 @@ class GhostClipping:
         # Counted as infinite, the example's factor is 0: it contributes
         # nothing, which is within the bound, where a NaN factor would turn
         # the whole clipped sum into NaN.
-        sq = torch.nan_to_num(sq, nan=math.inf)
+        sq = torch.nan_to_num(sq, nan=math.inf, posinf=math.inf)  # torch maps inf to the largest float by default
         norms = sq.clamp(min=0).sqrt()
         threshold = float(threshold_fn(norms.detach()))
         factors = torch_clip_factors(norms, threshold)

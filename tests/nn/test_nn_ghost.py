@@ -804,3 +804,27 @@ def test_overflowing_norms_clip_to_zero_not_nan():
     assert net.clipping_mode_ == "ghost"
     for name, p in net.module_.named_parameters():
         assert torch.isfinite(p).all(), name
+
+
+def test_a_norm_that_overflows_the_float_type_gets_a_zero_factor():
+    # Found by tests/test_hostile_input.py (X = [[1.18e29]]): the float32 squared norm
+    # overflows to inf, which torch.nan_to_num used to turn into the largest float
+    # (a norm of 1.8e19), so the factor was tiny but not 0 and the "clipped" sum
+    # overflowed to inf: a gradient beyond the bound C. Inf must stay inf (factor 0).
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(1, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    x = torch.tensor([[1.18e29], [0.5]], dtype=torch.float32)
+    y = torch.zeros(2, 1)
+
+    def loss(m, x, y):
+        out = m(x)
+        return torch.nn.functional.mse_loss(out, y), out
+
+    def batch_loss(m, x, y):
+        out = m(x)
+        return torch.nn.functional.mse_loss(out, y, reduction="none").sum(1), out
+
+    result = GhostClipping(batch_loss).clipped_sum(net, loss, (x, y), lambda norms: 1.0)
+    assert math.isinf(float(result.norms[0])) and math.isfinite(float(result.norms[1]))
+    total = torch.sqrt(sum(g.double().square().sum() for g in result.grads.values()))
+    assert math.isfinite(float(total)) and float(total) <= 1.0 + 1e-6  # only the finite row, clipped to C
