@@ -194,6 +194,10 @@ class _BaseDPLloyd(
             **self._auto_max_iter_rule,
         )
 
+    def _bounds_plan(self, secure_noise=False):
+        """The plan of the releases that locate the data before Lloyd's, composed first; None: none."""
+        return None
+
     def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
         return lloyd_noise_multiplier(
             int(n_iter),
@@ -204,6 +208,7 @@ class _BaseDPLloyd(
             float(self.delta),
             self.composition,
             secure_noise=secure_noise,
+            bounds=self._bounds_plan(secure_noise),
         )
 
     @private_fit_context(prefer_skip_nested_validation=True)

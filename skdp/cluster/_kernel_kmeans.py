@@ -19,7 +19,6 @@ from ..privacy.quantiles import (
 )
 from ._base import _BaseDPLloyd
 from ._fourier import MAX_FEATURE_NORM, draw_fourier_weights
-from ._lloyd import lloyd_noise_multiplier
 
 
 def auto_gamma(kernel, low, high):
@@ -319,18 +318,8 @@ class DPKernelKMeans(_BaseDPLloyd):
             scale=True,
         )
 
-    def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
-        return lloyd_noise_multiplier(
-            int(n_iter),
-            self.mechanism,
-            self._n_norm_selections(),
-            float(count_weight),
-            float(self.epsilon),
-            float(self.delta),
-            self.composition,
-            secure_noise=secure_noise,
-            bounds=self._gamma_bounds(secure_noise),
-        )
+    def _bounds_plan(self, secure_noise=False):
+        return self._gamma_bounds(secure_noise)
 
     def _calibrate(self, rows, plan):
         # The box's plan reads the public (n, d): held for the calibration only.

@@ -42,7 +42,6 @@ from ._lloyd import (
     BoxBallProjection,
     BoxShift,
     Shift,
-    lloyd_noise_multiplier,
     row_norms,
 )
 
@@ -391,18 +390,8 @@ class DPKMeans(_BaseDPLloyd):
         auto = not self._declares_box() and isinstance(self.data_norm, str) and self.data_norm == "auto"
         return (ExponentialMechanism,) if auto else ()
 
-    def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
-        return lloyd_noise_multiplier(
-            int(n_iter),
-            self.mechanism,
-            self._n_norm_selections(),
-            float(count_weight),
-            float(self.epsilon),
-            float(self.delta),
-            self.composition,
-            secure_noise=secure_noise,
-            bounds=self._auto_bounds(secure_noise),
-        )
+    def _bounds_plan(self, secure_noise=False):
+        return self._auto_bounds(secure_noise)
 
     def _fit_feature_map(self, n_features, rng):
         # A centre from an earlier fit must not shift this one.
