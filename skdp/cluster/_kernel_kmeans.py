@@ -12,10 +12,9 @@ from ..privacy import REPLACE_ONE
 from ..privacy.norm_selection import DPNormOptions, dp_norm_from_histogram
 from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
+    announced_histogram_box,
     calibrate_histogram_bounds,
     histogram_box_share,
-    private_histogram_box,
-    warn_unlocated_columns,
 )
 from ._base import _BaseDPLloyd
 from ._fourier import MAX_FEATURE_NORM, draw_fourier_weights
@@ -344,7 +343,9 @@ class DPKernelKMeans(_BaseDPLloyd):
                 def reduce(fn, *params):
                     return fn(rows.Z, *params)
 
-            low, high, located, pooled = private_histogram_box(
+            # A column ranged by the row scale or the pool can be far wider than its
+            # values (a smaller gamma_, a wider kernel): say so, naming no data value.
+            low, high, located, pooled = announced_histogram_box(
                 reduce,
                 rows.n_samples,
                 rows.n_features,
@@ -352,18 +353,9 @@ class DPKernelKMeans(_BaseDPLloyd):
                 AUTO_BOUNDS_QUANTILES,
                 rng,
                 ledger,
-                return_located=True,
-                return_pooled=True,
                 scale_mechanism=bounds.scale_mechanism(),
-            )
-            # A column ranged by the row scale or the pool can be far wider than its
-            # values (a smaller gamma_, a wider kernel): say so, naming no data value.
-            warn_unlocated_columns(
-                located,
-                pooled,
-                rows.n_samples,
-                self.epsilon,
-                "Declare gamma from public knowledge of the data's scale, or raise epsilon.",
+                epsilon=self.epsilon,
+                advice="Declare gamma from public knowledge of the data's scale, or raise epsilon.",
             )
             self.bounds_ = (low, high)
             self.gamma_ = auto_gamma(self.kernel, low, high)

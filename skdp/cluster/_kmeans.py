@@ -18,10 +18,9 @@ from ..privacy.centring import (
 from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
     BOX_SHARES,
+    announced_histogram_box,
     calibrate_histogram_bounds,
     histogram_box_share,
-    private_histogram_box,
-    warn_unlocated_columns,
 )
 from ._base import _BaseDPLloyd, _blas_threads
 from ._blas import threadpool_limits
@@ -471,7 +470,7 @@ class DPKMeans(_BaseDPLloyd):
         plan = self._auto_bounds(
             ledger is not None and ledger.secure_noise, (rows.n_samples, rows.n_features)
         )
-        low, high, located, pooled = private_histogram_box(
+        low, high, located, pooled = announced_histogram_box(
             self._reduce(rows),
             rows.n_samples,
             rows.n_features,
@@ -479,16 +478,9 @@ class DPKMeans(_BaseDPLloyd):
             AUTO_BOUNDS_QUANTILES,
             rng,
             ledger,
-            return_located=True,
-            return_pooled=True,
             scale_mechanism=plan.scale_mechanism(),
-        )
-        warn_unlocated_columns(
-            located,
-            pooled,
-            rows.n_samples,
-            self.epsilon,
-            "Declare bounds=(lower, upper) from public knowledge, or raise epsilon.",
+            epsilon=self.epsilon,
+            advice="Declare bounds=(lower, upper) from public knowledge, or raise epsilon.",
         )
         self.bounds_ = (low, high)
         self.centre_ = (low + high) / 2.0

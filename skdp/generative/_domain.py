@@ -36,10 +36,9 @@ from ..privacy import ADD_REMOVE, GaussianMechanism, gaussian_noise_multiplier
 from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
     HISTOGRAM_L2_PER_COLUMN,
+    announced_histogram_box,
     calibrate_histogram_bounds,
     histogram_box_share,
-    private_histogram_box,
-    warn_unlocated_columns,
 )
 
 __all__ = [
@@ -184,7 +183,7 @@ def release_box(reduce, n_tilde, n_features, epsilon, delta, composition, secure
     plan = calibrate_histogram_bounds(epsilon, delta, n_features, share, composition, secure_noise)
     sensitivity = HISTOGRAM_L2_PER_COLUMN * math.sqrt(n_features)
     mechanism = GaussianMechanism(sensitivity, plan.multiplier * sensitivity, ADD_REMOVE)
-    low, high, located, pooled = private_histogram_box(
+    low, high, located, pooled = announced_histogram_box(
         reduce,
         max(n_tilde, 1.0),
         n_features,
@@ -192,15 +191,8 @@ def release_box(reduce, n_tilde, n_features, epsilon, delta, composition, secure
         AUTO_BOUNDS_QUANTILES,
         rng,
         ledger,
-        return_located=True,
-        return_pooled=True,
-    )
-    warn_unlocated_columns(
-        located,
-        pooled,
-        max(n_tilde, 1.0),
-        epsilon,
-        "Declare bounds=(lows, highs) for the continuous columns from public knowledge, or raise epsilon.",
+        epsilon=epsilon,
+        advice="Declare bounds=(lows, highs) for the continuous columns from public knowledge, or raise epsilon.",
     )
     return low, high, [mechanism.event(), mechanism.event()]
 

@@ -25,11 +25,10 @@ from ..privacy.centring import auto_bounds_plan, calibrate_auto_bounds, can_loca
 from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
     BOX_SHARES,
+    announced_histogram_box,
     calibrate_histogram_bounds,
     can_locate_columns,
     histogram_box_share,
-    private_histogram_box,
-    warn_unlocated_columns,
 )
 from ._plan import resolvable_components
 
@@ -118,7 +117,7 @@ def release_box(epsilon, reduce, n_samples, n_features, bounds, rng, ledger):
     column it cannot locate by its own counts is announced (from the
     released counts only).
     """
-    low, high, located, pooled = private_histogram_box(
+    low, high, located, pooled = announced_histogram_box(
         reduce,
         n_samples,
         n_features,
@@ -126,15 +125,8 @@ def release_box(epsilon, reduce, n_samples, n_features, bounds, rng, ledger):
         AUTO_BOUNDS_QUANTILES,
         rng,
         ledger,
-        return_located=True,
-        return_pooled=True,
-    )
-    warn_unlocated_columns(
-        located,
-        pooled,
-        n_samples,
-        epsilon,
-        "Declare data_norm from public knowledge, or raise epsilon.",
+        epsilon=epsilon,
+        advice="Declare data_norm from public knowledge, or raise epsilon.",
     )
     scale = float(np.linalg.norm(high - low) / 2.0)
     return (low + high) / 2.0, scale if scale > 0 else 1.0

@@ -9,11 +9,10 @@ from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_dat
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, private_fit_context
 from ..privacy import DEFAULT_COMPOSITION, GaussianMechanism, LaplaceMechanism
 from ..privacy.quantiles import (
+    announced_histogram_box,
     calibrate_histogram,
     check_quantiles,
     histogram_mechanism,
-    private_histogram_box,
-    warn_unlocated_columns,
 )
 
 
@@ -202,7 +201,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         return plan.with_settings(mechanism=histogram_mechanism(data.n_features, z, plan.delta > 0))
 
     def _fit_private(self, data, plan, rng, ledger):
-        low, high, located, pooled = private_histogram_box(
+        # A pooled range can be orders of magnitude wider than a column's values: say so.
+        low, high, located, pooled = announced_histogram_box(
             data.reduce,
             data.n_samples,
             data.n_features,
@@ -210,16 +210,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
             check_quantiles(self.quantiles),
             rng,
             ledger,
-            return_located=True,
-            return_pooled=True,
-        )
-        # A pooled range can be orders of magnitude wider than a column's values: say so.
-        warn_unlocated_columns(
-            located,
-            pooled,
-            data.n_samples,
-            plan.epsilon,
-            "Raise epsilon, or scale by declared ranges (DPStandardScaler(bounds=...)).",
+            epsilon=plan.epsilon,
+            advice="Raise epsilon, or scale by declared ranges (DPStandardScaler(bounds=...)).",
         )
         self.n_samples_seen_ = int(data.n_samples)
         self.data_min_, self.data_max_ = low, high

@@ -28,11 +28,10 @@ from ..privacy import (
 from ..privacy.clipping import clip_box
 from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
+    announced_histogram_box,
     calibrate_histogram,
     histogram_events,
     histogram_mechanism,
-    private_histogram_box,
-    warn_unlocated_columns,
 )
 
 #: Sensitivity of each released statistic under replace-one neighbours.  A
@@ -330,7 +329,8 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     def _column_bounds(self, data, plan, rng, ledger):
         d = data.n_features
         if self._auto_bounds():
-            low, high, located, pooled = private_histogram_box(
+            # A pooled range can be orders of magnitude wider than a column's values: say so.
+            low, high, located, pooled = announced_histogram_box(
                 data.reduce,
                 data.n_samples,
                 d,
@@ -338,16 +338,8 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 AUTO_BOUNDS_QUANTILES,
                 rng,
                 ledger,
-                return_located=True,
-                return_pooled=True,
-            )
-            # A pooled range can be orders of magnitude wider than a column's values: say so.
-            warn_unlocated_columns(
-                located,
-                pooled,
-                data.n_samples,
-                plan.epsilon,
-                "Declare bounds=(lows, highs) from public knowledge, or raise epsilon.",
+                epsilon=plan.epsilon,
+                advice="Declare bounds=(lows, highs) from public knowledge, or raise epsilon.",
             )
             return low, high, located
         if isinstance(self.bounds, str) and self.bounds == "nonprivate":

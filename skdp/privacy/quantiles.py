@@ -32,6 +32,7 @@ from .events import REPLACE_ONE, PureDPEvent
 from .mechanisms.selection import ExponentialMechanism
 
 __all__ = [
+    "announced_histogram_box",
     "GRID_DECADES",
     "GRID_POINTS_PER_DECADE",
     "RANK_SENSITIVITY",
@@ -741,6 +742,32 @@ def histogram_box_share(n_samples, epsilon, delta, n_features, composition, secu
         if can_locate_columns(n_samples, plan.mechanism(), n_features):
             return share
     return BOX_SHARES[-1]
+
+
+def announced_histogram_box(
+    reduce, n_samples, n_features, mechanism, quantiles, rng, ledger, *, epsilon, advice, scale_mechanism=None
+):
+    """:func:`private_histogram_box` with ``(low, high, located, pooled)``, unlocated columns announced.
+
+    What every estimator with a private box does: release the box, then say
+    (:func:`warn_unlocated_columns`, post-processing naming no data value)
+    which columns took the pool's range, the row scale's or the data-free
+    ``[0, 1]``, with ``advice`` on what to declare.
+    """
+    low, high, located, pooled = private_histogram_box(
+        reduce,
+        n_samples,
+        n_features,
+        mechanism,
+        quantiles,
+        rng,
+        ledger,
+        return_located=True,
+        return_pooled=True,
+        scale_mechanism=scale_mechanism,
+    )
+    warn_unlocated_columns(located, pooled, n_samples, epsilon, advice)
+    return low, high, located, pooled
 
 
 def warn_unlocated_columns(located, pooled, n_samples, epsilon, advice):
