@@ -52,6 +52,7 @@ from ._marginals import (
     domain_row_norm,
     fit_marginals,
     marginal_log_likelihood,
+    marginals_attributes,
     marginals_from_release,
 )
 
@@ -300,20 +301,7 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
             n_soft=cont.size,
         )
         del groups
-        fitted = {
-            "clusterer_": None,
-            "generators_": None,
-            "marginals_": probs,
-            "weights_": sizes / sizes.sum(),
-            "cluster_sizes_": sizes,
-            "sampling_rates_": None,
-            "n_steps_": 0,
-            "cluster_steps_": None,
-            "noise_multiplier_": float(z),
-            "noise_std_": float(noise_std),
-            "clip_noise_multiplier_": None,
-            "clipping_mode_": None,
-        }
+        fitted = marginals_attributes(None, probs, sizes, z, noise_std)
     else:
         if mode == "kmeans" and k_sub == 1:
             mode = "none"

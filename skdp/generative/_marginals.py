@@ -39,6 +39,7 @@ from ..privacy import ADD_REMOVE, GaussianEvent, GaussianMechanism, calibrate_no
 from ..privacy.sensitivity import row_sum_sensitivity
 
 __all__ = [
+    "marginals_attributes",
     "declared_blocks",
     "binary_columns",
     "continuous_columns",
@@ -383,6 +384,11 @@ def fit_marginals(
         X, labels, k, blocks, skip, [*prior_events, *cluster_events], plan, rng, ledger, rtol, exclude
     )
     del labels  # the partition of the training rows is never stored
+    return marginals_attributes(clusterer, probs, sizes, z, noise_std)
+
+
+def marginals_attributes(clusterer, probs, sizes, z, noise_std):
+    """The fitted attributes of the marginals generator (no networks), from its releases."""
     return {
         "clusterer_": clusterer,
         "generators_": None,
