@@ -42,7 +42,15 @@ defaults (``epsilon=1``, ``n_samples="auto"``: a noisy count and a
 calibration per fit) at most 1.5x the time of plain skorch; peak memory at
 batch 1024 of the ghost MLP fit within 1.5x of plain.
 
-Run: ``python benchmarks/dpsgd_speed.py [--quick]``.
+On a GPU (``--device cuda``) every method trains on the device (inputs
+moved there before timing, the noise drawn by a generator on the device),
+each timing ends with ``torch.cuda.synchronize()``, torch keeps its default
+CPU threads, and the memory column is the device's peak allocation
+(``torch.cuda.max_memory_allocated``) in the child process instead of its
+RSS. ``--rows`` sets the number of training rows (on a GPU the quick mode's
+1,280 rows are 5 steps, too few to time the steps).
+
+Run: ``python benchmarks/dpsgd_speed.py [--quick] [--device cuda] [--rows N]``.
 """
 
 from __future__ import annotations
@@ -73,6 +81,16 @@ from skdp.nn import DPNeuralNetClassifier  # noqa: E402
 QUICK_ARGS = ("--quick",)
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH, SIGMA, CLIP, LR = 256, 1.0, 1.0, 0.1
+#: Where every method trains; set by ``--device``.
+DEVICE = "cpu"
+
+
+def _cuda():
+    return DEVICE.startswith("cuda")
+
+
+def _tensor(a):
+    return torch.as_tensor(a).to(DEVICE)
 
 
 class MLP(torch.nn.Module):
@@ -115,9 +133,16 @@ def _data(n, seed=0, model="mlp"):
     return (X.reshape(n, 1, 28, 28) if model == "cnn" else X), y
 
 
+def _sync():
+    if _cuda():
+        torch.cuda.synchronize()
+
+
 def _time(fn):
+    _sync()
     t = time.perf_counter()
     fn()
+    _sync()
     return time.perf_counter() - t
 
 
@@ -133,6 +158,7 @@ def skorch_plain(X, y, batch, model="mlp"):
         train_split=None,
         verbose=0,
         iterator_train__shuffle=True,
+        device=DEVICE,
     )
     net.initialize()
     return lambda: net.partial_fit(X, y)
@@ -154,6 +180,7 @@ def skorch_ours(X, y, batch, mode, model="mlp"):
         verbose=0,
         random_state=0,
         clipping_mode=mode,
+        device=DEVICE,
     )
     # Warm the accountant's RDP cache so the timing is the training loop, and
     # build the module now, as the plain net does, so both memory baselines hold it.
@@ -178,6 +205,7 @@ def skorch_ours_eps(X, y, batch, model="mlp"):
         classes=list(range(10)),
         verbose=0,
         random_state=0,
+        device=DEVICE,
     )
     net.initialize()
     seeds = itertools.count(1)
@@ -202,10 +230,10 @@ def _ce_per_example(module, x, t):
 
 def step_plain(X, y, batch, model="mlp"):
     torch.manual_seed(0)
-    model = MODELS[model](softmax=False)
+    model = MODELS[model](softmax=False).to(DEVICE)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
-    perm = torch.randperm(len(Xt))
+    Xt, yt = _tensor(X), _tensor(y)
+    perm = torch.randperm(len(Xt)).to(DEVICE)
     batches = [(Xt[perm[i : i + batch]], yt[perm[i : i + batch]]) for i in range(0, len(Xt), batch)]
 
     def run():
@@ -221,10 +249,10 @@ def _poisson_batches(X, y, batch):
     from skdp.nn import poisson_batch_indices, steps_per_epoch
 
     rng = np.random.default_rng(0)
-    Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
+    Xt, yt = _tensor(X), _tensor(y)
     out = []
     for _ in range(steps_per_epoch(len(X), batch)):
-        idx = torch.as_tensor(poisson_batch_indices(len(X), batch / len(X), rng))
+        idx = _tensor(poisson_batch_indices(len(X), batch / len(X), rng))
         out.append((Xt[idx], yt[idx]))
     return out
 
@@ -234,7 +262,7 @@ def step_ours(X, y, batch, mode, model="mlp"):
     from skdp.privacy import ADD_REMOVE, PrivacyLedger
 
     torch.manual_seed(0)
-    model = MODELS[model](softmax=False)
+    model = MODELS[model](softmax=False).to(DEVICE)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     batches = _poisson_batches(X, y, batch)
     engine = DPSGDEngine(
@@ -245,7 +273,7 @@ def step_ours(X, y, batch, mode, model="mlp"):
         expected_batch_size=batch,
         clipping=FixedClipping(CLIP),
         max_steps=10**9,
-        generator=torch.Generator().manual_seed(0),
+        generator=torch.Generator(device=DEVICE).manual_seed(0),
         batch_loss_fn=_ce_per_example,
         clipping_mode=mode,
     )
@@ -264,7 +292,7 @@ def step_opacus(X, y, batch, mode="hooks", model="mlp"):
     from opacus import PrivacyEngine
 
     torch.manual_seed(0)
-    net = MODELS[model](softmax=False)
+    net = MODELS[model](softmax=False).to(DEVICE)
     opt = torch.optim.SGD(net.parameters(), lr=LR)
     loader = torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(torch.as_tensor(X), torch.as_tensor(y)), batch_size=batch
@@ -284,7 +312,8 @@ def step_opacus(X, y, batch, mode="hooks", model="mlp"):
         )
         # Opacus' ghost mode wraps the criterion (its second backward pass).
         net, opt, criterion, loader = out if mode == "ghost" else (out[0], out[1], criterion, out[2])
-        batches = list(loader)
+        # Drawn beforehand and moved to the device: the timing excludes data loading.
+        batches = [(xb.to(DEVICE), yb.to(DEVICE)) for xb, yb in loader]
 
     def run():
         with warnings.catch_warnings():
@@ -328,10 +357,20 @@ def _status_mb(field):
 
 def memory_child(name, batch, n_steps, model):
     """Run in a fresh process: train ``n_steps`` steps of ``name`` at ``batch``; print JSON."""
-    torch.set_num_threads(1)
+    if not _cuda():
+        torch.set_num_threads(1)
     X, y = _data(batch * n_steps, model=model)
     _, factory, kw = METHODS[name]
     run = factory(X, y, batch, model=model, **kw)
+    if _cuda():
+        # The device's allocations: the peak over what the method held before training.
+        _sync()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated() / 2**20
+        run()
+        _sync()
+        print(json.dumps({"before_mb": before, "peak_mb": torch.cuda.max_memory_allocated() / 2**20}))
+        return
     before = _status_mb("VmRSS")
     run()
     peak = _status_mb("VmHWM")  # peak RSS of this process since exec
@@ -351,6 +390,8 @@ def _measure_memory(name, batch, n_steps, model):
             str(n_steps),
             "--model",
             model,
+            "--device",
+            DEVICE,
         ],
         capture_output=True,
         text=True,
@@ -382,11 +423,11 @@ def run_model(model, n, rounds, mem_steps):
     memory = {name: _measure_memory(name, 1024, mem_steps, model) for name in methods}
     print(
         f"\n{model.upper()}, N={n}, expected batch {BATCH}, {rounds} interleaved rounds (median), "
-        f"torch threads=1; load average (1, 5, 15 min): start {load_start}, end {load_end}"
+        f"device {DEVICE}, torch threads={torch.get_num_threads()}; load average (1, 5, 15 min): start {load_start}, end {load_end}"
     )
     print(
         f"{'method':<22}{'s/epoch':>9}{'samples/s':>11}{'time x plain':>13}"
-        f"{'peak RSS MB':>13}{'growth MB':>11}{'x plain':>9}"
+        f"{'peak GPU MB' if _cuda() else 'peak RSS MB':>13}{'growth MB':>11}{'x plain':>9}"
     )
     for name, sec in seconds.items():
         kind = methods[name][0]
@@ -397,7 +438,8 @@ def run_model(model, n, rounds, mem_steps):
             f"{name:<22}{sec:>9.3f}{n / sec:>11.0f}{sec / seconds[ref_name]:>13.2f}"
             f"{m['peak_mb']:>13.0f}{growth:>11.0f}{growth / max(ref_growth, 1.0):>9.2f}"
         )
-    print(f"(peak RSS: batch 1024, {mem_steps} steps, one child process per method)")
+    what = "peak device allocation" if _cuda() else "peak RSS"
+    print(f"({what}: batch 1024, {mem_steps} steps, one child process per method)")
     return seconds, memory
 
 
@@ -409,16 +451,28 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rows and rounds (a few minutes)")
     parser.add_argument("--models", default="cnn,mlp", help="comma-separated subset of cnn, mlp")
+    parser.add_argument("--device", default="cpu", help="torch device every method trains on (cpu, cuda)")
+    parser.add_argument(
+        "--rows", type=int, default=None, help="training rows (default 1,280 quick, 7,680 full)"
+    )
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--model", default="mlp", help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=1024, help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
+    if _cuda() and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
     if args.memory_child:
         memory_child(args.memory_child, args.batch, args.steps, args.model)
         return
-    torch.set_num_threads(1)
+    if not _cuda():
+        torch.set_num_threads(1)
+    else:
+        print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     n, rounds = (1280, 3) if args.quick else (7680, 5)
+    n = args.rows or n
     mem_steps = 2 if args.quick else 4
     results = {model: run_model(model, n, rounds, mem_steps) for model in args.models.split(",")}
 
@@ -440,7 +494,8 @@ def main(argv=None):
             f"= {ratio:.2f} (<= 1.5); with the noise multiplier given (no calibration) {fixed:.2f}"
         )
         mem = memory["ours ghost (skorch)"]["peak_mb"] / memory["plain skorch"]["peak_mb"]
-        print(f"{_verdict(mem <= 1.5)} MLP: ghost / plain skorch peak RSS at batch 1024 = {mem:.2f} (<= 1.5)")
+        what = "peak device allocation" if _cuda() else "peak RSS"
+        print(f"{_verdict(mem <= 1.5)} MLP: ghost / plain skorch {what} at batch 1024 = {mem:.2f} (<= 1.5)")
 
     RESULTS.mkdir(exist_ok=True)
     fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 3.8), squeeze=False)
@@ -450,9 +505,9 @@ def main(argv=None):
         ax.set_xlabel("training samples / s (batch 256)")
         ax.set_title(model.upper())
         ax.invert_yaxis()
-    fig.suptitle(f"DP-SGD throughput (load average {_load()})")
+    fig.suptitle(f"DP-SGD throughput on {DEVICE} (load average {_load()})")
     fig.tight_layout()
-    out = RESULTS / "dpsgd_speed.png"
+    out = RESULTS / ("dpsgd_speed.png" if DEVICE == "cpu" else f"dpsgd_speed_{DEVICE.split(':')[0]}.png")
     fig.savefig(out, dpi=120)
     print(f"plot: {out}")
 
