@@ -1084,9 +1084,10 @@ def test_auto_schedule_is_a_public_rule():
 
 
 def test_repr_shows_the_privacy_target_like_scikit_learn():
-    text = repr(DPNeuralNetClassifier(classes=[0, 1], epsilon=2.0, lr=0.3))
+    # device named: skorch's default, left out of the repr, also under SKDP_TEST_DEVICE (conftest.py).
+    text = repr(DPNeuralNetClassifier(classes=[0, 1], epsilon=2.0, lr=0.3, device="cpu"))
     assert text == "DPNeuralNetClassifier(epsilon=2.0, classes=[0, 1], max_epochs='auto', lr=0.3)"
-    assert repr(DPNeuralNetRegressor()) == "DPNeuralNetRegressor(epsilon=1.0, max_epochs='auto')"
+    assert repr(DPNeuralNetRegressor(device="cpu")) == "DPNeuralNetRegressor(epsilon=1.0, max_epochs='auto')"
 
 
 def test_a_failed_fit_leaves_a_fresh_uninitialized_net():

@@ -33,6 +33,11 @@ def _data(n=60, d=4, seed=0):
     return X, (X[:, 0] > 0).astype(np.int64) + (X[:, 1] > 1).astype(np.int64)
 
 
+def _on(net, a):
+    """``a`` as a tensor on the net's device (the CPU, or ``SKDP_TEST_DEVICE``: tests/nn/conftest.py)."""
+    return torch.as_tensor(a).to(net.device)
+
+
 def _losses_and_grads(net, X, y, fast):
     """Per-example losses and the gradients of a weighted sum, by the fast path or by vmap."""
     net._dp_fit = type("State", (), {"validated_targets": True})()
@@ -41,10 +46,10 @@ def _losses_and_grads(net, X, y, fast):
     if not fast:
         net._unreduced_loss = lambda *args: None
     try:
-        losses, _ = net._batch_per_example_loss(module, torch.as_tensor(X), torch.as_tensor(y))
+        losses, _ = net._batch_per_example_loss(module, _on(net, X), _on(net, y))
     finally:
         net.__dict__.pop("_unreduced_loss", None)
-    weights = torch.linspace(0.5, 1.5, len(losses), dtype=losses.dtype)
+    weights = torch.linspace(0.5, 1.5, len(losses), dtype=losses.dtype, device=losses.device)
     (losses * weights).sum().backward()
     return losses.detach().clone(), [p.grad.clone() for p in module.parameters()]
 
@@ -66,7 +71,7 @@ def test_unreduced_classification_loss_equals_the_vmapped_criterion_bitwise(crit
     X, y = _data()
     net = _classifier(criterion)
     net._dp_fit = type("State", (), {"validated_targets": True})()
-    assert net._unreduced_loss(net.module_(torch.as_tensor(X)), torch.as_tensor(y)) is not None
+    assert net._unreduced_loss(net.module_(_on(net, X)), _on(net, y)) is not None
     fast, slow = _losses_and_grads(net, X, y, True), _losses_and_grads(net, X, y, False)
     assert torch.equal(fast[0], slow[0])
     assert all(torch.equal(a, b) for a, b in zip(fast[1], slow[1], strict=True))
@@ -120,7 +125,7 @@ def test_unreduced_loss_declines_what_it_cannot_reproduce(make, validated):
     X, y = _data()
     net = make()
     net._dp_fit = type("State", (), {"validated_targets": validated})()
-    assert net._unreduced_loss(net.module_(torch.as_tensor(X)), torch.as_tensor(y)) is None
+    assert net._unreduced_loss(net.module_(_on(net, X)), _on(net, y)) is None
 
 
 def test_custom_get_loss_is_vmapped_over_examples():
