@@ -36,8 +36,9 @@ from ..privacy.quantiles import (
 )
 from ._bounds import (
     _AUTO_BOUNDS_FAILURE,  # noqa: F401 (tests read it here)
-    _bounds_locatable,
+    _bounds_locatable,  # noqa: F401
     auto_bound_levels,  # noqa: F401
+    auto_bounds_layout,
     constant_model,
     standardise,
     warn_fallback,
@@ -595,16 +596,24 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         """Batch size, steps and (``"dp"``) noise multiplier, from the public ``N``."""
         n_samples = data.n_samples
         batch_size = self._check_size(n_samples)  # already checked when X had a shape
-        sigma = bound_epsilon = None
+        sigma = bound_epsilon = layout = None
         n_bound_releases = self._n_bound_releases(data.n_features)
         if n_bound_releases:
             # The bounds' declared share of epsilon, split evenly over their
-            # quantiles (pure DP, composed by the basic theorem); the
+            # releases (pure DP, composed by the basic theorem), per column
+            # where that locates them, else one shared feature box
+            # (auto_bounds_layout: public n, d and epsilon only); the
             # non-private runs take the same quantile levels.
-            bound_epsilon = quantile_epsilon(
-                self.bounds_budget * self.epsilon, 0.0, n_bound_releases, "basic", plan.secure_noise
+            layout, n_bound_releases, bound_epsilon = auto_bounds_layout(
+                n_samples,
+                data.n_features,
+                self._auto("feature_bounds"),
+                self._auto("target_bounds"),
+                lambda k: quantile_epsilon(
+                    self.bounds_budget * self.epsilon, 0.0, k, "basic", plan.secure_noise
+                ),
             )
-        fallback = bool(n_bound_releases) and plan.private and not _bounds_locatable(n_samples, bound_epsilon)
+        fallback = bool(n_bound_releases) and plan.private and layout is None
         if fallback:
             warn_fallback(self, n_samples)
         elif plan.private:
@@ -627,6 +636,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         )
         return plan.with_settings(
             fallback=fallback,
+            pooled_bounds=layout == "pooled",
             hidden_layer_sizes=() if fallback else hidden,
             bound_epsilon=bound_epsilon,
             batch_size=batch_size,
@@ -676,6 +686,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             plan.settings["bound_epsilon"],
             rng,
             ledger,
+            pooled=plan.settings["pooled_bounds"],
         )
         Xs, ys = box.X, box.y
         self.feature_bounds_, self.target_bounds_ = box.feature_bounds, box.target_bounds
