@@ -45,6 +45,7 @@ from ._bounds import (
 )
 from ._pbp import forward_moments, gaussian_log_z, layer_shapes, split_layers
 from ._sep import (
+    SiteWorkspace,
     clip_l2,
     clipped_sum,
     factor_sensitivity,
@@ -770,6 +771,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         first_averaged = n_steps - max(1, int(_AVERAGED_FRACTION * n_steps))
         poisson = self.sampling == "poisson"
         rate = batch_size / n_samples
+        workspace = SiteWorkspace()  # the batch's arrays, reused by every step
         for t in range(n_steps):
             # Each step's batch is drawn independently of the data and of the
             # other steps, as the sampling scheme the accounting relies on says.
@@ -779,7 +781,16 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 idx = rng.choice(n_samples, size=batch_size, replace=False)
             if idx.size:
                 sites, norms = sep_sites(
-                    u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors, scale, with_norms=True
+                    u / scale,
+                    theta_0,
+                    n_samples,
+                    X[idx],
+                    y[idx],
+                    shapes,
+                    floors,
+                    scale,
+                    with_norms=True,
+                    workspace=workspace,
                 )
                 site_sum = clipped_sum(sites, self.clip_norm, norms) if clip else sites.sum(axis=0)
             else:

@@ -30,6 +30,7 @@ column is the bias).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -192,7 +193,7 @@ def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_cu
     if out is None:
         out = (np.empty((n, n_weights)), np.empty((n, n_weights)))
     grad_m, grad_v = out
-    ends = np.cumsum([0, *(M.size for M in means)])
+    ends = [0, *itertools.accumulate(M.size for M in means)]
     for layer in range(n_layers - 1, -1, -1):
         M, V = means[layer], variances[layer]
         zm_a, zv_a, zsq, scale, _ = cache[layer]
