@@ -1185,6 +1185,30 @@ def test_batch_sites_equal_the_per_row_code(hidden):
     np.testing.assert_allclose(batch, reference * scale, rtol=1e-10, atol=1e-12)
 
 
+def test_site_workspace_reuse_gives_the_fresh_arrays_sites_bit_for_bit():
+    """A workspace reused across batches of varying size (Poisson) leaves no trace of earlier steps."""
+    from skdp.bnn._sep import SiteWorkspace
+
+    rng = np.random.default_rng(5)
+    d, n = 3, 60
+    shapes = layer_shapes(d, (4,))
+    n_weights = sum(a * b for a, b in shapes)
+    theta_0 = to_natural(rng.normal(size=n_weights), np.full(n_weights, 0.7), 6.0, 6.0)
+    floors = (1.0, 2.0, (1e-4, 1.0), 10.0, 0.0, 0.0)
+    scale = release_scaling(theta_0.size, 10.0)
+    workspace = SiteWorkspace()
+    for size in (5, 17, 3, 17, 30, 1):
+        theta_f = rng.normal(scale=0.02, size=theta_0.size)
+        X, y = rng.normal(size=(size, d)), 10.0 * rng.normal(size=size)
+        fresh, fresh_norms = sep_sites(theta_f, theta_0, n, X, y, shapes, floors, scale, with_norms=True)
+        reused, norms = sep_sites(
+            theta_f, theta_0, n, X, y, shapes, floors, scale, with_norms=True, workspace=workspace
+        )
+        assert reused.shape == fresh.shape
+        np.testing.assert_array_equal(reused, fresh)
+        np.testing.assert_array_equal(norms, fresh_norms)
+
+
 def test_ledger_records_the_calibrated_steps_event_bit_for_bit():
     """The plan costs the multiplier the mechanism records, so the ledger reuses the calibration's PLD.
 
