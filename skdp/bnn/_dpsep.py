@@ -318,8 +318,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
 
     ``privacy_spent_`` refers to **replace-one** neighbours (``N`` public):
     the steps are one :class:`~skdp.privacy.SubsampledGaussianEvent` (plus two
-    :class:`~skdp.privacy.PureDPEvent` per ``"auto"`` bounds column, released
-    first by the exponential mechanism), and ``sigma`` is calibrated for
+    :class:`~skdp.privacy.PureDPEvent` per ``"auto"`` bounds column, or one for a
+    shared feature box, released first by the exponential mechanism), and ``sigma`` is calibrated for
     their composition.  Everything released afterwards is post-processing.
 
     Read more in the :doc:`User Guide </bnn>`: the model, the privacy
@@ -374,8 +374,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         How every step's batch is drawn: Poisson at rate ``B / N``, or ``B``
         datapoints without replacement (the paper's scheme).
     bounds_budget : float in (0, 1), default=0.5
-        Share of epsilon spent on the ``"auto"`` bounds; too few rows for it
-        warns and falls back to a private constant.
+        Share of epsilon spent on the ``"auto"`` bounds; too few rows for the
+        per-column quantiles release one shared feature box instead
+        (:func:`~skdp.bnn._bounds.auto_bounds_layout`), too few for that warns
+        and falls back to a private constant.
 
     Attributes
     ----------
