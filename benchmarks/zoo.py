@@ -672,12 +672,15 @@ NOTES = {
         'median 0.25). The ceiling is computed at eps 1e3 (the calibration overflows at 1e6).'
     ),
     "bnn": (
-        "Notes. Where n * eps cannot locate DPSEPRegressor's private 'auto' bounds (diabetes, 331 "
-        'training rows, at eps <= 3), the fit warns, naming `feature_bounds` and `target_bounds`, and '
-        "predicts a private constant (the target's private centre, pure DP) instead of refusing. Its "
-        'rule-1 FAIL on diabetes is that constant against the data-free reference, the exact training '
-        'mean (R^2 about -0.0001): the noise of any private mean at n * eps = 331 costs about 0.01 of '
-        'R^2, the ceiling of a private constant there.'
+        "Notes. DPSEPRegressor's private 'auto' bounds are released per column where n * eps "
+        'locates them, else as one shared feature box (one release for all columns) and the '
+        "target's two quantiles; where even that cannot be located (diabetes, 331 training rows, at "
+        'eps <= 1) the fit warns, naming `feature_bounds` and `target_bounds`, and predicts a private '
+        "constant (the target's private centre, pure DP). That constant against the data-free "
+        'reference, the exact training mean of one split (R^2 about -0.0001), costs what the noise of '
+        'a private mean at n * eps = 331 costs (-0.004 median over 5 seeds, -0.002 over 10): the '
+        'ceiling of a private constant there. With 2 seeds (--quick) diabetes at eps 1 can read as a '
+        'rule-1 FAIL (-0.009), within that noise.'
     ),
     "generative": (
         "Notes. DPGenerativeMixture gets the declared domain (`bounds=(low, high)`, what the "

@@ -82,6 +82,86 @@ def _bounds_locatable(n_samples, bound_epsilon):
     return rank_margin(n_samples, bound_epsilon, grid.size - 1, _AUTO_BOUNDS_FAILURE) <= _MAX_AUTO_LEVEL
 
 
+def auto_bounds_layout(n_samples, n_features, feature_auto, target_auto, epsilon_per_release):
+    """How the ``"auto"`` bounds are released, from the public ``n``, ``d`` and epsilon only.
+
+    Two layouts, tried in this order:
+
+    * ``"columns"``: the ``q`` and ``1 - q`` quantiles of every feature column
+      and of the target, ``k = 2 d + 2`` releases (``2 d`` or 2 when only one
+      side is ``"auto"``);
+    * ``"pooled"`` (``feature_bounds="auto"`` only): one release for all the
+      features, the ``1 - q`` quantile ``S`` of the rows' largest absolute
+      entry ``max_j |x_ij|``, every column clipped to ``[-S, S]`` (Google's
+      ApproxBounds idea of one shared scale; a row moves one rank count by
+      at most 1, as a column quantile), plus the target's two quantiles:
+      ``k = 3`` releases instead of ``2 d + 2``.
+
+    The bounds' share of epsilon is split over the ``k`` releases, so the
+    rank margin of each (:func:`auto_bound_levels`) grows with ``k``: with
+    10 features the per-column layout needs about 7 times the rows of the
+    pooled one.  The per-column box is kept wherever it is located (it fits
+    columns of different scales and offsets); the pooled one is the fallback
+    before the constant: it is centred on 0, so it fits features that are
+    centred or of one sign (a column in ``[0, 1]`` uses half the range) and
+    flattens a column whose offset dwarfs its spread.  ``None`` when neither
+    is located (the caller falls back to a private constant).
+
+    Parameters
+    ----------
+    n_samples, n_features : int
+    feature_auto, target_auto : bool
+    epsilon_per_release : callable
+        ``k -> `` the epsilon of each of ``k`` releases sharing the bounds' budget.
+
+    Returns
+    -------
+    layout : {"columns", "pooled"} or None
+    n_releases : int
+        Releases of the layout (of the per-column one when ``layout`` is None).
+    epsilon : float
+        Epsilon of each release.
+    """
+    k = 2 * n_features * feature_auto + 2 * target_auto
+    epsilon = epsilon_per_release(k)
+    if _bounds_locatable(n_samples, epsilon):
+        return "columns", k, epsilon
+    if feature_auto and n_features > 1:
+        pooled = 1 + 2 * target_auto
+        pooled_epsilon = epsilon_per_release(pooled)
+        if _bounds_locatable(n_samples, pooled_epsilon):
+            return "pooled", pooled, pooled_epsilon
+    return None, k, epsilon
+
+
+def pooled_feature_box(X, private, bound_epsilon, rng, ledger):
+    """The ``"pooled"`` feature box ``[-S, S]`` of every column (:func:`auto_bounds_layout`).
+
+    ``S`` is the ``1 - q`` quantile of ``max_j |x_ij|`` over the rows,
+    released by the exponential mechanism over the core's public grid (one
+    :class:`~skdp.privacy.PureDPEvent` of ``bound_epsilon``; ``q`` from
+    :func:`auto_bound_levels`); the non-private reference runs take the exact
+    quantile.  No widening: ``S`` bounds whole rows, so about ``1 - q`` of them
+    lie inside the box in every column.  A released ``S <= 0`` (a cell below
+    every row, possible under noise) becomes the grid's smallest positive
+    point (post-processing).
+    """
+    grid = check_grid(None)
+    n, d = X.shape
+    scale = np.max(np.abs(X), axis=1).reshape(-1, 1)
+    q, _ = auto_bound_levels(n, bound_epsilon, grid.size - 1)
+    if private:
+        S = float(
+            private_quantiles(rank_counts(scale, grid), n, (1.0 - q,), grid, bound_epsilon, rng, ledger)[0, 0]
+        )
+        _warn_grid_end("feature_bounds", grid, S)
+    else:
+        S = float(np.quantile(scale, 1.0 - q))
+    if not S > 0:
+        S = float(grid[grid > 0][0])
+    return np.full(d, -S), np.full(d, S)
+
+
 def private_centre(y, epsilon, declared, rng, ledger):
     """The fallback's constant: a private centre of the target, and the box it was clipped to (or None).
 
@@ -171,6 +251,25 @@ def _is(value, option):
     return isinstance(value, str) and value == option
 
 
+def _warn_grid_end(name, grid, *released):
+    """Warn when a released bound lies in an end cell of the public grid (the data may lie beyond it).
+
+    A quantile beyond the grid is released as its end cell
+    (:func:`~skdp.privacy.quantiles.private_quantiles`), so the box is then
+    too narrow and the data is clipped to it.  Depends on the released
+    values only (post-processing), and quotes the grid, not the data.
+    """
+    edge = grid[-2]
+    if any(np.any(np.abs(np.asarray(r, dtype=float)) >= edge) for r in released):
+        warnings.warn(
+            f"DPSEPRegressor: {name}='auto' released a bound at the end of the public grid "
+            f"(|value| >= {edge:.3g}): the data may extend beyond it and is clipped to the released box. "
+            f"Declare {name} as (lower, upper) from the data's known domain, or rescale the data.",
+            UserWarning,
+            stacklevel=5,
+        )
+
+
 def bounds_box(bounds, name, a, private, bound_epsilon, rng, ledger):
     """``(lower, upper)`` a column-wise box from the declared, ``"auto"`` or ``"nonprivate"`` bounds.
 
@@ -191,6 +290,7 @@ def bounds_box(bounds, name, a, private, bound_epsilon, rng, ledger):
         lower, upper = private_box(
             rank_counts(a, grid), a.shape[0], (q, 1.0 - q), grid, bound_epsilon, rng, ledger
         )
+        _warn_grid_end(name, grid, lower, upper)
     else:
         lower, upper = np.quantile(a, (q, 1.0 - q), axis=0)
     # Post-processing of the released quantiles (see auto_bound_levels).
@@ -212,10 +312,17 @@ class Standardisation(NamedTuple):
     y_scale: float
 
 
-def standardise(X, y, feature_bounds, target_bounds, private, bound_epsilon, rng, ledger):
-    """Clip to the bounds and map them to ``[-1, 1]``, or standardise with the data's moments."""
+def standardise(X, y, feature_bounds, target_bounds, private, bound_epsilon, rng, ledger, pooled=False):
+    """Clip to the bounds and map them to ``[-1, 1]``, or standardise with the data's moments.
+
+    ``pooled``: ``feature_bounds="auto"`` is released as one shared box
+    (:func:`pooled_feature_box`) instead of per column.
+    """
     # Features first, then the target: the order of the bound releases.
-    feature_box = bounds_box(feature_bounds, "feature_bounds", X, private, bound_epsilon, rng, ledger)
+    if pooled and _is(feature_bounds, "auto"):
+        feature_box = pooled_feature_box(X, private, bound_epsilon, rng, ledger)
+    else:
+        feature_box = bounds_box(feature_bounds, "feature_bounds", X, private, bound_epsilon, rng, ledger)
     target_box = bounds_box(
         target_bounds, "target_bounds", y.reshape(-1, 1), private, bound_epsilon, rng, ledger
     )

@@ -36,14 +36,16 @@ from ..privacy.quantiles import (
 )
 from ._bounds import (
     _AUTO_BOUNDS_FAILURE,  # noqa: F401 (tests read it here)
-    _bounds_locatable,
+    _bounds_locatable,  # noqa: F401
     auto_bound_levels,  # noqa: F401
+    auto_bounds_layout,
     constant_model,
     standardise,
     warn_fallback,
 )
 from ._pbp import forward_moments, gaussian_log_z, layer_shapes, split_layers
 from ._sep import (
+    SiteWorkspace,
     clip_l2,
     clipped_sum,
     factor_sensitivity,
@@ -316,8 +318,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
 
     ``privacy_spent_`` refers to **replace-one** neighbours (``N`` public):
     the steps are one :class:`~skdp.privacy.SubsampledGaussianEvent` (plus two
-    :class:`~skdp.privacy.PureDPEvent` per ``"auto"`` bounds column, released
-    first by the exponential mechanism), and ``sigma`` is calibrated for
+    :class:`~skdp.privacy.PureDPEvent` per ``"auto"`` bounds column, or one for a
+    shared feature box, released first by the exponential mechanism), and ``sigma`` is calibrated for
     their composition.  Everything released afterwards is post-processing.
 
     Read more in the :doc:`User Guide </bnn>`: the model, the privacy
@@ -372,8 +374,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         How every step's batch is drawn: Poisson at rate ``B / N``, or ``B``
         datapoints without replacement (the paper's scheme).
     bounds_budget : float in (0, 1), default=0.5
-        Share of epsilon spent on the ``"auto"`` bounds; too few rows for it
-        warns and falls back to a private constant.
+        Share of epsilon spent on the ``"auto"`` bounds; too few rows for the
+        per-column quantiles release one shared feature box instead
+        (:func:`~skdp.bnn._bounds.auto_bounds_layout`), too few for that warns
+        and falls back to a private constant.
 
     Attributes
     ----------
@@ -595,16 +599,24 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         """Batch size, steps and (``"dp"``) noise multiplier, from the public ``N``."""
         n_samples = data.n_samples
         batch_size = self._check_size(n_samples)  # already checked when X had a shape
-        sigma = bound_epsilon = None
+        sigma = bound_epsilon = layout = None
         n_bound_releases = self._n_bound_releases(data.n_features)
         if n_bound_releases:
             # The bounds' declared share of epsilon, split evenly over their
-            # quantiles (pure DP, composed by the basic theorem); the
+            # releases (pure DP, composed by the basic theorem), per column
+            # where that locates them, else one shared feature box
+            # (auto_bounds_layout: public n, d and epsilon only); the
             # non-private runs take the same quantile levels.
-            bound_epsilon = quantile_epsilon(
-                self.bounds_budget * self.epsilon, 0.0, n_bound_releases, "basic", plan.secure_noise
+            layout, n_bound_releases, bound_epsilon = auto_bounds_layout(
+                n_samples,
+                data.n_features,
+                self._auto("feature_bounds"),
+                self._auto("target_bounds"),
+                lambda k: quantile_epsilon(
+                    self.bounds_budget * self.epsilon, 0.0, k, "basic", plan.secure_noise
+                ),
             )
-        fallback = bool(n_bound_releases) and plan.private and not _bounds_locatable(n_samples, bound_epsilon)
+        fallback = bool(n_bound_releases) and plan.private and layout is None
         if fallback:
             warn_fallback(self, n_samples)
         elif plan.private:
@@ -627,6 +639,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         )
         return plan.with_settings(
             fallback=fallback,
+            pooled_bounds=layout == "pooled",
             hidden_layer_sizes=() if fallback else hidden,
             bound_epsilon=bound_epsilon,
             batch_size=batch_size,
@@ -676,6 +689,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             plan.settings["bound_epsilon"],
             rng,
             ledger,
+            pooled=plan.settings["pooled_bounds"],
         )
         Xs, ys = box.X, box.y
         self.feature_bounds_, self.target_bounds_ = box.feature_bounds, box.target_bounds
@@ -759,6 +773,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         first_averaged = n_steps - max(1, int(_AVERAGED_FRACTION * n_steps))
         poisson = self.sampling == "poisson"
         rate = batch_size / n_samples
+        workspace = SiteWorkspace()  # the batch's arrays, reused by every step
         for t in range(n_steps):
             # Each step's batch is drawn independently of the data and of the
             # other steps, as the sampling scheme the accounting relies on says.
@@ -768,7 +783,16 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 idx = rng.choice(n_samples, size=batch_size, replace=False)
             if idx.size:
                 sites, norms = sep_sites(
-                    u / scale, theta_0, n_samples, X[idx], y[idx], shapes, floors, scale, with_norms=True
+                    u / scale,
+                    theta_0,
+                    n_samples,
+                    X[idx],
+                    y[idx],
+                    shapes,
+                    floors,
+                    scale,
+                    with_norms=True,
+                    workspace=workspace,
                 )
                 site_sum = clipped_sum(sites, self.clip_norm, norms) if clip else sites.sum(axis=0)
             else:

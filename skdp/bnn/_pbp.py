@@ -30,6 +30,7 @@ column is the bias).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -183,16 +184,21 @@ def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_cu
 
     m_out, v_out = am[:, 0], av[:, 0]
     resid = y - m_out
-    s0 = v_out + beta / (alpha - 1.0)
-    log_z = -0.5 * (_LOG_2PI + np.log(s0) + resid * resid / s0)
+    resid2 = resid * resid
+    # log N(y | m_L, v_L + beta / a) at a = alpha - 1 (Z), alpha and alpha + 1
+    # (the Gamma update below), as one (3, batch) array: the same
+    # operations on each entry, a third of the calls.
+    spreads = v_out + np.array([beta / (alpha - 1.0), beta / alpha, beta / (alpha + 1.0)])[:, None]
+    log_zs = -0.5 * (_LOG_2PI + np.log(spreads) + resid2 / spreads)
+    s0, log_z = spreads[0], log_zs[0]
     g_am = (resid / s0)[:, None]
-    g_av = (0.5 * (resid * resid / (s0 * s0) - 1.0 / s0))[:, None]
+    g_av = (0.5 * (resid2 / (s0 * s0) - 1.0 / s0))[:, None]
 
     n_weights = sum(M.size for M in means)
     if out is None:
         out = (np.empty((n, n_weights)), np.empty((n, n_weights)))
     grad_m, grad_v = out
-    ends = np.cumsum([0, *(M.size for M in means)])
+    ends = [0, *itertools.accumulate(M.size for M in means)]
     for layer in range(n_layers - 1, -1, -1):
         M, V = means[layer], variances[layer]
         zm_a, zv_a, zsq, scale, _ = cache[layer]
@@ -228,12 +234,9 @@ def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_cu
 
     # Noise precision tau: E[tau] = alpha/beta Z(alpha+1)/Z(alpha) and
     # E[tau^2] = alpha (alpha+1)/beta^2 Z(alpha+2)/Z(alpha) (PBP, Eq. 7-8).
-    s1 = v_out + beta / alpha
-    s2 = v_out + beta / (alpha + 1.0)
-    log_z1 = -0.5 * (_LOG_2PI + np.log(s1) + resid * resid / s1)
-    log_z2 = -0.5 * (_LOG_2PI + np.log(s2) + resid * resid / s2)
-    e1 = np.exp(log_z1 - log_z) * alpha / beta
-    e2 = np.exp(log_z2 - log_z) * alpha * (alpha + 1.0) / (beta * beta)
+    ratios = np.exp(log_zs[1:] - log_z)
+    e1 = ratios[0] * alpha / beta
+    e2 = ratios[1] * alpha * (alpha + 1.0) / (beta * beta)
     var_tau = e2 - e1 * e1
     ok = (var_tau > 0) & np.isfinite(var_tau)
     safe = np.where(ok, var_tau, 1.0)

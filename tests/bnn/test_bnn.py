@@ -10,7 +10,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skdp.bnn import DPSEPRegressor, _dpsep
+from skdp.bnn import DPSEPRegressor, _bounds, _dpsep
 from skdp.bnn._dpsep import _planned_events, dpsep_n_steps, dpsep_noise_multiplier, resolve_batch_size
 from skdp.bnn._pbp import (
     forward_moments,
@@ -639,12 +639,13 @@ def test_default_bounds_are_released_privately_or_fall_back_to_a_private_constan
     assert len(messages) == 1  # n, epsilon and bounds_budget only, never the data
     # Declared target bounds: the Laplace mean of the clipped target, inside them.
     with pytest.warns(UserWarning, match="Declare feature_bounds as"):
-        model = DPSEPRegressor(n_epochs=1, target_bounds=(-10, 10), epsilon=5.0, random_state=0).fit(X, y)
+        model = DPSEPRegressor(n_epochs=1, target_bounds=(-10, 10), epsilon=2.0, random_state=0).fit(X, y)
     events = model.privacy_ledger_.events
     assert [type(e) for e in events] == [LaplaceEvent]
     assert -10 <= model.y_center_ <= 10 and abs(model.y_center_ - y.mean()) < 1.0
     # Enough rows for the target's quantiles at epsilon / 3: box, then the mean inside it.
-    Xb, yb = _linear_data(n=3000, d=12)
+    # (1,000 rows: too few for the pooled feature box at 0.25 / 3 per release too.)
+    Xb, yb = _linear_data(n=1000, d=12)
     with pytest.warns(UserWarning, match="falls back"):
         model = DPSEPRegressor(n_epochs=1, epsilon=0.5, random_state=0).fit(Xb, yb + 50.0)
     kinds = [type(e) for e in model.privacy_ledger_.events]
@@ -659,6 +660,41 @@ def test_default_bounds_are_released_privately_or_fall_back_to_a_private_constan
     assert sum(e.count for e in pure) == 2 * 2 + 2  # two quantiles per feature and for the target
     assert model.feature_bounds_.shape == (2, 2) and model.target_bounds_.shape == (2,)
     assert model.privacy_spent_.epsilon <= 1.0
+
+
+def test_auto_bounds_pool_the_features_where_columns_cannot_be_located():
+    """Between the per-column box and the constant: one shared feature box, three releases.
+
+    The layout is chosen from n, d and epsilon only: 331 rows and 10
+    features at epsilon 10 (22 quantiles of 5 / 22 each: rank margin 0.31)
+    cannot locate the columns, but one scale and the target's two quantiles
+    (5 / 3 each: margin 0.04) can; at epsilon 1 neither can.
+    """
+    from skdp.privacy import PureDPEvent
+
+    def per_release(total):
+        return lambda k: total / k
+
+    assert _bounds.auto_bounds_layout(331, 10, True, True, per_release(5.0))[:2] == ("pooled", 3)
+    assert _bounds.auto_bounds_layout(331, 10, True, True, per_release(0.5))[0] is None
+    assert _bounds.auto_bounds_layout(10_000, 10, True, True, per_release(5.0))[:2] == ("columns", 22)
+    # Only the target "auto": nothing to pool.
+    assert _bounds.auto_bounds_layout(20, 10, False, True, per_release(5.0))[0] is None
+    X, y = _linear_data(n=400, d=10)
+    y = 3.0 * y + 20.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        model = DPSEPRegressor(n_epochs=2, epsilon=10.0, random_state=0).fit(X, y)
+    assert model.n_iter_ > 0
+    pure = [e for e in model.privacy_ledger_.events if isinstance(e, PureDPEvent)]
+    assert sum(e.count for e in pure) == 3
+    assert all(e.epsilon == pytest.approx(5.0 / 3) for e in pure)
+    low, high = model.feature_bounds_
+    assert np.all(low == -high) and np.all(high == high[0]) and high[0] > 0
+    # The box holds most rows: it is the (1 - q) quantile of max_j |x_ij|.
+    assert np.mean(np.max(np.abs(X), axis=1) <= high[0] * 1.05) > 0.8
+    assert model.privacy_spent_.epsilon <= 10.0
+    assert model.score(X, y) > 0.3
 
 
 def test_auto_hidden_layers_follow_n_epsilon_per_weight():
@@ -1147,6 +1183,30 @@ def test_batch_sites_equal_the_per_row_code(hidden):
     # Hidden layers: some weights are rejected (non-positive variance), so the rule is exercised.
     assert np.any(reference[:, :n_weights] == 0.0) == (hidden != ())
     np.testing.assert_allclose(batch, reference * scale, rtol=1e-10, atol=1e-12)
+
+
+def test_site_workspace_reuse_gives_the_fresh_arrays_sites_bit_for_bit():
+    """A workspace reused across batches of varying size (Poisson) leaves no trace of earlier steps."""
+    from skdp.bnn._sep import SiteWorkspace
+
+    rng = np.random.default_rng(5)
+    d, n = 3, 60
+    shapes = layer_shapes(d, (4,))
+    n_weights = sum(a * b for a, b in shapes)
+    theta_0 = to_natural(rng.normal(size=n_weights), np.full(n_weights, 0.7), 6.0, 6.0)
+    floors = (1.0, 2.0, (1e-4, 1.0), 10.0, 0.0, 0.0)
+    scale = release_scaling(theta_0.size, 10.0)
+    workspace = SiteWorkspace()
+    for size in (5, 17, 3, 17, 30, 1):
+        theta_f = rng.normal(scale=0.02, size=theta_0.size)
+        X, y = rng.normal(size=(size, d)), 10.0 * rng.normal(size=size)
+        fresh, fresh_norms = sep_sites(theta_f, theta_0, n, X, y, shapes, floors, scale, with_norms=True)
+        reused, norms = sep_sites(
+            theta_f, theta_0, n, X, y, shapes, floors, scale, with_norms=True, workspace=workspace
+        )
+        assert reused.shape == fresh.shape
+        np.testing.assert_array_equal(reused, fresh)
+        np.testing.assert_array_equal(norms, fresh_norms)
 
 
 def test_ledger_records_the_calibrated_steps_event_bit_for_bit():
