@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 from _release_walk import release_violations
+from conftest import gaussian_blobs
 from scipy import integrate, stats
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -934,8 +935,7 @@ def test_em_classes_ledger_and_noise_statistically():
     """
     from skdp.privacy import compose
 
-    rng = np.random.default_rng(0)
-    X = np.vstack([rng.normal(-2, 0.5, (3000, 3)), rng.normal(2, 0.5, (3000, 3))])
+    X = gaussian_blobs(0, [-2, 2], 3000, 0.5, n_features=3)
     gm = DPGenerativeMixture(epsilon=10.0, bounds=(-4.0, 4.0), random_state=0).fit(X)
     assert len(gm.weights_) > 1 and gm.n_iter_ > 1
     count, *steps = gm.privacy_ledger_.events

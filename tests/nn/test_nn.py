@@ -10,6 +10,7 @@ from _release_walk import release_violations
 torch = pytest.importorskip("torch")
 pytest.importorskip("skorch")
 
+from conftest import sign_labelled  # noqa: E402
 from scipy import stats  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
@@ -1095,9 +1096,7 @@ def test_a_failed_fit_leaves_a_fresh_uninitialized_net():
     # refuses and the next fit trains as a fresh net would.
     from skorch.exceptions import NotInitializedError
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(80, 3)).astype(np.float32)
-    y = (X[:, 0] > 0).astype(np.int64)
+    X, y = sign_labelled(0, 80, 3)
     net = DPNeuralNetClassifier(
         classes=[0, 1], batch_size=20, max_epochs=1, noise_multiplier=1.0, epsilon=None, random_state=0
     )
