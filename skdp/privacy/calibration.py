@@ -350,7 +350,9 @@ def _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noi
     try:
         lo, hi = bracket(cost, epsilon, hi * 0.9, hi, up=1.25, down=0.9)
     except NoCrossing:
-        raise ValueError(f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition.") from None
+        raise ValueError(
+            f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition."
+        ) from None
     return hi if lo is None else _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
 
 
@@ -415,6 +417,7 @@ def gaussian_noise_multiplier(epsilon, delta, calibration="analytic"):
         return math.sqrt(2 * math.log(1.25 / delta)) / epsilon
     if calibration != "analytic":
         raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}.")
+
     def delta_at(z):
         return gaussian_delta(z, epsilon)
 

@@ -150,7 +150,13 @@ def staged_filter(first_events, epsilon, delta, neighbouring, orders=DEFAULT_ORD
         If the first stage alone spends the whole claim.
     """
     try:
-        key = (tuple(first_events), float(epsilon), float(delta), neighbouring, tuple(map(float, np.ravel(orders))))
+        key = (
+            tuple(first_events),
+            float(epsilon),
+            float(delta),
+            neighbouring,
+            tuple(map(float, np.ravel(orders))),
+        )
         hash(key)
     except (TypeError, ValueError):
         return _staged_filter(first_events, epsilon, delta, neighbouring, orders)
