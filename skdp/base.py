@@ -58,8 +58,7 @@ import os
 import sys
 import warnings
 import weakref
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, is_dataclass, replace
 from numbers import Real
 from typing import Any
 
@@ -129,11 +128,15 @@ class PrivacyPlan:
     private : bool, default=True
         False for a non-private reference mode: nothing is reserved or
         accounted, and ``privacy_spent_`` is ``(inf, 0)``.
-    settings : mapping, default={}
-        The estimator's own public choices (noise multipliers, iteration
-        counts, mechanisms) for the ``_calibrate`` and ``_fit_private`` steps
-        of :class:`DPEstimatorMixin`; public by construction, since nothing
-        here has seen the data.
+    settings : frozen dataclass, default={}
+        The estimator's own typed plan: its public choices (noise
+        multipliers, iteration counts, mechanisms) for the ``_calibrate`` and
+        ``_fit_private`` steps of :class:`DPEstimatorMixin`, as one frozen
+        dataclass per estimator whose fields are typed and documented (e.g.
+        ``skdp.bayes._naive_bayes_hmm.NaiveBayesHMMSettings``), read as
+        attributes (``plan.settings.noise_multiplier``).  Public by
+        construction, since nothing here has seen the data.  Empty (``{}``)
+        until the estimator's ``_privacy_plan`` or ``_calibrate`` sets it.
     secure_noise : bool, default=False
         Whether every release of the fit samples its noise exactly on a grid:
         the estimator's ``secure_noise``, or the package default when that is
@@ -148,12 +151,24 @@ class PrivacyPlan:
     delta: float
     composition: str = DEFAULT_COMPOSITION
     private: bool = True
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: Any = field(default_factory=dict)
     secure_noise: bool = False
 
-    def with_settings(self, **settings):
-        """A copy with ``settings`` updated (calibration adds what it derived)."""
-        return replace(self, settings={**self.settings, **settings})
+    def with_settings(self, settings=None, /, **changes):
+        """A copy with ``settings`` (an estimator's plan dataclass), or the current ones updated by ``changes``.
+
+        ``changes`` are applied with :func:`dataclasses.replace`, so a field
+        the estimator's plan does not declare is a ``TypeError``, never a
+        silently ignored key.  (A plan still given as a mapping, an estimator
+        not yet typed, is updated as a mapping.)
+        """
+        settings = self.settings if settings is None else settings
+        if changes:
+            if is_dataclass(settings):
+                settings = replace(settings, **changes)
+            else:
+                settings = {**settings, **changes}
+        return replace(self, settings=settings)
 
 
 def private_fit_context(prefer_skip_nested_validation=True):
