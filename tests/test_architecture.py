@@ -405,6 +405,62 @@ def test_one_reading_of_the_dpnorm_options():
             assert options.histogram_noise_ratio == (ratio if clip_norm == "auto" else None)
 
 
+# --- the plan of a fit is typed ------------------------------------------------------------------
+
+
+def test_no_module_reads_a_plan_setting_by_key():
+    # PrivacyPlan.settings is a frozen dataclass per estimator, read as attributes: no
+    # ``plan.settings["name"]`` or ``settings.get("name")`` anywhere in the package.
+    keyed = []
+    for path in sorted(_SKDP.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            owner = None
+            if isinstance(node, ast.Subscript):
+                owner = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+                owner = node.func.value
+            if isinstance(owner, ast.Attribute) and owner.attr == "settings":
+                keyed.append(f"{path.relative_to(_SKDP)}:{node.lineno}")
+    assert not keyed, keyed
+
+
+def test_every_estimator_fits_on_a_typed_frozen_plan(monkeypatch):
+    import dataclasses
+
+    from skdp.base import PrivacyPlan
+
+    seen = {}
+    rng = np.random.default_rng(0)
+    fits = [(name, c.estimator, c.make_X(rng, 60, 3), c.fit_kwargs) for name, c in CASES.items()]
+    fits += [(name, c.estimator(), c.make_X(rng), lambda X: {}) for name, c in COMPOSITES.items()]
+    for name, estimator, X, fit_kwargs in fits:
+        cls = type(estimator)
+        original = cls._fit_private
+
+        def spy(self, data, plan, rng, ledger, _name=name, _original=original):
+            seen[_name] = plan.settings
+            return _original(self, data, plan, rng, ledger)
+
+        monkeypatch.setattr(cls, "_fit_private", spy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            clone(estimator).fit(X, **fit_kwargs(X))
+        monkeypatch.setattr(cls, "_fit_private", original)
+    assert set(seen) == {name for name, *_ in fits}
+    untyped = {
+        name: type(s).__name__
+        for name, s in seen.items()
+        if not (dataclasses.is_dataclass(s) and type(s).__dataclass_params__.frozen)
+    }
+    assert not untyped, untyped
+    # A field the estimator's plan does not declare is refused, never stored.
+    plan = PrivacyPlan(1.0, 0.0, settings=next(iter(seen.values())))
+    with pytest.raises(TypeError):
+        plan.with_settings(no_such_setting=1)
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        PrivacyPlan(1.0, 0.0, settings={"noise_multiplier": 1.0}).with_settings(noise_multiplier=2.0)
+
+
 # --- the architecture page names what exists ----------------------------------------------------
 
 

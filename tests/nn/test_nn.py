@@ -907,8 +907,8 @@ def test_fit_runs_the_privacy_template(data, monkeypatch):
     (plan,) = plans
     # The declared size fixes the whole plan before the data: the fit trains at it.
     assert (plan.epsilon, plan.delta, plan.composition) == (1.5, DELTA, "pld")
-    assert plan.settings["noise_multiplier"] == net.noise_multiplier_
-    assert plan.settings["dpsgd_plan"].n_steps == net.n_steps_ == 8
+    assert plan.settings.noise_multiplier == net.noise_multiplier_
+    assert plan.settings.dpsgd_plan.n_steps == net.n_steps_ == 8
     assert budget.spent.epsilon == pytest.approx(1.5, rel=1e-3) and budget.reservations == []
 
 
