@@ -58,8 +58,7 @@ import os
 import sys
 import warnings
 import weakref
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, is_dataclass, replace
 from numbers import Real
 from typing import Any
 
@@ -129,11 +128,15 @@ class PrivacyPlan:
     private : bool, default=True
         False for a non-private reference mode: nothing is reserved or
         accounted, and ``privacy_spent_`` is ``(inf, 0)``.
-    settings : mapping, default={}
-        The estimator's own public choices (noise multipliers, iteration
-        counts, mechanisms) for the ``_calibrate`` and ``_fit_private`` steps
-        of :class:`DPEstimatorMixin`; public by construction, since nothing
-        here has seen the data.
+    settings : frozen dataclass, default=None
+        The estimator's own typed plan: its public choices (noise
+        multipliers, iteration counts, mechanisms) for the ``_calibrate`` and
+        ``_fit_private`` steps of :class:`DPEstimatorMixin`, as one frozen
+        dataclass per estimator whose fields are typed and documented (e.g.
+        ``skdp.bayes._naive_bayes_hmm.NaiveBayesHMMSettings``), read as
+        attributes (``plan.settings.noise_multiplier``).  Public by
+        construction, since nothing here has seen the data.  None until the
+        estimator's ``_privacy_plan`` or ``_calibrate`` sets it.
     secure_noise : bool, default=False
         Whether every release of the fit samples its noise exactly on a grid:
         the estimator's ``secure_noise``, or the package default when that is
@@ -148,12 +151,20 @@ class PrivacyPlan:
     delta: float
     composition: str = DEFAULT_COMPOSITION
     private: bool = True
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: Any = None
     secure_noise: bool = False
 
-    def with_settings(self, **settings):
-        """A copy with ``settings`` updated (calibration adds what it derived)."""
-        return replace(self, settings={**self.settings, **settings})
+    def with_settings(self, settings=None, /, **changes):
+        """A copy with ``settings`` (an estimator's plan dataclass), or the current ones updated by ``changes``.
+
+        ``changes`` are applied with :func:`dataclasses.replace`, so a field
+        the estimator's plan does not declare is a ``TypeError``, never a
+        silently ignored key.
+        """
+        settings = self.settings if settings is None else settings
+        if not is_dataclass(settings):
+            raise TypeError(f"A plan's settings are a frozen dataclass, got {type(settings).__name__}.")
+        return replace(self, settings=replace(settings, **changes) if changes else settings)
 
 
 def private_fit_context(prefer_skip_nested_validation=True):

@@ -12,6 +12,7 @@ step fitted without DP.  The design and its justification are in
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
@@ -86,6 +87,27 @@ def split_budget(requests, epsilon=None, delta=None):
         total = sum(dlt)
         dlt = [float(delta) * d / total for d in dlt] if total > 0 else [float(delta) / len(dlt)] * len(dlt)
     return list(zip(eps, dlt, strict=True))
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """:class:`DPPipeline`'s plan: its cloned steps, from the parameters alone (no data read).
+
+    Attributes
+    ----------
+    steps : list of (str, estimator)
+        The cloned steps the fit trains, in order.
+    dp : list of (str, estimator)
+        The DP estimators among the steps and nested in them
+        (:func:`dp_estimators_in`), each with its own request.
+    relation : str
+        The pipeline's neighbouring relation (``"replace_one"`` or
+        ``"add_remove"``).
+    """
+
+    steps: list
+    dp: list
+    relation: str
 
 
 class PostFitOwnerMixin:
@@ -439,14 +461,14 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
             request.epsilon,
             request.delta,
             self.composition,
-            settings={"steps": steps, "dp": dp, "relation": relation},
+            settings=PipelineSettings(steps, dp, relation),
         )
 
     def _begin_private_fit(self, plan):
         try:
             return super()._begin_private_fit(plan)
         except BudgetExceededError as refused:
-            raise _explain_conversion(refused, plan.settings["dp"], plan.settings["relation"]) from None
+            raise _explain_conversion(refused, plan.settings.dp, plan.settings.relation) from None
 
     def _validate_input(self, X, y=None, **params):
         # The steps read and validate the data, each in its own fit.
@@ -455,7 +477,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
     def _fit_private(self, data, plan, rng, ledger):
         """Fit the cloned steps (``Pipeline.<method>``); record every fitted DP estimator's events on ``ledger``."""
         X, y, params = data
-        steps, dp = plan.settings["steps"], plan.settings["dp"]
+        steps, dp = plan.settings.steps, plan.settings.dp
         if self.random_state is not None:
             # One independent stream per DP step, from the fit's generator.
             for _, step in dp:
@@ -491,7 +513,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         fitted = fitted_dp_estimators(self.steps)
         return (
             f"The pipeline's DP steps spent {tuple(spent)} > the {(plan.epsilon, plan.delta)} it reserved "
-            f"({len(fitted)} fitted DP estimators for {len(plan.settings['dp'])} planned); the budget was "
+            f"({len(fitted)} fitted DP estimators for {len(plan.settings.dp)} planned); the budget was "
             "charged what they spent and the pipeline is left unfitted."
         )
 

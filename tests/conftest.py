@@ -1,6 +1,8 @@
-"""Shared fixtures of the test suite."""
+"""Shared fixtures and data helpers of the test suite."""
 
+import numpy as np
 import pytest
+from sklearn.datasets import load_iris, make_blobs
 
 
 @pytest.fixture
@@ -21,3 +23,53 @@ def chunk_passes(monkeypatch):
 
     monkeypatch.setattr(ChunkedData, "iter_chunks", iter_chunks)
     return passes
+
+
+# --- the small data sets many test files build ------------------------------------------------
+#
+# Plain functions (import them: ``from conftest import gaussian_blobs``), each the one
+# definition of a data set that several files built by hand; same draws as before, so no
+# test's data changed when they moved here.
+
+#: The three well-separated centres of the clustering tests (``three_blobs``).
+THREE_CENTRES = [[-3, -3], [3, -3], [0, 3]]
+
+
+def _generator(rng):
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def gaussian_blobs(rng, centres, n_per, scale, n_features=None):
+    """``n_per`` rows around each centre, isotropic Gaussian of std ``scale``, stacked centre by centre.
+
+    ``rng`` is a Generator (drawn from, in place) or a seed; a scalar centre
+    needs ``n_features``.
+    """
+    rng = _generator(rng)
+    return np.vstack(
+        [rng.normal(c, scale, (n_per, n_features if n_features is not None else len(c))) for c in centres]
+    )
+
+
+def three_blobs(n=3000, k=3, seed=0):
+    """``(X, y)``: scikit-learn's ``make_blobs`` around the first ``k`` of :data:`THREE_CENTRES`, std 0.5."""
+    return make_blobs(n_samples=n, centers=THREE_CENTRES[:k], cluster_std=0.5, random_state=seed)
+
+
+def sign_labelled(rng, n, d):
+    """``(X, y)`` for the nets: standard normal float32 rows, label ``x_0 > 0`` (int64)."""
+    X = _generator(rng).normal(size=(n, d)).astype(np.float32)
+    return X, (X[:, 0] > 0).astype(np.int64)
+
+
+def linear_regression_data(n=400, d=3, noise=0.3, seed=0):
+    """``(X, y)``: rows uniform on ``[-1, 1]^d``, ``y = X w + noise * N(0, 1)`` with ``w`` from 1 to -1."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, d))
+    y = X @ np.linspace(1.0, -1.0, d) + noise * rng.normal(size=n)
+    return X, y
+
+
+def iris_rows():
+    """The iris measurements (150 rows, 4 columns; scikit-learn's bundled copy)."""
+    return load_iris().data

@@ -7,8 +7,10 @@
   (``skdp.base``, the estimator packages): only ``skdp.exceptions`` and the
   warning helpers of ``skdp._user_warnings`` lie below it.
 * Every event type is defined in ``skdp.privacy.events``; no module of the
-  core imports after its first definition; the search's per-trial budget is
-  found by the calibrator's root finder.
+  core imports after its first definition; one root finder
+  (``skdp.privacy.roots``, re-exported by the calibration module) serves
+  every search, the search's per-trial budget included: no other module
+  calls a scipy root finder or bisects on its own.
 """
 
 import ast
@@ -255,6 +257,136 @@ def test_the_search_finds_its_budget_with_the_calibrators_root_finder(monkeypatc
     assert 2.0 / (1 + _search._RTOL) <= t <= 2.0
 
 
+#: scipy.optimize's root finders: no module of skdp calls them (skdp.privacy.roots is the one root finder).
+_SCIPY_ROOT_FINDERS = frozenset(
+    {"brentq", "brenth", "ridder", "bisect", "newton", "toms748", "root_scalar", "root", "fsolve", "fixed_point"}
+)
+
+
+def _is_midpoint(node):
+    """``0.5 * (a + b)``, ``(a + b) / 2`` or ``sqrt(a * b)``: the step of a bisection."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        halves = [isinstance(side, ast.Constant) and side.value == 0.5 for side in (node.left, node.right)]
+        sums = [isinstance(side, ast.BinOp) and isinstance(side.op, ast.Add) for side in (node.left, node.right)]
+        return (halves[0] and sums[1]) or (halves[1] and sums[0])
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return (
+            isinstance(node.left, ast.BinOp)
+            and isinstance(node.left.op, ast.Add)
+            and isinstance(node.right, ast.Constant)
+            and node.right.value == 2
+        )
+    if isinstance(node, ast.Call) and len(node.args) == 1:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        arg = node.args[0]
+        return name == "sqrt" and isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mult)
+    return False
+
+
+def _root_finding(source):
+    """Where ``source`` calls a scipy root finder or runs a bisection of its own: ``["line: what", ...]``."""
+    found = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("scipy.optimize"):
+            found += [f"{node.lineno}: imports {a.name}" for a in node.names if a.name in _SCIPY_ROOT_FINDERS]
+        if isinstance(node, ast.Attribute) and node.attr in _SCIPY_ROOT_FINDERS:
+            owner = node.value
+            if (isinstance(owner, ast.Name) and owner.id == "optimize") or (
+                isinstance(owner, ast.Attribute) and owner.attr == "optimize"
+            ):
+                found.append(f"{node.lineno}: optimize.{node.attr}")
+        if isinstance(node, ast.While | ast.For):
+            # A bisection: a midpoint is computed in a loop and becomes one end of the bracket.
+            inner = list(ast.walk(node))
+            midpoints = {
+                target.id
+                for n in inner
+                if isinstance(n, ast.Assign) and _is_midpoint(n.value)
+                for target in n.targets
+                if isinstance(target, ast.Name)
+            }
+            found += [
+                f"{n.lineno}: bisection ({n.targets[0].id} = {n.value.id})"
+                for n in inner
+                if isinstance(n, ast.Assign)
+                and isinstance(n.value, ast.Name)
+                and n.value.id in midpoints
+                and isinstance(n.targets[0], ast.Name)
+            ]
+    return sorted(set(found))
+
+
+def test_the_root_finding_detector_sees_bisections_and_scipy_root_finders():
+    bisection = """
+def solve(f, lo, hi):
+    while hi - lo > 1e-9:
+        mid = 0.5 * (lo + hi)
+        if f(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+"""
+    geometric = bisection.replace("0.5 * (lo + hi)", "math.sqrt(lo * hi)")
+    assert len(_root_finding(bisection)) == 2 and len(_root_finding(geometric)) == 2
+    assert _root_finding("from scipy import optimize\nz = optimize.brentq(f, 0, 1)\n")
+    assert _root_finding("from scipy.optimize import root_scalar\n")
+    assert not _root_finding("from scipy import optimize\nr = optimize.minimize_scalar(f)\n")
+    assert not _root_finding("middle, half = 0.5 * (low + high), 0.5 * (high - low)\n")
+
+
+def test_one_root_finder():
+    # Issue 33: one calibration module holds the only root finder.  Every search for the
+    # value that meets a target (calibration, the analytic Gaussian and its inverse, the
+    # staged filter, the repeat-and-select parameter, the search's per-trial budget) goes
+    # through skdp.privacy.roots, which calibration re-exports; no other module calls a
+    # scipy root finder or bisects on its own.
+    from skdp.privacy import calibration, roots
+
+    assert calibration.illinois_bracket is roots.illinois_bracket
+    assert calibration._shrink is roots.bisect
+    elsewhere = {
+        str(path.relative_to(_SKDP)): hits
+        for path in sorted(_SKDP.rglob("*.py"))
+        if path != _SKDP / "privacy" / "roots.py" and (hits := _root_finding(path.read_text()))
+    }
+    assert not elsewhere, elsewhere
+
+
+def test_every_root_search_returns_a_met_point_within_its_tolerance():
+    # The root finder returns an evaluated point on the side that meets the target, and the
+    # next point one tolerance below it fails: the answer is conservative and tight.
+    from skdp.privacy.accountants.conversions import gaussian_delta, gaussian_epsilon
+    from skdp.privacy.accountants.repeat_select import (
+        truncated_negative_binomial_gamma,
+        truncated_negative_binomial_mean,
+    )
+    from skdp.privacy.calibration import gaussian_noise_multiplier
+    from skdp.privacy.events import GaussianEvent
+    from skdp.privacy.staged import staged_filter
+
+    for z, delta in [(0.3, 1e-5), (1.0, 1e-5), (7.0, 1e-8), (200.0, 1e-3)]:
+        eps = gaussian_epsilon(z, delta)
+        assert gaussian_delta(z, eps) <= delta < gaussian_delta(z, eps * (1 - 2e-12))
+    for eps, delta in [(0.1, 1e-5), (1.0, 1e-5), (8.0, 1e-9)]:
+        z = gaussian_noise_multiplier(eps, delta)
+        assert gaussian_delta(z, eps) <= delta < gaussian_delta(z / (1 + 1e-10), eps)
+    for shape, mean in [(-0.5, 3.0), (0.0, 10.0), (2.0, 100.0)]:
+        gamma = truncated_negative_binomial_gamma(shape, mean)
+        assert truncated_negative_binomial_mean(gamma, shape) >= mean
+        assert truncated_negative_binomial_mean(gamma * (1 + 2e-9), shape) < mean
+    staged = staged_filter([GaussianEvent(1, "add_remove", 20.0)], 1.0, 1e-5, "add_remove")
+
+    def second_stage(z):
+        return [GaussianEvent(50, "add_remove", z)]
+
+    z = staged.calibrate(second_stage, rtol=1e-4)
+    assert staged.rdp(second_stage(z)) <= staged.remaining
+    assert staged.rdp(second_stage(z / (1 + 1e-4))) > staged.remaining
+
+
 def test_one_reading_of_the_dpnorm_options():
     from skdp.privacy.norm_selection import DPNormOptions
 
@@ -271,6 +403,62 @@ def test_one_reading_of_the_dpnorm_options():
             assert options.selected == (clip_norm == "auto")
             ratio = params.get("clip_norm_noise_ratio")
             assert options.histogram_noise_ratio == (ratio if clip_norm == "auto" else None)
+
+
+# --- the plan of a fit is typed ------------------------------------------------------------------
+
+
+def test_no_module_reads_a_plan_setting_by_key():
+    # PrivacyPlan.settings is a frozen dataclass per estimator, read as attributes: no
+    # ``plan.settings["name"]`` or ``settings.get("name")`` anywhere in the package.
+    keyed = []
+    for path in sorted(_SKDP.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            owner = None
+            if isinstance(node, ast.Subscript):
+                owner = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+                owner = node.func.value
+            if isinstance(owner, ast.Attribute) and owner.attr == "settings":
+                keyed.append(f"{path.relative_to(_SKDP)}:{node.lineno}")
+    assert not keyed, keyed
+
+
+def test_every_estimator_fits_on_a_typed_frozen_plan(monkeypatch):
+    import dataclasses
+
+    from skdp.base import PrivacyPlan
+
+    seen = {}
+    rng = np.random.default_rng(0)
+    fits = [(name, c.estimator, c.make_X(rng, 60, 3), c.fit_kwargs) for name, c in CASES.items()]
+    fits += [(name, c.estimator(), c.make_X(rng), lambda X: {}) for name, c in COMPOSITES.items()]
+    for name, estimator, X, fit_kwargs in fits:
+        cls = type(estimator)
+        original = cls._fit_private
+
+        def spy(self, data, plan, rng, ledger, _name=name, _original=original):
+            seen[_name] = plan.settings
+            return _original(self, data, plan, rng, ledger)
+
+        monkeypatch.setattr(cls, "_fit_private", spy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            clone(estimator).fit(X, **fit_kwargs(X))
+        monkeypatch.setattr(cls, "_fit_private", original)
+    assert set(seen) == {name for name, *_ in fits}
+    untyped = {
+        name: type(s).__name__
+        for name, s in seen.items()
+        if not (dataclasses.is_dataclass(s) and type(s).__dataclass_params__.frozen)
+    }
+    assert not untyped, untyped
+    # A field the estimator's plan does not declare is refused, never stored.
+    plan = PrivacyPlan(1.0, 0.0, settings=next(iter(seen.values())))
+    with pytest.raises(TypeError):
+        plan.with_settings(no_such_setting=1)
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        PrivacyPlan(1.0, 0.0, settings={"noise_multiplier": 1.0}).with_settings(noise_multiplier=2.0)
 
 
 # --- the architecture page names what exists ----------------------------------------------------

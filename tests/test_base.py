@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import iris_rows
 from sklearn.base import BaseEstimator
 
 from skdp import BudgetAccountant, BudgetExceededError, PrivacyLeakWarning
@@ -133,13 +134,12 @@ def test_sklearn_search_warns_once_that_its_selection_is_not_private():
     # the fits keep their guarantees, the selection has none.
     import warnings
 
-    from sklearn.datasets import load_iris
     from sklearn.model_selection import GridSearchCV, cross_val_score
 
     from skdp import DPGaussianMixture
     from skdp.exceptions import PrivacyLeakWarning
 
-    X, _ = load_iris(return_X_y=True)
+    X = iris_rows()
     model = DPGaussianMixture(3, data_norm=10.0, random_state=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -160,14 +160,13 @@ def test_pipeline_warns_about_steps_fitted_without_dp():
     # fitted on the private rows with no noise; stateless and DP steps pass.
     import warnings
 
-    from sklearn.datasets import load_iris
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
     from skdp import DPGaussianMixture, DPStandardScaler
     from skdp.exceptions import PrivacyLeakWarning
 
-    X, _ = load_iris(return_X_y=True)
+    X = iris_rows()
     model = DPGaussianMixture(3, data_norm=10.0, random_state=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import sign_labelled
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
@@ -98,8 +99,7 @@ def test_fault7_nets_noisy_count_plan_meets_the_claim_over_every_outcome():
     rng = np.random.default_rng(0)
     second, reported = [], []
     for n in (40, 155, 600):
-        X = rng.normal(size=(n, 3)).astype(np.float32)
-        y = (X[:, 0] > 0).astype(np.int64)
+        X, y = sign_labelled(rng, n, 3)
         net = DPNeuralNetClassifier(
             epsilon=epsilon,
             delta=DELTA,
@@ -151,9 +151,7 @@ def test_fault9_a_coarse_noisy_count_says_to_declare_n_samples():
 
     from skdp.nn import DPNeuralNetClassifier
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(155, 3)).astype(np.float32)
-    y = (X[:, 0] > 0).astype(np.int64)
+    X, y = sign_labelled(0, 155, 3)
     params = dict(epsilon=1.0, max_epochs=1, batch_size=10, classes=[0, 1], random_state=0, verbose=0)
     with pytest.warns(UserWarning, match=r"declare it \(n_samples=len\(X\)\)"):
         net = DPNeuralNetClassifier(**params).fit(X, y)
@@ -322,9 +320,7 @@ def test_fault7_a_staged_net_under_per_use_composition_reports_the_filters_claim
     pytest.importorskip("torch")
     from skdp.nn import DPNeuralNetClassifier
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(300, 3)).astype(np.float32)
-    y = (X[:, 0] > 0).astype(np.int64)
+    X, y = sign_labelled(0, 300, 3)
     budget = BudgetAccountant(2.0, 1e-4, neighbouring="add_remove")
     net = DPNeuralNetClassifier(
         classes=[0, 1], epsilon=1.0, composition=composition, max_epochs=1, accountant=budget, random_state=0

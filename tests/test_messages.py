@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import sign_labelled
 from sklearn.model_selection import GridSearchCV
 
 from skdp import BudgetAccountant, BudgetExceededError, PrivacyLeakWarning
@@ -159,8 +160,7 @@ def test_a_net_at_a_tiny_epsilon_names_epsilon_and_the_staged_plan_before_the_bu
     pytest.importorskip("torch")
     from skdp.nn import DPNeuralNetClassifier, DPNeuralNetRegressor
 
-    X = np.random.default_rng(0).normal(size=(100, 3)).astype("float32")
-    y = (X[:, 0] > 0).astype("int64")
+    X, y = sign_labelled(0, 100, 3)
     if kind == "classifier":
         net = DPNeuralNetClassifier(epsilon=1e-9, classes=[0, 1], max_epochs=1)
     else:

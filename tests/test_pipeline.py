@@ -6,10 +6,10 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import iris_rows
 from scipy.optimize import brentq
 from scipy.stats import norm
 from sklearn.base import BaseEstimator, TransformerMixin, clone
-from sklearn.datasets import load_iris
 from sklearn.model_selection import GridSearchCV
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
@@ -19,7 +19,7 @@ from skdp.model_selection import DPGridSearchCV, DPRandomizedSearchCV
 from skdp.pipeline import DPPipeline, make_pipeline, split_budget
 from skdp.privacy import GaussianEvent, compose
 
-X, _ = load_iris(return_X_y=True)
+X = iris_rows()
 
 
 def _steps(eps=(1.0, 1.0, 1.0)):

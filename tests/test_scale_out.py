@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import gaussian_blobs
 
 from skdp._chunks import ChunkedData, as_chunked, is_chunked_input
 from skdp.bayes import DPBetaBernoulli
@@ -17,8 +18,7 @@ from skdp.privacy.mechanisms.selection import ExponentialMechanism
 
 def _data(n_per=400, seed=0, d=3):
     rng = np.random.default_rng(seed)
-    centres = rng.uniform(-1.5, 1.5, size=(3, d))
-    return np.vstack([rng.normal(c, 0.3, (n_per, d)) for c in centres])
+    return gaussian_blobs(rng, rng.uniform(-1.5, 1.5, size=(3, d)), n_per, 0.3)
 
 
 def _factory(X, size):

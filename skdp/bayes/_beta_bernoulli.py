@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -65,6 +66,19 @@ def _public_n_features(X):
     n_features = 1 if len(shape) == 1 else shape[1]
     return int(n_features) if isinstance(n_features, Integral) and n_features >= 1 else None
 
+
+
+@dataclass(frozen=True)
+class BetaBernoulliSettings:
+    """:class:`DPBetaBernoulli`'s plan (public: from its parameters alone).
+
+    Attributes
+    ----------
+    prior : ndarray of shape (2,)
+        The Beta prior ``(alpha, beta)``, checked once before the fit.
+    """
+
+    prior: np.ndarray
 
 class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
     """Differentially private Beta-Bernoulli posterior (Foulds et al. 2016).
@@ -337,7 +351,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
         return (ExponentialMechanism,) if self.mechanism == "ops" else (LaplaceMechanism,)
 
     def _privacy_plan(self):
-        return PrivacyPlan(self.epsilon, self.delta, "basic", settings={"prior": self._check_prior()})
+        return PrivacyPlan(self.epsilon, self.delta, "basic", settings=BetaBernoulliSettings(self._check_prior()))
 
     def _validate_input(self, X, y=None):
         # One pass over chunked input (a one-shot iterator is accepted), made
@@ -346,7 +360,7 @@ class DPBetaBernoulli(DPEstimatorMixin, BaseEstimator):
 
     def _fit_private(self, data, plan, rng, ledger):
         """Release the counts (Laplace, Eq. 16-17; see ``count_release``) or one tempered posterior sample (OPS, Eq. 14)."""
-        prior = plan.settings["prior"]
+        prior = plan.settings.prior
         if data.chunked:
             counts = self._chunked_counts(data.chunks)
             set_chunked_features(self, data.chunks)

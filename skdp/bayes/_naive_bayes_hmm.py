@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -74,6 +75,27 @@ def ops_gibbs_epsilon(epsilon_per_update, n_iter, n_components=2):
     """
     per_iteration = 2 if n_components > 1 else 1
     return per_iteration * n_iter * epsilon_per_update
+
+
+@dataclass(frozen=True)
+class NaiveBayesHMMSettings:
+    """:class:`DPNaiveBayesHMM`'s plan: what its calibration decides from public quantities.
+
+    Attributes
+    ----------
+    noise_multiplier : float or None
+        ``mechanism="laplace"``: Laplace scale of the counts over their L1
+        sensitivity (Foulds et al. 2016, Eq. 16).
+    truncation : ndarray of shape (n_features,) or None
+        ``mechanism="ops"``: OPS truncation ``a0`` per feature (Foulds et al.
+        2016, Eq. 14).
+    mechanism : ExponentialMechanism or None
+        ``mechanism="ops"``: the tempered posterior sample's mechanism.
+    """
+
+    noise_multiplier: float | None = None
+    truncation: np.ndarray | None = None
+    mechanism: ExponentialMechanism | None = None
 
 
 class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
@@ -461,10 +483,10 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         """Laplace: the noise multiplier of the counts; OPS: the truncation and the mechanism."""
         if self.mechanism == "laplace":
             z = self._noise_multiplier(len(self.categories_), secure_noise=plan.secure_noise)
-            return plan.with_settings(noise_multiplier=z)
+            return plan.with_settings(NaiveBayesHMMSettings(noise_multiplier=z))
         if self.mechanism == "ops":
             truncation, mech = self._ops_mechanism(self._n_categories)
-            return plan.with_settings(truncation=truncation, mechanism=mech)
+            return plan.with_settings(NaiveBayesHMMSettings(truncation=truncation, mechanism=mech))
         return plan
 
     def _fit_private(self, data, plan, rng, ledger):
@@ -484,13 +506,13 @@ class DPNaiveBayesHMM(DPEstimatorMixin, DensityMixin, BaseEstimator):
         chain = dict(counts=counts, grid=grid, mask=mask, rng=rng, n_states=self.n_components)
         chain.update(alpha=self.alpha, beta=self.beta, n_iter=self.n_iter, burn_in=self.burn_in)
         if self.mechanism == "laplace":
-            z = plan.settings["noise_multiplier"]
+            z = plan.settings.noise_multiplier
             chain["counts"] = self.noisy_counts_ = self._privatise_counts(counts, mask, z, rng, ledger)
             result = gibbs_sampler(**chain)
         elif self.mechanism == "none":
             result = gibbs_sampler(**chain)
         else:
-            result = self._fit_ops(chain, plan.settings["truncation"], plan.settings["mechanism"], ledger)
+            result = self._fit_ops(chain, plan.settings.truncation, plan.settings.mechanism, ledger)
 
         self.startprob_, self.transmat_, theta, self.states_ = result
         if self.n_components == 1:

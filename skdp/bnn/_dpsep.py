@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -294,6 +295,42 @@ _PARAMETER_CONSTRAINTS = {
     "composition": [COMPOSITION_CONSTRAINT],
     "sampling": [StrOptions({"poisson", "without_replacement"})],
 }
+
+
+@dataclass(frozen=True)
+class SEPSettings:
+    """:class:`DPSEPRegressor`'s plan, from the public ``N`` and the parameters (its ``_calibrate``).
+
+    Attributes
+    ----------
+    fallback : bool
+        Whether the fit is the data-free fallback (a constant prediction):
+        the declared bounds' quantiles cannot be located at this ``N``.
+    pooled_bounds : bool
+        Whether the features share one private box ``[-S, S]`` (the
+        per-column quantiles cannot be located at this ``N``).
+    hidden_layer_sizes : tuple of int
+        The network's hidden layers (``()`` for the fallback).
+    bound_epsilon : float or None
+        Budget of each private quantile of the bounds (None: declared).
+    batch_size : int
+        Rows per SEP step.
+    n_steps : int
+        Number of SEP steps (Algorithm 3).
+    noise_multiplier : float or None
+        Gaussian noise multiplier of each released factor (``"dp"``).
+    sensitivity : float
+        L2 sensitivity of a factor update (clip bound and damping).
+    """
+
+    fallback: bool
+    pooled_bounds: bool
+    hidden_layer_sizes: tuple
+    bound_epsilon: float | None
+    batch_size: int
+    n_steps: int
+    noise_multiplier: float | None
+    sensitivity: float
 
 
 class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
@@ -638,19 +675,21 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             else tuple(self.hidden_layer_sizes)
         )
         return plan.with_settings(
-            fallback=fallback,
-            pooled_bounds=layout == "pooled",
-            hidden_layer_sizes=() if fallback else hidden,
-            bound_epsilon=bound_epsilon,
-            batch_size=batch_size,
-            n_steps=dpsep_n_steps(n_samples, self.n_epochs, batch_size),
-            noise_multiplier=sigma,
-            sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
+            SEPSettings(
+                fallback=fallback,
+                pooled_bounds=layout == "pooled",
+                hidden_layer_sizes=() if fallback else hidden,
+                bound_epsilon=bound_epsilon,
+                batch_size=batch_size,
+                n_steps=dpsep_n_steps(n_samples, self.n_epochs, batch_size),
+                noise_multiplier=sigma,
+                sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
+            )
         )
 
     def _fit_constant(self, data, plan, rng, ledger):
         """The data-free fallback: a constant prediction, the target's private centre (see :func:`private_centre`)."""
-        fitted = constant_model(data, self, plan.settings["batch_size"], rng, ledger)
+        fitted = constant_model(data, self, plan.settings.batch_size, rng, ledger)
         for name, value in fitted.items():
             setattr(self, name, value)
 
@@ -673,29 +712,28 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
 
     def _fit_private(self, data, plan, rng, ledger):
         """Algorithm 3: ``n_iter_`` SEP steps, each factor released (``"dp"``) or not."""
-        if plan.settings["fallback"]:
+        if plan.settings.fallback:
             self._fit_constant(data, plan, rng, ledger)
             return
         n_samples = data.n_samples
-        batch_size, n_steps, sigma, sensitivity = (
-            plan.settings[name] for name in ("batch_size", "n_steps", "noise_multiplier", "sensitivity")
-        )
+        s = plan.settings
+        batch_size, n_steps, sigma, sensitivity = s.batch_size, s.n_steps, s.noise_multiplier, s.sensitivity
         box = standardise(
             data.X,
             data.y,
             self.feature_bounds,
             self.target_bounds,
             self.mechanism == "dp",
-            plan.settings["bound_epsilon"],
+            plan.settings.bound_epsilon,
             rng,
             ledger,
-            pooled=plan.settings["pooled_bounds"],
+            pooled=plan.settings.pooled_bounds,
         )
         Xs, ys = box.X, box.y
         self.feature_bounds_, self.target_bounds_ = box.feature_bounds, box.target_bounds
         self.x_center_, self.x_scale_, self.y_center_, self.y_scale_ = box[4:]
 
-        self.hidden_layer_sizes_ = plan.settings["hidden_layer_sizes"]
+        self.hidden_layer_sizes_ = plan.settings.hidden_layer_sizes
         shapes = layer_shapes(data.n_features, self.hidden_layer_sizes_)
         n_weights = sum(a * b for a, b in shapes)
         # Data-independent start: random prior means for the hidden layers

@@ -9,6 +9,7 @@ scikit-learn clustering API.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -88,10 +89,35 @@ def _keep(previous):
     return reseed
 
 
+@dataclass(frozen=True)
+class LloydSettings:
+    """The DP Lloyd plan (``_BaseDPLloyd._calibrate``), from the public ``n`` and dimension.
+
+    Attributes
+    ----------
+    dim : int
+        Dimension of the clustering space (the input's, or the random features').
+    count_weight : float
+        Noise of the sizes relative to the sums' (Acs et al., Alg. 2).
+    noise_multiplier : float
+        The sums' noise multiplier; the sizes get ``count_weight`` times it.
+    n_iter : int or None
+        Number of Lloyd iterations, each released (None for a coreset fit).
+    """
+
+    dim: int
+    count_weight: float
+    noise_multiplier: float
+    n_iter: int | None = None
+
+
 class _BaseDPLloyd(
     DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
 ):
     """DP Lloyd's algorithm in a feature space given by the subclass."""
+
+    #: The estimator's plan type (a subclass adds its own fields).
+    _settings_type = LloydSettings
 
     #: The fitted attribute holding the row bound in the clustering space: ``data_norm_``
     #: (a bound on the input rows, :class:`DPKMeans`) or ``clip_norm_`` (on the random
@@ -290,7 +316,9 @@ class _BaseDPLloyd(
         n_iter = self._n_iter(rows.n_samples, dim, count_weight, secure_noise=secure)
         noise_multiplier = self._noise_multiplier(count_weight, n_iter, secure_noise=secure)
         return plan.with_settings(
-            dim=dim, count_weight=count_weight, n_iter=n_iter, noise_multiplier=noise_multiplier
+            self._settings_type(
+                dim=dim, count_weight=count_weight, n_iter=n_iter, noise_multiplier=noise_multiplier
+            )
         )
 
     def _bounded_rows_and_mechanisms(self, rows, dim, count_weight, noise_multiplier, rng, ledger):
@@ -331,9 +359,8 @@ class _BaseDPLloyd(
         """``n_iter`` DP Lloyd iterations (Acs et al., Alg. 2 lines 5-11), every one released."""
         init = self._check_init(rows.n_features)
         self._fit_feature_map(rows.n_features, rng)
-        dim, count_weight, n_iter, noise_multiplier = (
-            plan.settings[name] for name in ("dim", "count_weight", "n_iter", "noise_multiplier")
-        )
+        s = plan.settings
+        dim, count_weight, n_iter, noise_multiplier = s.dim, s.count_weight, s.n_iter, s.noise_multiplier
         with threadpool_limits(limits=_blas_threads(rows, self.n_clusters), user_api="blas"):
             bound, count_mechanism, sum_mechanism = self._bounded_rows_and_mechanisms(
                 rows, dim, count_weight, noise_multiplier, rng, ledger

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -16,7 +17,7 @@ from ..privacy.quantiles import (
     calibrate_histogram_bounds,
     histogram_box_share,
 )
-from ._base import _BaseDPLloyd
+from ._base import LloydSettings, _BaseDPLloyd
 from ._fourier import MAX_FEATURE_NORM, draw_fourier_weights
 
 
@@ -36,6 +37,19 @@ def auto_gamma(kernel, low, high):
     if kernel == "laplacian":
         return float(3.0 / np.sum(width))
     return float(12.0 / np.sum(width**2))
+
+
+@dataclass(frozen=True)
+class KernelKMeansSettings(LloydSettings):
+    """:class:`DPKernelKMeans`'s plan: DP Lloyd's, and the private box of ``gamma="auto"``.
+
+    Attributes
+    ----------
+    gamma_bounds : object or None
+        The releases of the box that sets ``gamma`` (``gamma="auto"``), else None.
+    """
+
+    gamma_bounds: object = None
 
 
 class DPKernelKMeans(_BaseDPLloyd):
@@ -220,6 +234,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     # As DPKMeans, plus the random feature map (drawn from the public number
     # of features only); clip_norm_ is clip_norm (public) or DPNorm's release.
     _bound_attribute = "clip_norm_"
+    _settings_type = KernelKMeansSettings
     _released_attributes = frozenset(
         {
             "cluster_centers_",
@@ -332,7 +347,7 @@ class DPKernelKMeans(_BaseDPLloyd):
     def _fit_private(self, rows, plan, rng, ledger):
         """Release the box of ``gamma="auto"`` (its events first in the plan), then DP Lloyd on the features."""
         self.__dict__.pop("bounds_", None)
-        bounds = plan.settings.get("gamma_bounds")
+        bounds = plan.settings.gamma_bounds
         if bounds is None:
             self.gamma_ = float(self.gamma)
         else:

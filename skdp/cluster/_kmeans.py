@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
@@ -22,7 +23,7 @@ from ..privacy.quantiles import (
     calibrate_histogram_bounds,
     histogram_box_share,
 )
-from ._base import _BaseDPLloyd, _blas_threads
+from ._base import LloydSettings, _BaseDPLloyd, _blas_threads
 from ._blas import threadpool_limits
 from ._coreset import (
     ALGORITHMS,
@@ -48,6 +49,25 @@ from ._lloyd import (
 def max_row_norm(X):
     """Largest L2 row norm of ``X`` (a data-dependent bound: leaks privacy)."""
     return float(row_norms(X).max()) if len(X) else 0.0
+
+
+@dataclass(frozen=True)
+class KMeansSettings(LloydSettings):
+    """:class:`DPKMeans`'s plan: DP Lloyd's, or the private coreset's.
+
+    Attributes
+    ----------
+    algorithm : {"lloyd", "coreset"}
+        The algorithm the public ``(n, d, k, epsilon)`` chose.
+    max_depth : int or None
+        Depth of the coreset's tree (``"coreset"``).
+    thresholds : object or None
+        The coreset tree's split thresholds (``"coreset"``), from public quantities.
+    """
+
+    algorithm: str = "lloyd"
+    max_depth: int | None = None
+    thresholds: object = None
 
 
 class DPKMeans(_BaseDPLloyd):
@@ -201,6 +221,8 @@ class DPKMeans(_BaseDPLloyd):
     >>> km.privacy_spent_.epsilon <= 1.0
     True
     """
+
+    _settings_type = KMeansSettings
 
     # The centres and last noisy sizes are released; n_reseeded_ is a function
     # of the released sizes; data_norm_ is data_norm (public) unless the user
@@ -532,25 +554,26 @@ class DPKMeans(_BaseDPLloyd):
         )
         thresholds = tree_thresholds(noise_multiplier, self.mechanism, rows.n_samples, self.n_clusters, dim)
         return plan.with_settings(
-            algorithm="coreset",
-            dim=dim,
-            noise_multiplier=noise_multiplier,
-            max_depth=CORESET_MAX_DEPTH,
-            count_weight=CORESET_COUNT_WEIGHT,
-            thresholds=thresholds,
+            KMeansSettings(
+                algorithm="coreset",
+                dim=dim,
+                noise_multiplier=noise_multiplier,
+                max_depth=CORESET_MAX_DEPTH,
+                count_weight=CORESET_COUNT_WEIGHT,
+                thresholds=thresholds,
+            )
         )
 
     def _fit_private(self, rows, plan, rng, ledger):
         """DP Lloyd (:class:`_BaseDPLloyd`), or k-means on the private coreset."""
-        self.algorithm_ = plan.settings["algorithm"]
+        self.algorithm_ = plan.settings.algorithm
         if self.algorithm_ == "lloyd":
             self.__dict__.pop("n_leaves_", None)
             return super()._fit_private(rows, plan, rng, ledger)
         self._fit_feature_map(rows.n_features, rng)
-        dim, noise_multiplier, max_depth, count_weight, thresholds = (
-            plan.settings[name]
-            for name in ("dim", "noise_multiplier", "max_depth", "count_weight", "thresholds")
-        )
+        s = plan.settings
+        dim, noise_multiplier, max_depth, count_weight = s.dim, s.noise_multiplier, s.max_depth, s.count_weight
+        thresholds = s.thresholds
         with threadpool_limits(limits=_blas_threads(rows, self.n_clusters), user_api="blas"):
             bound, count_mechanism, sum_mechanism = self._bounded_rows_and_mechanisms(
                 rows, dim, count_weight, noise_multiplier, rng, ledger

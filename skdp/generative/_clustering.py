@@ -99,7 +99,7 @@ def cluster_records(est, X, plan, rng, ledger):
     n = X.shape[0]
     # The number of clusters: the plan's (the marginals generator's capacity
     # rule, from released and public quantities), else the declared one.
-    n_clusters = plan.settings.get("n_clusters", est.n_clusters)
+    n_clusters = est.n_clusters if plan.settings.n_clusters is None else plan.settings.n_clusters
     if n_clusters == "auto":
         n_clusters = DEFAULT_NETWORK_CLUSTERS
     if n_clusters == 1:
@@ -109,13 +109,13 @@ def cluster_records(est, X, plan, rng, ledger):
         labels = np.zeros(n, dtype=np.intp)
         if est.n_samples != "auto":
             return [], labels, np.array([float(est.n_samples)]), None
-        count_std = plan.settings["count_noise_std"]
+        count_std = plan.settings.count_noise_std
         noisy_n = release_dataset_size(n, count_std, rng, ledger)
         return [dataset_size_event(count_std)], labels, np.array([noisy_n]), None
     gamma = 1.0 / X.shape[1] if est.gamma is None else est.gamma
     km = _NestedKernelKMeans(
         n_clusters=n_clusters,
-        epsilon=plan.settings["cluster_epsilon"],
+        epsilon=plan.settings.cluster_epsilon,
         delta=est.delta,
         gamma=gamma,
         n_components=est.n_components,

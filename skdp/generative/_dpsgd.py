@@ -297,7 +297,7 @@ def fit_networks(est, X, plan, rng, ledger, rtol):
     m = X.shape[1]
     cluster_events, labels, sizes, clusterer = est._cluster(X, plan, rng, ledger)
     probs, rates, n_steps = cluster_schedule(sizes, est.batch_size, est.n_epochs)
-    ratio = plan.settings["clip_noise_ratio"]
+    ratio = plan.settings.clip_noise_ratio
     clip_norm, clip_norm_max, clip_norm_bins, _ = DPNormOptions.of(est)
     # Post-processing of the released sizes: the schedule, hence the
     # steps' events, are public once the clustering is on the ledger.

@@ -253,7 +253,7 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
     k_declared = est._k()
     events, n_tilde = [], None
     if cont.size or k_declared is None:
-        std = plan.settings["count_noise_std"]
+        std = plan.settings.count_noise_std
         n_tilde = release_dataset_size(X.shape[0], std, rng, ledger)
         events.append(dataset_size_event(std))
     low, high = np.zeros(m), np.ones(m)

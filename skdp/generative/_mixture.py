@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -151,6 +152,34 @@ _PARAMETER_CONSTRAINTS = {
 # The estimator.
 # --------------------------------------------------------------------------
 
+
+
+@dataclass(frozen=True)
+class GenerativeMixtureSettings:
+    """:class:`DPGenerativeMixture`'s plan: public choices made before the data is read.
+
+    Attributes
+    ----------
+    clip_noise_ratio : float or None
+        Share of the DP-SGD noise given to the DPNorm histogram of the clip
+        bound (``clip_norm="auto"``), else None.
+    cluster_epsilon : float or None
+        Budget of the private partition (``epsilon * cluster_budget``) when
+        the rows are clustered before the per-cluster models, else None.
+    count_noise_std : float or None
+        Noise multiplier of the released row count, when the plan needs a
+        size it was not given (``n_samples="auto"``, the marginals
+        generator's capacity and box), else None.
+    n_clusters : int or None
+        Number of clusters the partition uses when a plan step chose it (the
+        marginals generator's capacity rule, from released and public
+        quantities); None: the declared ``n_clusters``.
+    """
+
+    clip_noise_ratio: float | None = None
+    cluster_epsilon: float | None = None
+    count_noise_std: float | None = None
+    n_clusters: int | None = None
 
 class DPGenerativeMixture(
     DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
@@ -515,18 +544,18 @@ class DPGenerativeMixture(
 
     def _privacy_plan(self):
         plan = super()._privacy_plan()
-        settings = {"clip_noise_ratio": DPNormOptions.of(self).histogram_noise_ratio}
+        settings = GenerativeMixtureSettings(clip_noise_ratio=DPNormOptions.of(self).histogram_noise_ratio)
         if self.generator == "marginals":
             if self._partition_mode() == "kmeans":
-                settings["cluster_epsilon"] = self.epsilon * self.cluster_budget
+                settings = replace(settings, cluster_epsilon=self.epsilon * self.cluster_budget)
             # The released size that sizes the capacity and the private box.
-            settings["count_noise_std"] = count_noise_multiplier(self.epsilon, self.delta)
-            return plan.with_settings(**settings)
+            settings = replace(settings, count_noise_std=count_noise_multiplier(self.epsilon, self.delta))
+            return plan.with_settings(settings)
         if self._k() > 1:
-            settings["cluster_epsilon"] = self.epsilon * self.cluster_budget
+            settings = replace(settings, cluster_epsilon=self.epsilon * self.cluster_budget)
         elif self.n_samples == "auto":
-            settings["count_noise_std"] = count_noise_multiplier(self.epsilon, self.delta)
-        return plan.with_settings(**settings)
+            settings = replace(settings, count_noise_std=count_noise_multiplier(self.epsilon, self.delta))
+        return plan.with_settings(settings)
 
     def _validate_input(self, X, y=None):
         X = self._validate_X(X, reset=True)

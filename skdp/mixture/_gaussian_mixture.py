@@ -11,6 +11,7 @@ and the moment algebra in :mod:`skdp.mixture._moments`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -70,6 +71,36 @@ def copy_components(weights, means, covariances, n_components, covariance_type):
 def centred_expected_statistics(chunk, centre, data_norm, *params):
     """:func:`expected_statistics` of the rows shifted by a released ``centre`` (None: unshifted)."""
     return expected_statistics(chunk if centre is None else chunk - centre, data_norm, *params)
+
+
+@dataclass(frozen=True)
+class GaussianMixtureSettings:
+    """:class:`DPGaussianMixture`'s plan (its ``_calibrate``), from public quantities.
+
+    Attributes
+    ----------
+    scale : float
+        The row bound of the data (declared ``data_norm``, or the box's; the
+        released one replaces it when ``bounds`` is set).
+    noise_multiplier : float
+        The EM plan's common noise multiplier ``z``.
+    multipliers : tuple of float
+        Each M-step release's multiplier, ``z`` times its weight
+        (:meth:`EMPlan.noise_weights`).
+    bounds : HistogramBounds or AutoBounds or None
+        The private box or centring released before EM, else None.
+    init_multiplier : float or None
+        The histogram start's multiplier (``init_budget > 0``), else None.
+    em_plan : EMPlan
+        Components, iterations and releases of DP-EM (:mod:`skdp.mixture._plan`).
+    """
+
+    scale: float
+    noise_multiplier: float
+    multipliers: tuple
+    bounds: object
+    init_multiplier: float | None
+    em_plan: object
 
 
 class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
@@ -449,7 +480,7 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
             z_init, z = self._calibrate_plan(em, bounds, plan.secure_noise)
         multipliers = tuple(z * w for w in em.noise_weights())
         settings = dict(scale=scale, noise_multiplier=z, multipliers=multipliers, bounds=bounds)
-        return plan.with_settings(**settings, init_multiplier=z_init, em_plan=em)
+        return plan.with_settings(GaussianMixtureSettings(**settings, init_multiplier=z_init, em_plan=em))
 
     def _calibrate_plan(self, em, bounds, secure_noise):
         """``(z_init, z)``: the histogram start's multiplier and the EM plan's, the bounds' events in front."""
@@ -470,23 +501,23 @@ class DPGaussianMixture(DPEstimatorMixin, DensityMixin, BaseEstimator):
         """``max_iter`` iterations of DP-EM (Park et al. 2017, Alg. 1), every M-step released."""
         n_samples, n_features = data.n_samples, data.n_features
         settings = plan.settings
-        scale, z, multipliers = settings["scale"], settings["noise_multiplier"], settings["multipliers"]
+        scale, z, multipliers = settings.scale, settings.noise_multiplier, settings.multipliers
         self.__dict__.pop("centre_", None)
         centre = None
         reduce = data.reduce
-        if isinstance(plan.settings["bounds"], HistogramBounds):
+        if isinstance(plan.settings.bounds, HistogramBounds):
             centre, scale = release_box(
-                self.epsilon, reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger
+                self.epsilon, reduce, n_samples, n_features, plan.settings.bounds, rng, ledger
             )
-        elif plan.settings["bounds"] is not None:
+        elif plan.settings.bounds is not None:
             centre, scale = private_centring(
-                reduce, n_samples, n_features, plan.settings["bounds"], rng, ledger
+                reduce, n_samples, n_features, plan.settings.bounds, rng, ledger
             )
-        em = plan.settings["em_plan"]
+        em = plan.settings.em_plan
         public_weights, public_means = public_start(
             self.weights_init, self.means_init, em.n_components, n_features, scale, centre
         )
-        z_init = plan.settings.get("init_multiplier")
+        z_init = plan.settings.init_multiplier
         if z_init is not None:
             public_means = histogram_start(reduce, centre, scale, z_init, rng, ledger, plan=em)
         prior = niw_prior(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -69,6 +69,38 @@ def _fit_trial(estimator, params, X, y, rng, verbose=0, label=""):
         # Public: the candidate (drawn independently of the data) and its budget.
         print(f"[{label}] fitted {params}", flush=True)
     return model
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """A private search's plan, from public quantities before the data is read (``_BaseDPSearch._plan``).
+
+    Attributes
+    ----------
+    n_rows : int
+        The public number of rows (training plus held-out) the trials plan for.
+    trial_epsilon : float
+        Each trial's budget (its fit's and its score's).
+    fit_epsilon : float
+        The share of ``trial_epsilon`` a trial's fit gets (the rest scores it).
+    search_event : RepeatAndSelectEvent or WeakTrianglePoissonEvent
+        The event of the whole random-stopping search (Papernot & Steinke 2022).
+    t_refit : float or None
+        The refit's budget (None without ``refit``).
+    worst_case : float
+        The epsilon of the worst case over the refits the selection could
+        choose: what the search reports.
+    planned : list of ndarray
+        Each candidate's RDP curve (its trial's planned events).
+    """
+
+    n_rows: int
+    trial_epsilon: float
+    fit_epsilon: float
+    search_event: object
+    t_refit: float | None
+    worst_case: float
+    planned: list
 
 
 class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, BaseEstimator):
@@ -347,17 +379,15 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         trial_epsilon, search_event, t_refit, total = self._plan(n)
         fit_epsilon = (1.0 - self.score_share) * trial_epsilon
         score_event = self._score_mechanism(trial_epsilon).event(secure_noise=self._secure)
-        settings = {
-            "n_rows": n,
-            "trial_epsilon": trial_epsilon,
-            "fit_epsilon": fit_epsilon,
-            "search_event": search_event,
-            "t_refit": t_refit,
-            "worst_case": total,
-            "planned": [
-                _curve(self._trial_events(p, fit_epsilon) + (score_event,)) for p in self._candidates
-            ],
-        }
+        settings = SearchSettings(
+            n_rows=n,
+            trial_epsilon=trial_epsilon,
+            fit_epsilon=fit_epsilon,
+            search_event=search_event,
+            t_refit=t_refit,
+            worst_case=total,
+            planned=[_curve(self._trial_events(p, fit_epsilon) + (score_event,)) for p in self._candidates],
+        )
         return PrivacyPlan(self.epsilon, self.delta, DEFAULT_COMPOSITION, settings=settings)
 
     def _begin_private_fit(self, plan):
@@ -373,7 +403,7 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         # The worst case over the refits the selection could have chosen (the
         # ledger holds the chosen one's events only), or their composition if larger.
         composed = ledger.privacy_spent(plan.delta)
-        return PrivacySpent(float(max(plan.settings["worst_case"], composed.epsilon)), float(plan.delta))
+        return PrivacySpent(float(max(plan.settings.worst_case, composed.epsilon)), float(plan.delta))
 
     def _end_private_fit(self, ledger, plan):
         super()._end_private_fit(ledger, plan)
@@ -418,12 +448,8 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
         X, y = data
         candidates = self._candidates
         settings = plan.settings
-        n, trial_epsilon, t_refit = settings["n_rows"], settings["trial_epsilon"], settings["t_refit"]
-        search_event, planned, fit_epsilon = (
-            settings["search_event"],
-            settings["planned"],
-            settings["fit_epsilon"],
-        )
+        n, trial_epsilon, t_refit = settings.n_rows, settings.trial_epsilon, settings.t_refit
+        search_event, planned, fit_epsilon = settings.search_event, settings.planned, settings.fit_epsilon
         # The search's own streams: splits, picks and the trials' seeds, from one entropy.
         seeds = np.random.SeedSequence(seed_entropy(self.random_state))
         rng = np.random.default_rng(seeds.spawn(1)[0])

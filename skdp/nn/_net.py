@@ -466,7 +466,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             default_sizes=data.default_sizes,
             validated_targets=data.validated_targets,
             noisy_n=None,
-            **plan.settings,
+            **vars(plan.settings),
         )
         X = self._prepare_inputs(state, data)
         with _torch_seeded(rng if self.random_state is not None else None):

@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 from ..base import PrivacyPlan, _user_stacklevel
 from ..privacy import ADD_REMOVE, compose
@@ -51,6 +53,44 @@ def _plan_cost(events, delta, composition):
 @functools.lru_cache(maxsize=256)
 def _composed(events, delta, composition):
     return compose(list(events), delta, composition)
+
+
+@dataclass(frozen=True)
+class NetSettings:
+    """The nets' plan (:func:`privacy_plan`): what the parameters fix before the data is read.
+
+    The fit copies these into its fit state, where ``fit_loop`` completes
+    what ``n_samples="auto"`` leaves open (from the noisy count).
+
+    Attributes
+    ----------
+    batch_size : int
+        Expected batch size of the Poisson batches (``-1``: full batches).
+    clip_noise_ratio : float or None
+        Share of the noise given to the DPNorm histogram of the clip bound
+        (``clip_norm="auto"``), else None.
+    dpsgd_plan : DPSGDPlan or None
+        Sampling rate and number of steps (:func:`skdp.privacy.dpsgd.dpsgd_plan`),
+        when ``n_samples`` is declared; None: planned from the noisy count.
+    noise_multiplier : float or None
+        The steps' noise multiplier: given, or calibrated to ``(epsilon,
+        delta)`` when the plan is known; None: calibrated by the staged
+        plan after the count.
+    count_noise_std : float or None
+        Noise multiplier of the released row count (``n_samples="auto"``).
+    schedule : Any
+        The training schedule (batch size, epochs) for a declared size, else None.
+    input_bounds : AutoBounds or None
+        The releases of ``scale_inputs`` for a declared size, else None.
+    """
+
+    batch_size: int
+    clip_noise_ratio: float | None = None
+    dpsgd_plan: Any = None
+    noise_multiplier: float | None = None
+    count_noise_std: float | None = None
+    schedule: Any = None
+    input_bounds: Any = None
 
 
 def privacy_plan(net):
@@ -93,15 +133,15 @@ def privacy_plan(net):
         planned = [dataset_size_event(count_std)] if plan is None else net._planned_events(z, plan)
         cost = _plan_cost(planned, net.delta, net.composition)
         epsilon, delta = float(cost.epsilon), float(cost.delta)
-    settings = {
-        "batch_size": batch_size,
-        "clip_noise_ratio": ratio,
-        "dpsgd_plan": plan,
-        "noise_multiplier": z,
-        "count_noise_std": count_std,
-        "schedule": schedule,
-        "input_bounds": input_bounds,
-    }
+    settings = NetSettings(
+        batch_size=batch_size,
+        clip_noise_ratio=ratio,
+        dpsgd_plan=plan,
+        noise_multiplier=z,
+        count_noise_std=count_std,
+        schedule=schedule,
+        input_bounds=input_bounds,
+    )
     return PrivacyPlan(epsilon, delta, net.composition, settings=settings)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
@@ -14,6 +16,19 @@ from ..privacy.quantiles import (
     check_quantiles,
     histogram_mechanism,
 )
+
+
+@dataclass(frozen=True)
+class MinMaxSettings:
+    """:class:`DPMinMaxScaler`'s plan (its ``_calibrate``).
+
+    Attributes
+    ----------
+    mechanism : object
+        The histogram mechanism of the columns' private quantiles.
+    """
+
+    mechanism: object
 
 
 class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -198,7 +213,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         z = calibrate_histogram(
             plan.epsilon, plan.delta, data.n_features, plan.composition, plan.secure_noise
         )
-        return plan.with_settings(mechanism=histogram_mechanism(data.n_features, z, plan.delta > 0))
+        return plan.with_settings(MinMaxSettings(histogram_mechanism(data.n_features, z, plan.delta > 0)))
 
     def _fit_private(self, data, plan, rng, ledger):
         # A pooled range can be orders of magnitude wider than a column's values: say so.
@@ -206,7 +221,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
             data.reduce,
             data.n_samples,
             data.n_features,
-            plan.settings["mechanism"],
+            plan.settings.mechanism,
             check_quantiles(self.quantiles),
             rng,
             ledger,

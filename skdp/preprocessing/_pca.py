@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -47,6 +48,23 @@ def pca_statistics(chunk, data_norm, centre=None):
 
 def _max_row_norm(chunk):
     return row_norms(chunk).max()
+
+
+@dataclass(frozen=True)
+class PCASettings:
+    """:class:`DPPCA`'s plan (its ``_calibrate``).
+
+    Attributes
+    ----------
+    noise_multiplier : float
+        Gaussian noise multiplier of the second-moment matrix (and the sum).
+    bounds : AutoBounds or None
+        The private centre and row norm of ``data_norm="auto"``
+        (:class:`~skdp.privacy.centring.AutoBounds`), else None.
+    """
+
+    noise_multiplier: float
+    bounds: object = None
 
 
 class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -270,15 +288,15 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         z = calibrate_after_bounds(
             events, bounds, plan.epsilon, plan.delta, plan.composition, secure_noise=plan.secure_noise
         )
-        return plan.with_settings(noise_multiplier=z, bounds=bounds)
+        return plan.with_settings(PCASettings(noise_multiplier=z, bounds=bounds))
 
     def _fit_private(self, data, plan, rng, ledger):
         d = data.n_features
         k = self._check_n_components(d)
         self.__dict__.pop("centre_", None)
         centre = None
-        if plan.settings["bounds"] is not None:
-            centre, norm = private_centring(data.reduce, data.n_samples, d, plan.settings["bounds"], rng, ledger)
+        if plan.settings.bounds is not None:
+            centre, norm = private_centring(data.reduce, data.n_samples, d, plan.settings.bounds, rng, ledger)
             if self.centered:
                 centre = None  # declared centred at 0: c = 0, not released
             else:
@@ -297,7 +315,7 @@ class DPPCA(DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             else pca_statistics(data.X, norm, centre)
         )
         n = self.n_samples_ = int(data.n_samples)
-        z = plan.settings["noise_multiplier"]
+        z = plan.settings.noise_multiplier
         moment_sens = outer_product_sum_sensitivity(norm, d)
         moments = SymmetricMatrixGaussianMechanism(moment_sens, z * moment_sens).release(
             (stats[1:] + stats[1:].T) / 2, rng, ledger

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
@@ -97,6 +98,22 @@ def moment_statistics(chunk, lower, upper, n_statistics):
 
 def _column_range(chunk):
     return chunk.min(axis=0), chunk.max(axis=0)
+
+
+@dataclass(frozen=True)
+class StandardScalerSettings:
+    """:class:`DPStandardScaler`'s plan (its ``_calibrate``).
+
+    Attributes
+    ----------
+    bounds_mechanism : object or None
+        The histogram mechanism of the private bounds (``bounds="auto"``), else None.
+    mechanism : LaplaceMechanism or GaussianMechanism or None
+        The mechanism of the clipped moments (None: no moment is released).
+    """
+
+    bounds_mechanism: object = None
+    mechanism: object = None
 
 
 class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -324,7 +341,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 events, plan.epsilon, plan.delta, plan.composition, secure_noise=plan.secure_noise
             )
             settings["mechanism"] = mechanism(sensitivity, z * sensitivity)
-        return plan.with_settings(**settings)
+        return plan.with_settings(StandardScalerSettings(**settings))
 
     def _column_bounds(self, data, plan, rng, ledger):
         d = data.n_features
@@ -334,7 +351,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 data.reduce,
                 data.n_samples,
                 d,
-                plan.settings["bounds_mechanism"],
+                plan.settings.bounds_mechanism,
                 AUTO_BOUNDS_QUANTILES,
                 rng,
                 ledger,
@@ -363,7 +380,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
             if data.chunked
             else moment_statistics(data.X, lower, upper, k)
         )
-        mechanism = plan.settings["mechanism"]
+        mechanism = plan.settings.mechanism
         noisy = mechanism.release(exact.ravel(), rng, ledger).reshape(exact.shape)
         # Everything below is post-processing of the noisy sums and public n.
         width = upper - lower

@@ -1,8 +1,9 @@
 """Calibration: solve for the noise that meets a target (epsilon, delta).
 
 Kept apart from accounting (autodp's calibrator idea): a calibrator asks the
-accountant "what does this plan cost?" and bisects over one scalar, the noise
-multiplier shared by the plan.  Every estimator calibrates through
+accountant "what does this plan cost?" and searches one scalar, the noise
+multiplier shared by the plan, with the root finder of :mod:`skdp.privacy.roots`
+(re-exported here: :func:`illinois_bracket`, :func:`bisect`, :func:`bracket`).  Every estimator calibrates through
 :func:`calibrate_noise_multiplier`, so no noise scale is computed inline.
 
 Calibration is cached here, and only here: the cost of a plan depends on its
@@ -34,6 +35,7 @@ from .events import (
     _check_relation,
 )
 from .ledger import DEFAULT_COMPOSITION, _check_composition, compose
+from .roots import NoCrossing, bisect, bracket, bracket_near, illinois_bracket, log_gap, secant_within
 
 #: Event a mechanism records under ``secure_noise`` for each floating-point one.
 _SECURE_EVENTS = {GaussianEvent: DiscreteGaussianEvent, LaplaceEvent: DiscreteLaplaceEvent}
@@ -268,27 +270,19 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
     z = _clt_guess(events_at(1.0), epsilon, delta)
     if z is None:
         return None
-    z = _solve_near(coarse, epsilon, z, 1.05, rtol=1e-4)
+    z = bracket_near(coarse, epsilon, z, 1.05, rtol=1e-4)
     if z is None:
         return None
     step = 1.01
     slope = math.log(coarse(z * step) / coarse(z)) / math.log(step)
-    target = math.log(epsilon * (1 - PLD_SLACK / 2))
-    previous = None
-    for _ in range(max_fine):
-        if not (math.isfinite(slope) and slope < 0):
-            return None
-        fine = fine_accountant.pld_epsilon(events_at(z), delta)
-        if epsilon * (1 - PLD_SLACK) <= fine <= epsilon:
-            return z
-        if not (math.isfinite(fine) and fine > 0):
-            return None
-        point = (math.log(z), math.log(fine))
-        if previous is not None and point[0] != previous[0]:
-            slope = (point[1] - previous[1]) / (point[0] - previous[0])
-        previous = point
-        z = math.exp(point[0] + (target - point[1]) / slope)
-    return None
+    return secant_within(
+        lambda w: fine_accountant.pld_epsilon(events_at(w), delta),
+        z,
+        slope,
+        (epsilon * (1 - PLD_SLACK), epsilon),
+        epsilon * (1 - PLD_SLACK / 2),
+        max_fine,
+    )
 
 
 def _clt_guess(events, epsilon, delta):
@@ -305,36 +299,6 @@ def _clt_guess(events, epsilon, delta):
     mu = 1.0 / gaussian_noise_multiplier(epsilon, delta)
     ratio = (mu / e.sampling_rate) ** 2 / e.count
     return e.noise_multiplier / math.sqrt(math.log1p(ratio))
-
-
-def _solve_near(cost, epsilon, z, width, rtol=1e-7):
-    """The upper end of a bracket of ``cost(w) = epsilon`` found from ``z``, to ``rtol``; None if none is found.
-
-    ``z`` is costed first; the bracket is then grown on the side the
-    target lies, by steps of ``width`` squared each time (a good guess
-    costs two points, a poor one a few more), and shrunk by
-    :func:`_crossing`.
-    """
-    step = width
-    if cost(z) > epsilon:
-        lo = z
-        for _ in range(12):
-            hi = lo * step
-            if cost(hi) <= epsilon:
-                break
-            lo, step = hi, step * step
-        else:
-            return None
-    else:
-        hi = z
-        for _ in range(12):
-            lo = hi / step
-            if cost(lo) > epsilon:
-                break
-            hi, step = lo, step * step
-        else:
-            return None
-    return _crossing(cost, epsilon, lo, hi, rtol)[1]
 
 
 def _unsampled(event):
@@ -365,155 +329,65 @@ def _descend_from_unsampled(cost, make_events, epsilon, delta, neighbouring, sec
         rtol,
         secure_noise=secure_noise,
     )
-    while cost(hi) > epsilon:  # not expected (amplification); stay sound regardless
-        hi *= 1.25
-        if hi > 1e12:
-            raise ValueError(
-                f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition."
-            )
-    return _descend_to_pld(cost, epsilon, hi, 0.5, rtol)
+    try:  # hi failing the PLD cost is not expected (amplification); stay sound regardless
+        lo, hi = bracket(cost, epsilon, hi * 0.5, hi, up=1.25, down=0.5)
+    except NoCrossing:
+        raise ValueError(
+            f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition."
+        ) from None
+    return hi if lo is None else _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
 
 
 def _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol):
-    """PLD calibration bracketed by the RDP solution (an upper end: PLD <= RDP)."""
+    """PLD calibration bracketed by the RDP solution (an upper end: PLD <= RDP).
+
+    From that upper end, steps down by a factor 0.9 until a multiplier
+    fails, then shrinks the bracket (:func:`_shrink_pld`).
+    """
     hi = calibrate_noise_multiplier(
         make_events, epsilon, delta, "rdp", neighbouring, rtol, secure_noise=secure_noise
     )
-    return _descend_to_pld(cost, epsilon, hi, 0.9, rtol)
-
-
-def _descend_to_pld(cost, epsilon, hi, factor, rtol):
-    """From ``hi`` meeting the target, step down by ``factor`` until a multiplier fails, then shrink."""
-    lo = hi * factor
-    while cost(lo) <= epsilon:
-        hi, lo = lo, lo * factor
-        if lo < 1e-12:
-            return hi
-    return _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
+    try:
+        lo, hi = bracket(cost, epsilon, hi * 0.9, hi, up=1.25, down=0.9)
+    except NoCrossing:
+        raise ValueError(
+            f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition."
+        ) from None
+    return hi if lo is None else _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
 
 
 def _bisect(cost, epsilon, delta, composition, rtol):
-    lo, hi = 1e-3, 1.0
-    while cost(hi) > epsilon:
-        lo, hi = hi, hi * 4
-        if hi > 1e12:
-            raise ValueError(
-                f"No noise level meets epsilon={epsilon}, delta={delta} under "
-                f"{composition!r} composition (delta=0 with Gaussian noise?)."
-            )
-    if cost(lo) <= epsilon:
-        while cost(lo) <= epsilon:
-            hi, lo = lo, lo / 4
-            if lo < 1e-12:
-                return hi
-    return _shrink(cost, epsilon, lo, hi, rtol)
+    """Bracket the multiplier from ``[1e-3, 1]`` by factors of 4, then bisect it (:func:`_shrink`)."""
+    try:
+        lo, hi = bracket(cost, epsilon, 1e-3, 1.0, up=4.0, down=0.25)
+    except NoCrossing:
+        raise ValueError(
+            f"No noise level meets epsilon={epsilon}, delta={delta} under "
+            f"{composition!r} composition (delta=0 with Gaussian noise?)."
+        ) from None
+    return hi if lo is None else _shrink(cost, epsilon, lo, hi, rtol)
 
 
-def _shrink(cost, epsilon, lo, hi, rtol):
-    """Bisect ``[lo, hi]`` (``cost(lo) > epsilon >= cost(hi)``) to ``hi / lo <= 1 + rtol``; return ``hi``.
+#: Bisection of a bracket, reproducible to the bit (:func:`skdp.privacy.roots.bisect`).
+_shrink = bisect
 
-    The bisection's answer is fixed by its decisions ``cost(mid) <= epsilon``.
-    The crossing is first located to ``1e-9`` by false position
-    (:func:`_crossing`, a handful of costings); the cost decreasing in the
-    multiplier, every midpoint outside that bracket is decided by its side
-    of it, and only a midpoint inside it is costed.  Same decisions, same
-    answer to the bit, in a third of the costings.
-    """
-    below, above = _crossing(cost, epsilon, lo, hi)
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        if mid >= above:
-            meets = True  # cost(mid) <= cost(above) <= epsilon
-        elif mid <= below:
-            meets = False  # cost(mid) >= cost(below) > epsilon
-        else:
-            meets = cost(mid) <= epsilon
-        if meets:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def _crossing(cost, epsilon, lo, hi, rtol=1e-9, max_costings=40):
-    """A bracket ``(below, above)`` of costed multipliers, ``cost(below) > epsilon >= cost(above)``.
-
-    Illinois false position on ``log cost - log epsilon`` against ``log z``
-    from ``[lo, hi]`` (which must satisfy the same), until ``above / below <=
-    1 + rtol`` or ``max_costings`` costings; bisection steps where a cost is
-    not finite.  Any bracket it returns is valid, however wide.
-    """
-    z_lo, z_hi = lo, hi  # the costed multipliers (their logs are x_lo, x_hi)
-    x_lo, x_hi = math.log(lo), math.log(hi)
-    f_lo, f_hi = _gap(cost(lo), epsilon), _gap(cost(hi), epsilon)
-    stale = 0
-    for _ in range(max_costings):
-        width = x_hi - x_lo
-        if width <= math.log1p(rtol):
-            break
-        if math.isfinite(f_lo) and math.isfinite(f_hi) and f_lo > f_hi:
-            x = x_hi - f_hi * width / (f_hi - f_lo)
-            x = min(max(x, x_lo + 1e-3 * width), x_hi - 1e-3 * width)
-        else:
-            x = x_lo + 0.5 * width
-        z = math.exp(x)
-        f = _gap(cost(z), epsilon)
-        if f <= 0:
-            x_hi, f_hi, z_hi = x, f, z
-            if stale == 1:
-                f_lo *= 0.5
-            stale = 1
-        else:
-            x_lo, f_lo, z_lo = x, f, z
-            if stale == -1:
-                f_hi *= 0.5
-            stale = -1
-    return z_lo, z_hi
-
-
-#: The calibrator's root finder, for every other one-dimensional search of skdp
-#: (the model-selection search's per-trial budget): one Illinois implementation.
-illinois_bracket = _crossing
+#: The calibrator's root finder (:func:`skdp.privacy.roots.illinois_bracket`),
+#: for every one-dimensional search of skdp.
+_crossing = illinois_bracket
 
 
 def _shrink_pld(cost, epsilon, lo, hi, rtol):
     """Shrink ``[lo, hi]`` (``cost(lo) > epsilon >= cost(hi)``) to ``hi / lo <= 1 + rtol``; return ``hi``.
 
-    The Illinois variant of false position on ``log cost - log epsilon``
-    against ``log z`` (a smooth, decreasing curve): a handful of costings
-    where bisection needs ``log2(log(hi / lo) / rtol)``, which matters when
-    each costing builds a PLD.  Whatever the steps, ``hi`` is always a
-    costed multiplier meeting the target, and the bracket only shrinks.
+    The Illinois variant of false position (:func:`illinois_bracket`, with
+    no limit on the costings): a handful of costings where bisection needs
+    ``log2(log(hi / lo) / rtol)``, which matters when each costing builds a
+    PLD.  ``hi`` is always a costed multiplier meeting the target.
     """
-    x_lo, x_hi = math.log(lo), math.log(hi)
-    f_lo, f_hi = _gap(cost(lo), epsilon), _gap(cost(hi), epsilon)
-    stale = 0  # +1: lo was kept last time, -1: hi was
-    while x_hi - x_lo > math.log1p(rtol):
-        width = x_hi - x_lo
-        if math.isfinite(f_lo) and f_lo > f_hi:
-            x = x_hi - f_hi * width / (f_hi - f_lo)
-            x = min(max(x, x_lo + 1e-3 * width), x_hi - 1e-3 * width)
-        else:  # an infinite cost at lo (too little noise to discretise): bisect
-            x = x_lo + 0.5 * width
-        f = _gap(cost(math.exp(x)), epsilon)
-        if f <= 0:
-            x_hi, f_hi = x, f
-            if stale == 1:  # lo kept twice in a row: halve its weight (Illinois)
-                f_lo *= 0.5
-            stale = 1
-        else:
-            x_lo, f_lo = x, f
-            if stale == -1:
-                f_hi *= 0.5
-            stale = -1
-    return math.exp(x_hi)
+    return illinois_bracket(cost, epsilon, lo, hi, rtol, max_evals=None)[1]
 
 
-def _gap(eps, epsilon):
-    # log(cost / target): <= 0 exactly when the plan meets the target.
-    if eps <= 0:
-        return -math.inf if epsilon > 0 else 0.0
-    return math.log(eps) - math.log(epsilon)
+_gap = log_gap
 
 
 def laplace_noise_multiplier(epsilon, n_uses=1):
@@ -543,15 +417,9 @@ def gaussian_noise_multiplier(epsilon, delta, calibration="analytic"):
         return math.sqrt(2 * math.log(1.25 / delta)) / epsilon
     if calibration != "analytic":
         raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}.")
-    lo, hi = 1e-3, 1.0
-    while gaussian_delta(hi, epsilon) > delta:
-        lo, hi = hi, hi * 2
-    while gaussian_delta(lo, epsilon) <= delta:
-        hi, lo = lo, lo / 2
-    while hi / lo > 1 + 1e-10:
-        mid = math.sqrt(lo * hi)
-        if gaussian_delta(mid, epsilon) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+
+    def delta_at(z):
+        return gaussian_delta(z, epsilon)
+
+    lo, hi = bracket(delta_at, delta, 1e-3, 1.0, up=2.0, down=0.5, lowest=0.0, highest=math.inf)
+    return bisect(delta_at, delta, lo, hi, 1e-10)

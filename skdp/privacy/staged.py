@@ -44,11 +44,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
 
 from .accountants.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from .accountants.rdp import RDPAccountant
 from .events import GaussianEvent
+from .roots import NoCrossing, bracket, illinois_bracket
 
 __all__ = ["StagedFilter", "rdp_budget", "staged_filter"]
 
@@ -108,28 +108,31 @@ class StagedFilter:
         return self.rdp(events) <= self.remaining * (1 + 1e-9) + 1e-15
 
     def calibrate(self, make_events, rtol=1e-4):
-        """Smallest noise multiplier ``z`` whose second stage ``make_events(z)`` the filter admits.
+        """Smallest noise multiplier ``z`` whose second stage ``make_events(z)`` the filter admits, to ``rtol``.
 
         ``make_events(z)`` must be decreasing in privacy loss as ``z`` grows
-        (a noise multiplier); bisection on ``log z`` to relative tolerance
-        ``rtol``, always returning an admitted (never a smaller) value.
+        (a noise multiplier).  The root finder of :mod:`skdp.privacy.roots`:
+        a bracket from ``[1e-3, 10]`` widened by factors of 10, shrunk by
+        Illinois false position on ``log z`` to relative width ``rtol``; the
+        answer is its upper end, a multiplier whose RDP at :attr:`order` was
+        computed and fits in :attr:`remaining` (never a smaller one).
+        Multipliers below ``1e-3`` are not searched: ``1e-3`` is returned if
+        it is admitted.
         """
 
-        def gap(log_z):
-            return self.rdp(make_events(math.exp(log_z))) - self.remaining
+        def rdp(z):
+            return self.rdp(make_events(z))
 
-        lo, hi = math.log(1e-3), math.log(10.0)
-        while gap(hi) > 0:
-            lo, hi = hi, hi + math.log(10.0)
-            if hi > math.log(1e12):
-                raise ValueError("No noise multiplier meets the staged plan's remaining budget.")
-        if gap(lo) <= 0:
-            return math.exp(lo)
-        root = optimize.brentq(gap, lo, hi, rtol=rtol / 4, xtol=rtol / 4)
-        z = math.exp(root)
-        while gap(math.log(z)) > 0:  # brentq's root may sit on either side
-            z *= 1 + rtol / 4
-        return z
+        remaining = self.remaining
+        try:
+            if remaining <= 0:
+                raise NoCrossing
+            lo, hi = bracket(rdp, remaining, 1e-3, 10.0, up=10.0, down=0.1, lowest=1e-3)
+        except NoCrossing:
+            raise ValueError("No noise multiplier meets the staged plan's remaining budget.") from None
+        if lo is None:
+            return hi
+        return illinois_bracket(rdp, remaining, lo, hi, rtol, max_evals=None)[1]
 
 
 def staged_filter(first_events, epsilon, delta, neighbouring, orders=DEFAULT_ORDERS):
@@ -147,7 +150,13 @@ def staged_filter(first_events, epsilon, delta, neighbouring, orders=DEFAULT_ORD
         If the first stage alone spends the whole claim.
     """
     try:
-        key = (tuple(first_events), float(epsilon), float(delta), neighbouring, tuple(map(float, np.ravel(orders))))
+        key = (
+            tuple(first_events),
+            float(epsilon),
+            float(delta),
+            neighbouring,
+            tuple(map(float, np.ravel(orders))),
+        )
         hash(key)
     except (TypeError, ValueError):
         return _staged_filter(first_events, epsilon, delta, neighbouring, orders)
@@ -176,10 +185,13 @@ def _staged_filter(first_events, epsilon, delta, neighbouring, orders):
         gauss = RDPAccountant.curve(GaussianEvent(1, neighbouring, math.exp(log_z)), orders)
         return first + gauss
 
-    log_z = optimize.brentq(
-        lambda s: rdp_to_epsilon(reference(s), orders, delta) - epsilon, math.log(1e-4), math.log(1e6)
-    )
-    curve = reference(log_z)
+    def converted_epsilon(z):
+        return rdp_to_epsilon(reference(math.log(z)), orders, delta)
+
+    # The order only needs the reference's curve near its root: any point of
+    # the final bracket picks the same order but at a tie.
+    _, z = illinois_bracket(converted_epsilon, epsilon, 1e-4, 1e6, rtol=1e-12, max_evals=None)
+    curve = reference(math.log(z))
     with np.errstate(divide="ignore", invalid="ignore"):
         converted = curve + np.log1p(-1.0 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
     converted[~np.isfinite(converted)] = np.inf

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import gaussian_blobs
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -209,8 +210,7 @@ def test_worker_fits_in_another_process_and_returns_json_numbers(peers, monkeypa
     from sklearn.cluster import KMeans
     from sklearn.linear_model import LogisticRegression
 
-    rng = np.random.default_rng(0)
-    X = np.vstack([rng.normal(0, 0.1, (20, 2)), rng.normal(3, 0.1, (20, 2))])
+    X = gaussian_blobs(0, [0, 3], 20, 0.1, n_features=2)
     y = np.repeat([0, 1], 20)
     fits = [
         {

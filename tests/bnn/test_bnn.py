@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import linear_regression_data as _linear_data
 from scipy import stats
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -45,14 +46,6 @@ from skdp.privacy import (
     compose,
 )
 from skdp.privacy.mechanisms.subsampled import SubsampledGaussianMechanism
-
-
-def _linear_data(n=400, d=3, noise=0.3, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, size=(n, d))
-    y = X @ np.linspace(1.0, -1.0, d) + noise * rng.normal(size=n)
-    return X, y
-
 
 # --------------------------------------------------------------------------
 # PBP moment propagation

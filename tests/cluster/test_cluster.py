@@ -6,9 +6,10 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import three_blobs as blobs
 from scipy.stats import norm
 from sklearn.base import clone
-from sklearn.datasets import make_blobs, make_circles
+from sklearn.datasets import make_circles
 from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.model_selection import GridSearchCV
@@ -20,13 +21,6 @@ from skdp.cluster._fourier import draw_fourier_weights, random_fourier_features
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.privacy import BudgetAccountant, GaussianEvent, LaplaceEvent, PrivacyLedger
 from skdp.privacy.mechanisms import additive as mech_module
-
-
-def blobs(n=3000, k=3, seed=0):
-    X, y = make_blobs(
-        n_samples=n, centers=[[-3, -3], [3, -3], [0, 3]][:k], cluster_std=0.5, random_state=seed
-    )
-    return X, y
 
 
 @pytest.fixture
@@ -679,7 +673,7 @@ def test_kernel_has_no_deprecated_parameters(old):
 
 
 def _auto_blobs(shift=10.0):
-    X, y = make_blobs(n_samples=3000, centers=[[-3, -3], [3, -3], [0, 3]], cluster_std=0.5, random_state=0)
+    X, y = blobs()
     return X + shift, y
 
 

@@ -8,7 +8,7 @@ privacy events.
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_blobs
+from conftest import three_blobs
 
 from skdp._chunks import as_chunked
 from skdp.cluster import DPKernelKMeans, DPKMeans
@@ -18,8 +18,7 @@ from skdp.privacy.mechanisms.additive import _AdditiveMechanism
 
 
 def data(n=600):
-    X, _ = make_blobs(n_samples=n, centers=[[-3, -3], [3, -3], [0, 3]], cluster_std=0.5, random_state=0)
-    return X
+    return three_blobs(n)[0]
 
 
 ESTIMATORS = [

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import gaussian_blobs
 from scipy import optimize, stats
 from scipy.special import logsumexp
 from sklearn.mixture import GaussianMixture
@@ -39,9 +40,7 @@ def DPGaussianMixture(*args, **kwargs):  # noqa: N802
 
 
 def _blobs(n_per=2000, seed=0, scale=0.1):
-    rng = np.random.default_rng(seed)
-    centers = np.array([[-0.5, -0.3], [0.4, 0.4], [0.2, -0.5]])
-    return np.vstack([rng.normal(c, scale, (n_per, 2)) for c in centers])
+    return gaussian_blobs(seed, [[-0.5, -0.3], [0.4, 0.4], [0.2, -0.5]], n_per, scale)
 
 
 def _unit_ball(rng, n, d):
@@ -894,9 +893,7 @@ def test_default_means_noise_is_gaussian_statistically(monkeypatch):
 
 
 def _auto_mixture_data(shift=10.0, n=4000):
-    rng = np.random.default_rng(0)
-    X = np.vstack([rng.normal(-2, 0.5, (n // 2, 2)), rng.normal(2, 0.5, (n // 2, 2))])
-    return X + shift
+    return gaussian_blobs(0, [-2, 2], n // 2, 0.5, n_features=2) + shift
 
 
 def _signature(events):

@@ -10,6 +10,7 @@ from numbers import Real
 import numpy as np
 import pytest
 from _release_walk import N_ROWS, release_violations
+from conftest import sign_labelled
 from scipy import stats
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
@@ -417,9 +418,7 @@ def _small_net_problem():
     from skdp.nn import DPNeuralNetClassifier
 
     torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(120, 3)).astype(np.float32)
-    y = (X[:, 0] > 0).astype(np.int64)
+    X, y = sign_labelled(0, 120, 3)
     module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Softmax(dim=-1))
     net = DPNeuralNetClassifier(module, classes=[0, 1], batch_size=40, max_epochs=1, verbose=0)
     return X, y, net

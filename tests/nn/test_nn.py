@@ -10,6 +10,7 @@ from _release_walk import release_violations
 torch = pytest.importorskip("torch")
 pytest.importorskip("skorch")
 
+from conftest import sign_labelled  # noqa: E402
 from scipy import stats  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
@@ -906,8 +907,8 @@ def test_fit_runs_the_privacy_template(data, monkeypatch):
     (plan,) = plans
     # The declared size fixes the whole plan before the data: the fit trains at it.
     assert (plan.epsilon, plan.delta, plan.composition) == (1.5, DELTA, "pld")
-    assert plan.settings["noise_multiplier"] == net.noise_multiplier_
-    assert plan.settings["dpsgd_plan"].n_steps == net.n_steps_ == 8
+    assert plan.settings.noise_multiplier == net.noise_multiplier_
+    assert plan.settings.dpsgd_plan.n_steps == net.n_steps_ == 8
     assert budget.spent.epsilon == pytest.approx(1.5, rel=1e-3) and budget.reservations == []
 
 
@@ -1096,9 +1097,7 @@ def test_a_failed_fit_leaves_a_fresh_uninitialized_net():
     # refuses and the next fit trains as a fresh net would.
     from skorch.exceptions import NotInitializedError
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(80, 3)).astype(np.float32)
-    y = (X[:, 0] > 0).astype(np.int64)
+    X, y = sign_labelled(0, 80, 3)
     net = DPNeuralNetClassifier(
         classes=[0, 1], batch_size=20, max_epochs=1, noise_multiplier=1.0, epsilon=None, random_state=0
     )

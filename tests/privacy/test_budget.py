@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from _rendezvous import rendezvous_methods
+from conftest import iris_rows
 from sklearn.base import clone
-from sklearn.datasets import load_iris
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
 from skdp import BudgetAccountant, BudgetExceededError
@@ -290,7 +290,7 @@ def _settled(budget, events, delta, label=None, neighbouring=None):
 
 
 def _grid_search_gmm(budget):
-    X = load_iris().data
+    X = iris_rows()
     est = DPGaussianMixture(
         n_components=3,
         mean_mechanism="gaussian",
@@ -1007,7 +1007,7 @@ def test_settlement_order_not_row_order_is_the_composition_order(tmp_path):
 
 def test_grid_search_of_gaussian_mixtures_composes_on_the_file(tmp_path):
     ledger = SQLiteBudgetAccountant(tmp_path / "ledger.db", epsilon=1e3, delta=1e-2, composition="pld")
-    X = load_iris().data
+    X = iris_rows()
     est = DPGaussianMixture(
         n_components=3,
         mean_mechanism="gaussian",

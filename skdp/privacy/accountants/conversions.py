@@ -13,6 +13,8 @@ import math
 import numpy as np
 from scipy import optimize, special
 
+from ..roots import bracket, illinois_bracket
+
 #: Renyi orders on which RDP curves are evaluated and composed.  Fractional
 #: orders near 1 matter for large epsilon, large ones for tiny delta.  Long
 #: DP-SGD runs have a sharp optimum in the order, so the grid is dense (steps
@@ -127,10 +129,17 @@ def gaussian_epsilon(noise_multiplier, delta):
         return math.inf
     if gaussian_delta(noise_multiplier, 0.0) <= delta:
         return 0.0
-    hi = 1.0
-    while gaussian_delta(noise_multiplier, hi) > delta:
-        hi *= 2.0
-    return float(optimize.brentq(lambda e: gaussian_delta(noise_multiplier, e) - delta, 0.0, hi, xtol=1e-12))
+
+    def delta_at(epsilon):
+        return gaussian_delta(noise_multiplier, epsilon)
+
+    # The smallest epsilon to 1e-12 relative, from above: the upper end of a
+    # bracket whose delta was computed and met (skdp.privacy.roots).  An
+    # epsilon below 1e-12 is reported as the smallest checked one above it.
+    lo, hi = bracket(delta_at, delta, 0.5, 1.0, up=2.0, down=0.5, lowest=1e-12, highest=math.inf)
+    if lo is None:
+        return float(hi)
+    return float(illinois_bracket(delta_at, delta, lo, hi, rtol=1e-12, max_evals=None)[1])
 
 
 def gaussian_dp_mu(noise_multipliers, counts=None):

@@ -48,6 +48,7 @@ import numpy as np
 
 # The events live with every other event; importable from here as well.
 from ..events import POISSON, RepeatAndSelectEvent, WeakTrianglePoissonEvent
+from ..roots import bracket, illinois_bracket
 
 __all__ = [
     "POISSON",
@@ -72,22 +73,23 @@ def truncated_negative_binomial_mean(gamma, shape):
 
 
 def truncated_negative_binomial_gamma(shape, mean, tolerance=1e-9):
-    """``gamma`` of ``D_{eta, gamma}`` with mean ``mean``: the smaller end of a bisection.
+    """``gamma`` of ``D_{eta, gamma}`` with mean ``mean``: the smaller end of a bracket, to ``tolerance``.
 
     The mean decreases in ``gamma``; returning the lower end of the final
-    bracket errs towards a larger mean, hence a larger ``log(1/gamma)`` in
-    Theorem 2 (dp-accounting's conservative choice).
+    bracket (:func:`skdp.privacy.roots.illinois_bracket`, an evaluated
+    ``gamma`` whose mean is above ``mean``) errs towards a larger mean,
+    hence a larger ``log(1/gamma)`` in Theorem 2 (dp-accounting's
+    conservative choice).
     """
     if shape == 1:
         return 1.0 / mean
-    lo, hi = 0.0, min(1.0, 2.0 * (shape + 1.0) / mean)
-    while hi > lo * (1.0 + tolerance):
-        mid = 0.5 * (lo + hi)
-        if truncated_negative_binomial_mean(mid, shape) < mean:
-            hi = mid
-        else:
-            lo = mid
-    return lo
+
+    def mean_at(gamma):
+        return truncated_negative_binomial_mean(gamma, shape)
+
+    hi = min(1.0, 2.0 * (shape + 1.0) / mean)
+    lo, hi = bracket(mean_at, mean, 0.5 * hi, hi, up=2.0, down=0.5, lowest=0.0, highest=1.0)
+    return illinois_bracket(mean_at, mean, lo, hi, rtol=tolerance, max_evals=None)[0]
 
 
 def _rdp_delta(orders, rdp, epsilon):
