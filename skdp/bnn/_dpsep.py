@@ -333,6 +333,67 @@ class SEPSettings:
     sensitivity: float
 
 
+def sep_loop(est, X, y, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng, release):
+    """The SEP loop of :class:`DPSEPRegressor` ``est`` (Algorithm 3, one batch per step).
+
+    ``release`` is None without noise.  A function of the estimator's public
+    parameters (``mechanism``, ``damping``, ``sampling``, ``clip_norm``) and
+    of the fit's arrays, outside the class as the mixture's releases are.
+
+    The loop works on ``u = D theta_f`` (:func:`~skdp.bnn._sep.release_scaling`):
+    sites are clipped, and the factor released, in that space.  Returns
+    the average of the factors released over the last steps.
+    """
+    n_samples = X.shape[0]
+    clip = est.mechanism != "none"
+    step = est.damping / n_samples
+    keep = 1.0 - step * batch_size
+    scale = release_scaling(theta_f.size, _RATE_SCALE)
+    u = theta_f * scale
+    average, n_averaged = np.zeros_like(u), 0
+    first_averaged = n_steps - max(1, int(_AVERAGED_FRACTION * n_steps))
+    poisson = est.sampling == "poisson"
+    rate = batch_size / n_samples
+    workspace = SiteWorkspace()  # the batch's arrays, reused by every step
+    for t in range(n_steps):
+        # Each step's batch is drawn independently of the data and of the
+        # other steps, as the sampling scheme the accounting relies on says.
+        if poisson:
+            idx = poisson_batch_indices(n_samples, rate, rng)
+        else:
+            idx = rng.choice(n_samples, size=batch_size, replace=False)
+        if idx.size:
+            sites, norms = sep_sites(
+                u / scale,
+                theta_0,
+                n_samples,
+                X[idx],
+                y[idx],
+                shapes,
+                floors,
+                scale,
+                with_norms=True,
+                workspace=workspace,
+            )
+            site_sum = clipped_sum(sites, est.clip_norm, norms) if clip else sites.sum(axis=0)
+        else:
+            # An empty Poisson batch: the step still damps and releases.
+            site_sum = np.zeros_like(u)
+        # SEP's f <- f^(1 - gamma B / N) prod_n f_n^(gamma / N), divided by
+        # the public N (never the realised batch size): a replaced
+        # datapoint moves the new factor by at most 2 gamma C / N.
+        u = keep * u + step * site_sum
+        if release is not None:
+            u = release(u)
+        if clip:
+            u = clip_l2(u, est.clip_norm)
+        if t >= first_averaged:
+            # Polyak averaging of released factors: post-processing.
+            n_averaged += 1
+            average += (u - average) / n_averaged
+    return average / scale
+
+
 class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
     """Differentially private stochastic EP for Bayesian neural-network regression.
 
@@ -760,7 +821,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             mean_precision,
             prior_mean,
         )
-        run = functools.partial(self._run, Xs, ys, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng)
+        run = functools.partial(
+            sep_loop, self, Xs, ys, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng
+        )
         self.batch_size_ = batch_size
         self.noise_multiplier_ = self.noise_scale_ = None
         if plan.private:
@@ -793,62 +856,6 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         self.coefs_var_ = [a.copy() for a in split_layers(v, shapes)]
         self.noise_shape_, self.noise_rate_ = float(alpha), float(beta)
         self.n_iter_ = n_steps
-
-    def _run(self, X, y, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng, release):
-        """The SEP loop (Algorithm 3, one batch per step); ``release`` is None without noise.
-
-        The loop works on ``u = D theta_f`` (:func:`~skdp.bnn._sep.release_scaling`):
-        sites are clipped, and the factor released, in that space.  Returns
-        the average of the factors released over the last steps.
-        """
-        n_samples = X.shape[0]
-        clip = self.mechanism != "none"
-        step = self.damping / n_samples
-        keep = 1.0 - step * batch_size
-        scale = release_scaling(theta_f.size, _RATE_SCALE)
-        u = theta_f * scale
-        average, n_averaged = np.zeros_like(u), 0
-        first_averaged = n_steps - max(1, int(_AVERAGED_FRACTION * n_steps))
-        poisson = self.sampling == "poisson"
-        rate = batch_size / n_samples
-        workspace = SiteWorkspace()  # the batch's arrays, reused by every step
-        for t in range(n_steps):
-            # Each step's batch is drawn independently of the data and of the
-            # other steps, as the sampling scheme the accounting relies on says.
-            if poisson:
-                idx = poisson_batch_indices(n_samples, rate, rng)
-            else:
-                idx = rng.choice(n_samples, size=batch_size, replace=False)
-            if idx.size:
-                sites, norms = sep_sites(
-                    u / scale,
-                    theta_0,
-                    n_samples,
-                    X[idx],
-                    y[idx],
-                    shapes,
-                    floors,
-                    scale,
-                    with_norms=True,
-                    workspace=workspace,
-                )
-                site_sum = clipped_sum(sites, self.clip_norm, norms) if clip else sites.sum(axis=0)
-            else:
-                # An empty Poisson batch: the step still damps and releases.
-                site_sum = np.zeros_like(u)
-            # SEP's f <- f^(1 - gamma B / N) prod_n f_n^(gamma / N), divided by
-            # the public N (never the realised batch size): a replaced
-            # datapoint moves the new factor by at most 2 gamma C / N.
-            u = keep * u + step * site_sum
-            if release is not None:
-                u = release(u)
-            if clip:
-                u = clip_l2(u, self.clip_norm)
-            if t >= first_averaged:
-                # Polyak averaging of released factors: post-processing.
-                n_averaged += 1
-                average += (u - average) / n_averaged
-        return average / scale
 
     # -- prediction ----------------------------------------------------------
 
