@@ -212,6 +212,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
             ledger,
             epsilon=plan.epsilon,
             advice="Raise epsilon, or scale by declared ranges (DPStandardScaler(bounds=...)).",
+            extend=True,
         )
         self.n_samples_seen_ = int(data.n_samples)
         self.data_min_, self.data_max_ = low, high

@@ -340,6 +340,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 ledger,
                 epsilon=plan.epsilon,
                 advice="Declare bounds=(lows, highs) from public knowledge, or raise epsilon.",
+                extend=True,
             )
             return low, high, located
         if isinstance(self.bounds, str) and self.bounds == "nonprivate":

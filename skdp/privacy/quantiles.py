@@ -396,6 +396,28 @@ def histogram_threshold(mechanism, n_counts, failure=HISTOGRAM_FAILURE):
     return std * float(norm.isf(failure / n_counts))
 
 
+def _extended_ends(noisy, first, last, pool_first, pool_last, std, quantiles, n_samples, n_features):
+    """A column's stage-1 ends, extended to the pool's where its own range misses rows (``extend=True``).
+
+    The noisy count of the column's own range ``[first, last]`` has noise
+    std ``std sqrt(last - first + 1)``; when even that count plus
+    ``Phi^-1(1 - HISTOGRAM_FAILURE / d)`` of its std is below the rows the
+    ``quantiles`` keep inside (``(q_high - q_low) n``), more than the tails
+    lie outside the range (with probability at least ``1 -
+    HISTOGRAM_FAILURE`` over the columns), and the range becomes its union
+    with the pool's.  Post-processing of the released counts, public ``n``,
+    ``d`` and plan.
+    """
+    from scipy.stats import norm
+
+    held = float(noisy[first : last + 1].sum())
+    margin = float(norm.isf(HISTOGRAM_FAILURE / max(n_features, 1))) * std * math.sqrt(last - first + 1)
+    q_low, q_high = quantiles
+    if held + margin < (q_high - q_low) * n_samples:
+        return min(first, pool_first), max(last, pool_last)
+    return first, last
+
+
 def _occupied_ends(noisy, threshold):
     """Lowest and highest bin whose noisy count passes ``threshold`` (-1, -1 when none does)."""
     above = np.flatnonzero(noisy > threshold)
@@ -538,6 +560,7 @@ def private_histogram_box(
     return_located=False,
     return_pooled=False,
     scale_mechanism=None,
+    extend=False,
 ):
     """Private column bounds that degrade gracefully: a log histogram, then a linear one inside it.
 
@@ -612,6 +635,16 @@ def private_histogram_box(
         ``[4, 8]``); and the column bins above ``S`` are left out of the
         threshold's union bound (known empty), which lowers it.  Without a
         located ``S`` such a column takes ``[0, 1]``.
+    extend : bool, default=False
+        Extend a column's own stage-1 range to its union with the pool's
+        where its own occupied bins hold clearly fewer rows than the
+        ``quantiles`` keep inside (:func:`_extended_ends`): a column whose
+        mass is split over several bins none of which passes the threshold,
+        beside one bin that does (mostly exact zeros and values spread over
+        1 to 16, as in pixel or count columns), would otherwise get that one
+        bin's range, orders of magnitude narrower than its values.  Such a
+        column counts as pooled (announced) where the pool reaches more than
+        two log bins beyond its own largest magnitude.  Post-processing.
 
     Returns
     -------
@@ -646,6 +679,24 @@ def private_histogram_box(
     pooled = np.zeros(n_features, dtype=bool)
     for j in range(n_features):
         first, last = _occupied_ends(noisy[j], tau)
+        if extend and first >= 0 and pool_first >= 0:
+            wider = _extended_ends(
+                noisy[j],
+                first,
+                last,
+                pool_first,
+                pool_last,
+                float(mechanism.std),
+                quantiles,
+                n_samples_public,
+                n_features,
+            )
+            # Announced as the pool's where the pool reaches more than two log bins beyond the
+            # column's own magnitude (a range that may be orders of magnitude wider).
+            own = max(abs(lower_edges[first]), abs(upper_edges[last]))
+            reach = max(abs(lower_edges[wider[0]]), abs(upper_edges[wider[1]]))
+            pooled[j] = reach > 4.0 * own
+            first, last = wider
         if first < 0 and scale is not None:
             pooled[j] = True
             if pool_first >= 0:
@@ -745,7 +796,18 @@ def histogram_box_share(n_samples, epsilon, delta, n_features, composition, secu
 
 
 def announced_histogram_box(
-    reduce, n_samples, n_features, mechanism, quantiles, rng, ledger, *, epsilon, advice, scale_mechanism=None
+    reduce,
+    n_samples,
+    n_features,
+    mechanism,
+    quantiles,
+    rng,
+    ledger,
+    *,
+    epsilon,
+    advice,
+    scale_mechanism=None,
+    extend=False,
 ):
     """:func:`private_histogram_box` with ``(low, high, located, pooled)``, unlocated columns announced.
 
@@ -765,6 +827,7 @@ def announced_histogram_box(
         return_located=True,
         return_pooled=True,
         scale_mechanism=scale_mechanism,
+        extend=extend,
     )
     warn_unlocated_columns(located, pooled, n_samples, epsilon, advice)
     return low, high, located, pooled
