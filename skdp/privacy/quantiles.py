@@ -54,7 +54,7 @@ __all__ = [
     "HISTOGRAM_FAILURE",
     "LOG2_RANGE",
     "REFINE_BINS",
-    "SCALE_NOISE_WEIGHT",
+    "scale_noise_weight",
     "scale_mechanism",
     "calibrate_histogram",
     "can_locate_columns",
@@ -396,26 +396,22 @@ def histogram_threshold(mechanism, n_counts, failure=HISTOGRAM_FAILURE):
     return std * float(norm.isf(failure / n_counts))
 
 
-def _extended_ends(noisy, first, last, pool_first, pool_last, std, quantiles, n_samples, n_features):
-    """A column's stage-1 ends, extended to the pool's where its own range misses rows (``extend=True``).
+def _misses_rows(noisy, first, last, std, quantiles, n_samples, n_features):
+    """Whether a column's range ``[first, last]`` of log bins clearly holds fewer rows than the quantiles keep.
 
-    The noisy count of the column's own range ``[first, last]`` has noise
-    std ``std sqrt(last - first + 1)``; when even that count plus
-    ``Phi^-1(1 - HISTOGRAM_FAILURE / d)`` of its std is below the rows the
-    ``quantiles`` keep inside (``(q_high - q_low) n``), more than the tails
-    lie outside the range (with probability at least ``1 -
-    HISTOGRAM_FAILURE`` over the columns), and the range becomes its union
-    with the pool's.  Post-processing of the released counts, public ``n``,
-    ``d`` and plan.
+    The noisy count of the range has noise std ``std sqrt(last - first +
+    1)``; when even that count plus ``Phi^-1(1 - HISTOGRAM_FAILURE / d)`` of
+    its std is below the rows the ``quantiles`` keep inside (``(q_high -
+    q_low) n``), more than the tails lie outside the range (wrongly said
+    with probability at most ``HISTOGRAM_FAILURE`` over the columns).
+    Post-processing of the released counts, public ``n``, ``d`` and plan.
     """
     from scipy.stats import norm
 
     held = float(noisy[first : last + 1].sum())
     margin = float(norm.isf(HISTOGRAM_FAILURE / max(n_features, 1))) * std * math.sqrt(last - first + 1)
     q_low, q_high = quantiles
-    if held + margin < (q_high - q_low) * n_samples:
-        return min(first, pool_first), max(last, pool_last)
-    return first, last
+    return held + margin < (q_high - q_low) * n_samples
 
 
 def _occupied_ends(noisy, threshold):
@@ -469,19 +465,28 @@ def can_locate_columns(n_samples, mechanism, n_features):
     return histogram_threshold(mechanism, n_bins * n_features) < n_samples / 2
 
 
-#: Noise multiplier of the row-scale histogram over that of the column
-#: histograms (:func:`private_histogram_box` with ``scale_mechanism``): it has
-#: one count per row (L2 sensitivity ``sqrt(2)`` whatever ``d``), so twice the
-#: multiplier still leaves its counts less noisy than a column's from ``d = 4``,
-#: for a quarter of a column histogram's privacy cost (Gaussian: ``1 / z^2``).
-SCALE_NOISE_WEIGHT = 1.0 / math.sqrt(2.0)
+def scale_noise_weight(n_features):
+    """Noise multiplier of the row-scale histogram over that of the column histograms: ``sqrt(d) / 2``.
+
+    The row-scale histogram (:func:`private_histogram_box` with
+    ``scale_mechanism``) has one count per row (L2 sensitivity ``sqrt(2)``
+    whatever ``d``), a column histogram's release ``sqrt(2 d)``; at
+    multiplier ``sqrt(d) / 2`` times theirs its counts carry half a column
+    count's noise std (``z sqrt(d / 2)`` against ``z sqrt(2 d)``): it must
+    locate ``S`` where the columns cannot.  Its privacy cost is ``4 / d``
+    of one column release's (Gaussian: ``1 / z^2``): twice at ``d = 2``, a
+    sixteenth at ``d = 64``.  A function of the public ``d`` only.  (Until
+    2026-11-27 a constant ``1 / sqrt(2)``, whose comment described ``2``:
+    the scale then cost as much as both column releases at every ``d``.)
+    """
+    return math.sqrt(max(int(n_features), 1)) / 2.0
 
 
 def histogram_events(n_features, multiplier, gaussian, scale=False):
     """The events of :func:`private_histogram_box`: two histogram releases at noise multiplier ``multiplier``.
 
     ``scale=True`` adds the row-scale histogram's release (multiplier
-    ``SCALE_NOISE_WEIGHT * multiplier``).
+    ``scale_noise_weight(n_features) * multiplier``).
     """
     from .events import GaussianEvent, LaplaceEvent
 
@@ -489,14 +494,21 @@ def histogram_events(n_features, multiplier, gaussian, scale=False):
     events = [event(count=2, neighbouring=REPLACE_ONE, noise_multiplier=multiplier)]
     if scale:
         events.append(
-            event(count=1, neighbouring=REPLACE_ONE, noise_multiplier=SCALE_NOISE_WEIGHT * multiplier)
+            event(
+                count=1,
+                neighbouring=REPLACE_ONE,
+                noise_multiplier=scale_noise_weight(n_features) * multiplier,
+            )
         )
     return events
 
 
-def scale_mechanism(multiplier, gaussian):
-    """The additive mechanism of the row-scale histogram (one count per row: :func:`histogram_mechanism` at ``d = 1``)."""
-    return histogram_mechanism(1, SCALE_NOISE_WEIGHT * multiplier, gaussian)
+def scale_mechanism(multiplier, gaussian, n_features):
+    """The additive mechanism of the row-scale histogram (one count per row: :func:`histogram_mechanism` at ``d = 1``).
+
+    Its multiplier is :func:`scale_noise_weight` of the data's ``n_features`` times ``multiplier``.
+    """
+    return histogram_mechanism(1, scale_noise_weight(n_features) * multiplier, gaussian)
 
 
 def row_scale_histogram(chunk):
@@ -638,13 +650,16 @@ def private_histogram_box(
     extend : bool, default=False
         Extend a column's own stage-1 range to its union with the pool's
         where its own occupied bins hold clearly fewer rows than the
-        ``quantiles`` keep inside (:func:`_extended_ends`): a column whose
+        ``quantiles`` keep inside (:func:`_misses_rows`): a column whose
         mass is split over several bins none of which passes the threshold,
         beside one bin that does (mostly exact zeros and values spread over
         1 to 16, as in pixel or count columns), would otherwise get that one
         bin's range, orders of magnitude narrower than its values.  Such a
         column counts as pooled (announced) where the pool reaches more than
-        two log bins beyond its own largest magnitude.  Post-processing.
+        two log bins beyond its own largest magnitude.  With a located row
+        scale, a column whose range still misses rows after that (values on
+        one side of 0 that no bin locates) takes ``[-S, S]``, announced.
+        Post-processing.
 
     Returns
     -------
@@ -679,24 +694,23 @@ def private_histogram_box(
     pooled = np.zeros(n_features, dtype=bool)
     for j in range(n_features):
         first, last = _occupied_ends(noisy[j], tau)
-        if extend and first >= 0 and pool_first >= 0:
-            wider = _extended_ends(
-                noisy[j],
-                first,
-                last,
-                pool_first,
-                pool_last,
-                float(mechanism.std),
-                quantiles,
-                n_samples_public,
-                n_features,
-            )
-            # Announced as the pool's where the pool reaches more than two log bins beyond the
-            # column's own magnitude (a range that may be orders of magnitude wider).
-            own = max(abs(lower_edges[first]), abs(upper_edges[last]))
-            reach = max(abs(lower_edges[wider[0]]), abs(upper_edges[wider[1]]))
-            pooled[j] = reach > 4.0 * own
-            first, last = wider
+        if extend and first >= 0:
+            args = (float(mechanism.std), quantiles, n_samples_public, n_features)
+            missing = _misses_rows(noisy[j], first, last, *args)
+            if missing and pool_first >= 0:
+                wider = min(first, pool_first), max(last, pool_last)
+                # Announced as the pool's where the pool reaches more than two log bins
+                # beyond the column's own magnitude (possibly orders of magnitude wider).
+                own = max(abs(lower_edges[first]), abs(upper_edges[last]))
+                reach = max(abs(lower_edges[wider[0]]), abs(upper_edges[wider[1]]))
+                pooled[j] = reach > 4.0 * own
+                first, last = wider
+                missing = _misses_rows(noisy[j], first, last, *args)
+            if missing and scale is not None:
+                # Still short of rows (values on one side of 0 that no bin locates):
+                # the row scale's [-S, S] holds them all; announced.
+                low[j], high[j], pooled[j] = -scale, scale, True
+                continue
         if first < 0 and scale is not None:
             pooled[j] = True
             if pool_first >= 0:
@@ -766,7 +780,7 @@ class HistogramBounds:
 
     def scale_mechanism(self):
         """The row-scale histogram's mechanism (:func:`scale_mechanism`), or None without ``scale``."""
-        return scale_mechanism(self.multiplier, self.gaussian) if self.scale else None
+        return scale_mechanism(self.multiplier, self.gaussian, self.n_features) if self.scale else None
 
 
 def calibrate_histogram_bounds(
