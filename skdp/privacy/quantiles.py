@@ -48,6 +48,7 @@ __all__ = [
     "rank_margin",
     "AUTO_BOUNDS_QUANTILES",
     "BOX_SHARES",
+    "MISSING_ROWS_FAILURE",
     "HistogramBounds",
     "calibrate_histogram_bounds",
     "histogram_box_share",
@@ -396,20 +397,27 @@ def histogram_threshold(mechanism, n_counts, failure=HISTOGRAM_FAILURE):
     return std * float(norm.isf(failure / n_counts))
 
 
-def _misses_rows(noisy, first, last, std, quantiles, n_samples, n_features):
+#: Chance, at most, that :func:`_misses_rows` says a column's range misses rows when it holds
+#: all but the tails (per column).  A false alarm only widens the range (more noise on what is
+#: released inside it); a missed one clips a share of the column's values, so this test is not
+#: held to the union bound of the occupied-bin threshold.
+MISSING_ROWS_FAILURE = 0.05
+
+
+def _misses_rows(noisy, first, last, std, quantiles, n_samples):
     """Whether a column's range ``[first, last]`` of log bins clearly holds fewer rows than the quantiles keep.
 
     The noisy count of the range has noise std ``std sqrt(last - first +
-    1)``; when even that count plus ``Phi^-1(1 - HISTOGRAM_FAILURE / d)`` of
-    its std is below the rows the ``quantiles`` keep inside (``(q_high -
+    1)``; when even that count plus ``Phi^-1(1 - MISSING_ROWS_FAILURE)``
+    of its std is below the rows the ``quantiles`` keep inside (``(q_high -
     q_low) n``), more than the tails lie outside the range (wrongly said
-    with probability at most ``HISTOGRAM_FAILURE`` over the columns).
-    Post-processing of the released counts, public ``n``, ``d`` and plan.
+    with probability at most :data:`MISSING_ROWS_FAILURE` per column).
+    Post-processing of the released counts, public ``n`` and plan.
     """
     from scipy.stats import norm
 
     held = float(noisy[first : last + 1].sum())
-    margin = float(norm.isf(HISTOGRAM_FAILURE / max(n_features, 1))) * std * math.sqrt(last - first + 1)
+    margin = float(norm.isf(MISSING_ROWS_FAILURE)) * std * math.sqrt(last - first + 1)
     q_low, q_high = quantiles
     return held + margin < (q_high - q_low) * n_samples
 
@@ -695,8 +703,15 @@ def private_histogram_box(
     for j in range(n_features):
         first, last = _occupied_ends(noisy[j], tau)
         if extend and first >= 0:
-            args = (float(mechanism.std), quantiles, n_samples_public, n_features)
+            args = (float(mechanism.std), quantiles, n_samples_public)
             missing = _misses_rows(noisy[j], first, last, *args)
+            if missing:
+                # First towards 0: values of small magnitude spread over many log bins,
+                # none passing the threshold, are the likeliest to be missed (a bin of
+                # large magnitude is wide and holds many values).
+                zero = LOG2_RANGE[1] - LOG2_RANGE[0] + 1  # the |x| < 2^lo bin
+                first, last = min(first, zero), max(last, zero)
+                missing = _misses_rows(noisy[j], first, last, *args)
             if missing and pool_first >= 0:
                 wider = min(first, pool_first), max(last, pool_last)
                 # Announced as the pool's where the pool reaches more than two log bins
