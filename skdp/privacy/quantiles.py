@@ -656,18 +656,18 @@ def private_histogram_box(
         threshold's union bound (known empty), which lowers it.  Without a
         located ``S`` such a column takes ``[0, 1]``.
     extend : bool, default=False
-        Extend a column's own stage-1 range to its union with the pool's
-        where its own occupied bins hold clearly fewer rows than the
-        ``quantiles`` keep inside (:func:`_misses_rows`): a column whose
-        mass is split over several bins none of which passes the threshold,
-        beside one bin that does (mostly exact zeros and values spread over
-        1 to 16, as in pixel or count columns), would otherwise get that one
-        bin's range, orders of magnitude narrower than its values.  Such a
-        column counts as pooled (announced) where the pool reaches more than
-        two log bins beyond its own largest magnitude.  With a located row
-        scale, a column whose range still misses rows after that (values on
-        one side of 0 that no bin locates) takes ``[-S, S]``, announced.
-        Post-processing.
+        Extend a column's own stage-1 range while its noisy count says it
+        holds clearly fewer rows than the ``quantiles`` keep inside
+        (:func:`_misses_rows`): first to 0 (small magnitudes spread over
+        many log bins, none passing the threshold, are the likeliest to be
+        missed), then to its union with the pool's range, then, with a
+        located row scale, to ``[-S, S]``.  A column of mostly exact zeros
+        and values spread over 1 to 16 (pixel or count columns), or of
+        values on both sides of 0 of which only one side passes, would
+        otherwise get a range orders of magnitude narrower than its values,
+        or miss half of them.  A range from the pool is announced (as
+        pooled) where it reaches more than two log bins beyond the column's
+        own largest magnitude, ``[-S, S]`` always.  Post-processing.
 
     Returns
     -------
