@@ -371,6 +371,7 @@ class DPKernelKMeans(_BaseDPLloyd):
                 scale_mechanism=bounds.scale_mechanism(),
                 epsilon=self.epsilon,
                 advice="Declare gamma from public knowledge of the data's scale, or raise epsilon.",
+                extend=True,
             )
             self.bounds_ = (low, high)
             self.gamma_ = auto_gamma(self.kernel, low, high)

@@ -503,6 +503,7 @@ class DPKMeans(_BaseDPLloyd):
             scale_mechanism=plan.scale_mechanism(),
             epsilon=self.epsilon,
             advice="Declare bounds=(lower, upper) from public knowledge, or raise epsilon.",
+            extend=True,
         )
         self.bounds_ = (low, high)
         self.centre_ = (low + high) / 2.0

@@ -96,7 +96,9 @@ def bounds_plan(estimator, secure_noise=False, shape=None):
             # the pool's range or [0, 1] whatever it spends, so it spends the least and
             # leaves the EM releases the rest (the user guide's measurements).
             share = shares[0]
-        return calibrate_histogram_bounds(epsilon, delta, n_features, share, est.composition, secure_noise)
+        return calibrate_histogram_bounds(
+            epsilon, delta, n_features, share, est.composition, secure_noise, scale=True
+        )
     return auto_bounds_plan(
         est.data_norm,
         est.epsilon,
@@ -111,8 +113,9 @@ def release_box(epsilon, reduce, n_samples, n_features, bounds, rng, ledger):
     """Small ``n * epsilon``: the private histogram box's centre and half-diagonal as ``(centre, scale)``.
 
     The box (:func:`~skdp.privacy.quantiles.private_histogram_box`, its
-    events the plan's first) never lies beyond twice the data's largest
-    magnitude; the fit then runs on rows centred at its middle and
+    events the plan's first, with the row-scale histogram in front and
+    ``extend``, as :class:`~skdp.cluster.DPKMeans`'s box) never lies beyond
+    twice the data's largest magnitude; the fit then runs on rows centred at its middle and
     clipped to its half-diagonal, as with a declared ``data_norm``.  A
     column it cannot locate by its own counts is announced (from the
     released counts only).
@@ -127,6 +130,8 @@ def release_box(epsilon, reduce, n_samples, n_features, bounds, rng, ledger):
         ledger,
         epsilon=epsilon,
         advice="Declare data_norm from public knowledge, or raise epsilon.",
+        scale_mechanism=bounds.scale_mechanism(),
+        extend=True,
     )
     scale = float(np.linalg.norm(high - low) / 2.0)
     return (low + high) / 2.0, scale if scale > 0 else 1.0

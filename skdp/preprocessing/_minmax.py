@@ -50,7 +50,10 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
        5 % over all bins.  A column's range runs from its lowest to its
        highest occupied bin; a column with none takes the range of the
        pooled histogram (sum over columns), and if that has none either,
-       ``[0, 1]`` (the data-free map).
+       ``[0, 1]`` (the data-free map).  A column whose range clearly holds
+       fewer rows than the quantiles keep (its noisy count says so) is
+       extended towards 0, then to the pool's range (``extend`` of
+       :func:`~skdp.privacy.quantiles.private_histogram_box`).
     2. A histogram over 32 equal bins inside that range is released the
        same way; the quantiles of its noisy prefix and suffix sums give the
        released ends, always inside the stage-1 range.
@@ -227,6 +230,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
             ledger,
             epsilon=plan.epsilon,
             advice="Raise epsilon, or scale by declared ranges (DPStandardScaler(bounds=...)).",
+            extend=True,
         )
         self.n_samples_seen_ = int(data.n_samples)
         self.data_min_, self.data_max_ = low, high

@@ -33,6 +33,7 @@ from ..privacy.quantiles import (
     calibrate_histogram,
     histogram_events,
     histogram_mechanism,
+    scale_mechanism,
 )
 
 #: Sensitivity of each released statistic under replace-one neighbours.  A
@@ -155,9 +156,19 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     threshold, then a linear one inside the range it found), with a share
     ``bounds_budget`` of ``(epsilon, delta)``; the moments are calibrated
     with the bounds' events in front, so the whole fit composes to
-    ``(epsilon, delta)``.  A released range is never wider than about twice
-    the data's largest magnitude (see :class:`DPMinMaxScaler`), so a bad
-    draw costs clipping, not a scale off by orders of magnitude.
+    ``(epsilon, delta)``.  A third, cheaper release comes first: the
+    histogram of every row's largest magnitude (one count per row, so its
+    noise does not grow with ``d``), whose top gives a scale ``S`` bounding
+    the data.  Where ``n * epsilon`` is too small for a column's own bins,
+    the column takes a range inside ``[-S, S]`` (the pool's reaching 0, or
+    ``[-S, S]`` itself; also where its own bins clearly miss rows, e.g.
+    values on both sides of 0), announced by a warning, and its moments
+    are released inside it; only where not even ``S`` is located does the
+    column keep the data-free map (mean 0, scale 1).  A released range is
+    never wider than about twice the data's largest magnitude (see
+    :class:`DPMinMaxScaler`); a column far smaller than the largest one
+    that takes a range from ``S`` can get a scale orders of magnitude too
+    large, which the warning says.
     ``bounds="nonprivate"`` reads each column's range off the data and
     raises a :class:`~skdp.PrivacyLeakWarning`: the guarantee then holds
     only for neighbours with the same ranges (opt-in, named as such).
@@ -216,8 +227,8 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     feature_names_in_ : ndarray of shape (n_features,)
     privacy_spent_ : PrivacySpent
     privacy_ledger_ : PrivacyLedger
-        One Laplace or Gaussian event (and the two histogram releases of
-        ``bounds="auto"`` in front).
+        One Laplace or Gaussian event (and the row-scale and two column
+        histogram releases of ``bounds="auto"`` in front).
 
     See Also
     --------
@@ -313,10 +324,16 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
         if self._auto_bounds():
             share = self.bounds_budget
             z_bounds = calibrate_histogram(
-                plan.epsilon * share, plan.delta * share, data.n_features, plan.composition, plan.secure_noise
+                plan.epsilon * share,
+                plan.delta * share,
+                data.n_features,
+                plan.composition,
+                plan.secure_noise,
+                scale=True,
             )
             settings["bounds_mechanism"] = histogram_mechanism(data.n_features, z_bounds, gaussian)
-            prefix = histogram_events(data.n_features, z_bounds, gaussian)
+            settings["scale_mechanism"] = scale_mechanism(z_bounds, gaussian, data.n_features)
+            prefix = histogram_events(data.n_features, z_bounds, gaussian, scale=True)
         if m:
             if not gaussian:
                 sensitivity = m * STATISTIC_SENSITIVITY  # L1
@@ -357,6 +374,8 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 ledger,
                 epsilon=plan.epsilon,
                 advice="Declare bounds=(lows, highs) from public knowledge, or raise epsilon.",
+                extend=True,
+                scale_mechanism=plan.settings["scale_mechanism"],
             )
             return low, high, located
         if isinstance(self.bounds, str) and self.bounds == "nonprivate":

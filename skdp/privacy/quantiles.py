@@ -48,13 +48,14 @@ __all__ = [
     "rank_margin",
     "AUTO_BOUNDS_QUANTILES",
     "BOX_SHARES",
+    "MISSING_ROWS_FAILURE",
     "HistogramBounds",
     "calibrate_histogram_bounds",
     "histogram_box_share",
     "HISTOGRAM_FAILURE",
     "LOG2_RANGE",
     "REFINE_BINS",
-    "SCALE_NOISE_WEIGHT",
+    "scale_noise_weight",
     "scale_mechanism",
     "calibrate_histogram",
     "can_locate_columns",
@@ -396,6 +397,31 @@ def histogram_threshold(mechanism, n_counts, failure=HISTOGRAM_FAILURE):
     return std * float(norm.isf(failure / n_counts))
 
 
+#: Chance, at most, that :func:`_misses_rows` says a column's range misses rows when it holds
+#: all but the tails (per column).  A false alarm only widens the range (more noise on what is
+#: released inside it); a missed one clips a share of the column's values, so this test is not
+#: held to the union bound of the occupied-bin threshold.
+MISSING_ROWS_FAILURE = 0.05
+
+
+def _misses_rows(noisy, first, last, std, quantiles, n_samples):
+    """Whether a column's range ``[first, last]`` of log bins clearly holds fewer rows than the quantiles keep.
+
+    The noisy count of the range has noise std ``std sqrt(last - first +
+    1)``; when even that count plus ``Phi^-1(1 - MISSING_ROWS_FAILURE)``
+    of its std is below the rows the ``quantiles`` keep inside (``(q_high -
+    q_low) n``), more than the tails lie outside the range (wrongly said
+    with probability at most :data:`MISSING_ROWS_FAILURE` per column).
+    Post-processing of the released counts, public ``n`` and plan.
+    """
+    from scipy.stats import norm
+
+    held = float(noisy[first : last + 1].sum())
+    margin = float(norm.isf(MISSING_ROWS_FAILURE)) * std * math.sqrt(last - first + 1)
+    q_low, q_high = quantiles
+    return held + margin < (q_high - q_low) * n_samples
+
+
 def _occupied_ends(noisy, threshold):
     """Lowest and highest bin whose noisy count passes ``threshold`` (-1, -1 when none does)."""
     above = np.flatnonzero(noisy > threshold)
@@ -447,19 +473,28 @@ def can_locate_columns(n_samples, mechanism, n_features):
     return histogram_threshold(mechanism, n_bins * n_features) < n_samples / 2
 
 
-#: Noise multiplier of the row-scale histogram over that of the column
-#: histograms (:func:`private_histogram_box` with ``scale_mechanism``): it has
-#: one count per row (L2 sensitivity ``sqrt(2)`` whatever ``d``), so twice the
-#: multiplier still leaves its counts less noisy than a column's from ``d = 4``,
-#: for a quarter of a column histogram's privacy cost (Gaussian: ``1 / z^2``).
-SCALE_NOISE_WEIGHT = 1.0 / math.sqrt(2.0)
+def scale_noise_weight(n_features):
+    """Noise multiplier of the row-scale histogram over that of the column histograms: ``sqrt(d) / 2``.
+
+    The row-scale histogram (:func:`private_histogram_box` with
+    ``scale_mechanism``) has one count per row (L2 sensitivity ``sqrt(2)``
+    whatever ``d``), a column histogram's release ``sqrt(2 d)``; at
+    multiplier ``sqrt(d) / 2`` times theirs its counts carry half a column
+    count's noise std (``z sqrt(d / 2)`` against ``z sqrt(2 d)``): it must
+    locate ``S`` where the columns cannot.  Its privacy cost is ``4 / d``
+    of one column release's (Gaussian: ``1 / z^2``): twice at ``d = 2``, a
+    sixteenth at ``d = 64``.  A function of the public ``d`` only.  (Until
+    2026-11-27 a constant ``1 / sqrt(2)``, whose comment described ``2``:
+    the scale then cost as much as both column releases at every ``d``.)
+    """
+    return math.sqrt(max(int(n_features), 1)) / 2.0
 
 
 def histogram_events(n_features, multiplier, gaussian, scale=False):
     """The events of :func:`private_histogram_box`: two histogram releases at noise multiplier ``multiplier``.
 
     ``scale=True`` adds the row-scale histogram's release (multiplier
-    ``SCALE_NOISE_WEIGHT * multiplier``).
+    ``scale_noise_weight(n_features) * multiplier``).
     """
     from .events import GaussianEvent, LaplaceEvent
 
@@ -467,14 +502,21 @@ def histogram_events(n_features, multiplier, gaussian, scale=False):
     events = [event(count=2, neighbouring=REPLACE_ONE, noise_multiplier=multiplier)]
     if scale:
         events.append(
-            event(count=1, neighbouring=REPLACE_ONE, noise_multiplier=SCALE_NOISE_WEIGHT * multiplier)
+            event(
+                count=1,
+                neighbouring=REPLACE_ONE,
+                noise_multiplier=scale_noise_weight(n_features) * multiplier,
+            )
         )
     return events
 
 
-def scale_mechanism(multiplier, gaussian):
-    """The additive mechanism of the row-scale histogram (one count per row: :func:`histogram_mechanism` at ``d = 1``)."""
-    return histogram_mechanism(1, SCALE_NOISE_WEIGHT * multiplier, gaussian)
+def scale_mechanism(multiplier, gaussian, n_features):
+    """The additive mechanism of the row-scale histogram (one count per row: :func:`histogram_mechanism` at ``d = 1``).
+
+    Its multiplier is :func:`scale_noise_weight` of the data's ``n_features`` times ``multiplier``.
+    """
+    return histogram_mechanism(1, scale_noise_weight(n_features) * multiplier, gaussian)
 
 
 def row_scale_histogram(chunk):
@@ -538,6 +580,7 @@ def private_histogram_box(
     return_located=False,
     return_pooled=False,
     scale_mechanism=None,
+    extend=False,
 ):
     """Private column bounds that degrade gracefully: a log histogram, then a linear one inside it.
 
@@ -612,6 +655,19 @@ def private_histogram_box(
         ``[4, 8]``); and the column bins above ``S`` are left out of the
         threshold's union bound (known empty), which lowers it.  Without a
         located ``S`` such a column takes ``[0, 1]``.
+    extend : bool, default=False
+        Extend a column's own stage-1 range while its noisy count says it
+        holds clearly fewer rows than the ``quantiles`` keep inside
+        (:func:`_misses_rows`): first to 0 (small magnitudes spread over
+        many log bins, none passing the threshold, are the likeliest to be
+        missed), then to its union with the pool's range, then, with a
+        located row scale, to ``[-S, S]``.  A column of mostly exact zeros
+        and values spread over 1 to 16 (pixel or count columns), or of
+        values on both sides of 0 of which only one side passes, would
+        otherwise get a range orders of magnitude narrower than its values,
+        or miss half of them.  A range from the pool is announced (as
+        pooled) where it reaches more than two log bins beyond the column's
+        own largest magnitude, ``[-S, S]`` always.  Post-processing.
 
     Returns
     -------
@@ -646,6 +702,30 @@ def private_histogram_box(
     pooled = np.zeros(n_features, dtype=bool)
     for j in range(n_features):
         first, last = _occupied_ends(noisy[j], tau)
+        if extend and first >= 0:
+            args = (float(mechanism.std), quantiles, n_samples_public)
+            missing = _misses_rows(noisy[j], first, last, *args)
+            if missing:
+                # First towards 0: values of small magnitude spread over many log bins,
+                # none passing the threshold, are the likeliest to be missed (a bin of
+                # large magnitude is wide and holds many values).
+                zero = LOG2_RANGE[1] - LOG2_RANGE[0] + 1  # the |x| < 2^lo bin
+                first, last = min(first, zero), max(last, zero)
+                missing = _misses_rows(noisy[j], first, last, *args)
+            if missing and pool_first >= 0:
+                wider = min(first, pool_first), max(last, pool_last)
+                # Announced as the pool's where the pool reaches more than two log bins
+                # beyond the column's own magnitude (possibly orders of magnitude wider).
+                own = max(abs(lower_edges[first]), abs(upper_edges[last]))
+                reach = max(abs(lower_edges[wider[0]]), abs(upper_edges[wider[1]]))
+                pooled[j] = reach > 4.0 * own
+                first, last = wider
+                missing = _misses_rows(noisy[j], first, last, *args)
+            if missing and scale is not None:
+                # Still short of rows (values on one side of 0 that no bin locates):
+                # the row scale's [-S, S] holds them all; announced.
+                low[j], high[j], pooled[j] = -scale, scale, True
+                continue
         if first < 0 and scale is not None:
             pooled[j] = True
             if pool_first >= 0:
@@ -715,7 +795,7 @@ class HistogramBounds:
 
     def scale_mechanism(self):
         """The row-scale histogram's mechanism (:func:`scale_mechanism`), or None without ``scale``."""
-        return scale_mechanism(self.multiplier, self.gaussian) if self.scale else None
+        return scale_mechanism(self.multiplier, self.gaussian, self.n_features) if self.scale else None
 
 
 def calibrate_histogram_bounds(
@@ -745,7 +825,18 @@ def histogram_box_share(n_samples, epsilon, delta, n_features, composition, secu
 
 
 def announced_histogram_box(
-    reduce, n_samples, n_features, mechanism, quantiles, rng, ledger, *, epsilon, advice, scale_mechanism=None
+    reduce,
+    n_samples,
+    n_features,
+    mechanism,
+    quantiles,
+    rng,
+    ledger,
+    *,
+    epsilon,
+    advice,
+    scale_mechanism=None,
+    extend=False,
 ):
     """:func:`private_histogram_box` with ``(low, high, located, pooled)``, unlocated columns announced.
 
@@ -765,6 +856,7 @@ def announced_histogram_box(
         return_located=True,
         return_pooled=True,
         scale_mechanism=scale_mechanism,
+        extend=extend,
     )
     warn_unlocated_columns(located, pooled, n_samples, epsilon, advice)
     return low, high, located, pooled

@@ -1078,9 +1078,10 @@ def test_kernel_auto_gamma_from_a_released_box():
 
 def test_row_scale_histogram_sensitivity_and_noise():
     """One count per row (so replacing a record moves two counts by 1: L2 sqrt(2), whatever d),
-    and the release's noise is the planned SCALE_NOISE_WEIGHT * z * sqrt(2), checked on draws."""
+    and the release's noise is the planned scale_noise_weight(d) * z * sqrt(2) = z sqrt(d / 2), half a
+    column count's z sqrt(2 d), checked on draws."""
     from skdp.privacy.ledger import PrivacyLedger
-    from skdp.privacy.quantiles import LOG2_RANGE, SCALE_NOISE_WEIGHT, row_scale_histogram, scale_mechanism
+    from skdp.privacy.quantiles import LOG2_RANGE, histogram_mechanism, row_scale_histogram, scale_mechanism
 
     rng = np.random.default_rng(0)
     X = rng.normal(0.0, 10.0, size=(200, 7)) * rng.choice([1e-3, 1.0, 1e3], size=(200, 1))
@@ -1094,8 +1095,10 @@ def test_row_scale_histogram_sensitivity_and_noise():
     top = 2.0 ** (LOG2_RANGE[0] + np.flatnonzero(counts)[-1])  # bin 1 + k is [2^(lo+k), 2^(lo+k+1))
     assert top > np.abs(X).max() >= top / 2
     z = 3.0
-    mechanism = scale_mechanism(z, True)
-    assert mechanism.std == pytest.approx(SCALE_NOISE_WEIGHT * z * np.sqrt(2))
+    d = 8
+    mechanism = scale_mechanism(z, True, d)
+    assert mechanism.std == pytest.approx(z * np.sqrt(d / 2))
+    assert mechanism.std == pytest.approx(histogram_mechanism(d, z, True).std / 2)
     ledger = PrivacyLedger()
     draws = np.stack([mechanism.release(np.zeros(50), np.random.default_rng(s), ledger) for s in range(40)])
     assert len(ledger.events) == 40

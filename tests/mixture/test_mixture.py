@@ -998,7 +998,7 @@ def test_gmm_auto_bounds_budget_is_a_public_rule(n, d, epsilon):
 
 
 def test_gmm_small_n_epsilon_falls_back_to_the_private_box():
-    from skdp.privacy.quantiles import calibrate_histogram_bounds
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, scale_noise_weight
 
     n, d, epsilon = 150, 2, 1.0
     X = _auto_mixture_data(shift=3.0, n=n)
@@ -1007,15 +1007,20 @@ def test_gmm_small_n_epsilon_falls_back_to_the_private_box():
         warnings.simplefilter("ignore", UserWarning)
         gm = DPGaussianMixture(**params).fit(X)
         dry = DPGaussianMixture(**params).fit(np.zeros_like(X))
-    # The events come from the public plan: the box's two histogram releases first, then DP-EM.
+    # The events come from the public plan: the box's row-scale and two column histogram
+    # releases first, then DP-EM.
     share = _expected_box_share(n, epsilon, d)
-    box = calibrate_histogram_bounds(epsilon, 1e-5, d, share, "rdp").events()
+    plan = calibrate_histogram_bounds(epsilon, 1e-5, d, share, "rdp", scale=True)
+    box = plan.events()
     events = gm.privacy_ledger_.events
     n_box = sum(e.count for e in box)
+    assert n_box == 3
     assert [type(e) for e in events[:n_box]] == [type(box[0])] * n_box
     assert sum(e.count for e in events[:n_box]) == n_box
-    for e in events[:n_box]:
-        assert e.noise_multiplier == pytest.approx(box[0].noise_multiplier, rel=1e-6)
+    # The row scale first (its multiplier sqrt(d) / 2 times the columns'), then the columns.
+    assert events[0].noise_multiplier == pytest.approx(scale_noise_weight(d) * plan.multiplier, rel=1e-6)
+    for e in events[1:n_box]:
+        assert e.noise_multiplier == pytest.approx(plan.multiplier, rel=1e-6)
     assert _signature(events) == _signature(dry.privacy_ledger_.events)
     assert gm.privacy_spent_.epsilon <= epsilon * (1 + 1e-9)
     # The bound is the box's half-diagonal: never beyond twice the data's magnitude (the

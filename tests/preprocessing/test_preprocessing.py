@@ -197,8 +197,8 @@ def test_exponential_quantile_probabilities():
     [
         (DPStandardScaler(bounds=(-1, 1), random_state=0), [GaussianEvent]),
         (DPStandardScaler(bounds=(-1, 1), delta=0.0, random_state=0), [LaplaceEvent]),
-        (DPStandardScaler(bounds="auto", random_state=0), [GaussianEvent] * 3),
-        (DPStandardScaler(bounds="auto", delta=0.0, random_state=0), [LaplaceEvent] * 3),
+        (DPStandardScaler(bounds="auto", random_state=0), [GaussianEvent] * 4),
+        (DPStandardScaler(bounds="auto", delta=0.0, random_state=0), [LaplaceEvent] * 4),
         (DPMinMaxScaler(delta=0.0, random_state=0), [LaplaceEvent] * 2),
         (DPMinMaxScaler(random_state=0), [GaussianEvent] * 2),
         (DPPCA(data_norm=3.0, random_state=0), [GaussianEvent, GaussianEvent]),

@@ -96,3 +96,25 @@ def test_rank_margin_bounds_the_worst_case_miss_of_the_mechanism():
     # half the margin misses far more often (a wrong factor 2 would pass neither).
     assert miss(m) >= failure * (cells - 1) / cells / (1.0 + failure)
     assert miss(m / 2) > 10 * failure
+
+
+def test_histogram_box_extends_a_zero_inflated_column_to_the_pool():
+    """Mostly exact zeros beside values spread over 1 to 16 (pixel or count columns): the zero bin
+    alone passes the threshold, the others do not.  Without ``extend`` the range is the zero bin's
+    (a width near 0 for values up to 16); with it, the column's own count shows the bin misses
+    rows and the range takes the pool's, which covers the values."""
+    from skdp.privacy.quantiles import calibrate_histogram, histogram_mechanism, private_histogram_box
+
+    rng = np.random.default_rng(0)
+    n, d = 1800, 64
+    X = np.where(rng.random((n, d)) < 0.7, 0.0, rng.integers(1, 17, size=(n, d)).astype(float))
+    mechanism = histogram_mechanism(d, calibrate_histogram(1.0, 1e-5, d, "pld"), True)
+
+    def reduce(fn, *params):
+        return fn(X, *params)
+
+    for extend, expected in ((False, 0.0), (True, 16.0)):
+        _, high = private_histogram_box(
+            reduce, n, d, mechanism, (0.01, 0.99), np.random.default_rng(0), PrivacyLedger(), extend=extend
+        )
+        assert np.median(high) == pytest.approx(expected, abs=1e-3)
