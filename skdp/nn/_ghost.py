@@ -234,16 +234,36 @@ def _conv_geometry(layer):
 
 def _conv_padded(layer, x):
     """The input as the convolution sees it: padded by the layer's mode, 2-D (Conv1d gets a unit height)."""
-    mode = "constant" if layer.padding_mode == "zeros" else layer.padding_mode
-    x = F.pad(x, layer._reversed_padding_repeated_twice, mode=mode)
+    pads = layer._reversed_padding_repeated_twice
+    if any(pads):  # no copy for an unpadded convolution
+        mode = "constant" if layer.padding_mode == "zeros" else layer.padding_mode
+        x = F.pad(x, pads, mode=mode)
     return x.unsqueeze(2) if isinstance(layer, torch.nn.Conv1d) else x
+
+
+def _unfold(x, kernel, dilation, stride):
+    """``F.unfold(x, kernel, dilation, padding=0, stride)`` of a 4-D ``x``: the same values.
+
+    The patches as a strided view of ``x`` (no index arithmetic per
+    element), copied once into unfold's ``(B, C kh kw, L)`` layout; faster
+    than torch's CPU ``im2col`` (about half the time on the layers of
+    small CNNs).
+    """
+    B, C, H, W = x.shape
+    (kh, kw), (dh, dw), (sh, sw) = kernel, dilation, stride
+    oh, ow = (H - dh * (kh - 1) - 1) // sh + 1, (W - dw * (kw - 1) - 1) // sw + 1
+    if oh < 1 or ow < 1:
+        return F.unfold(x, kernel, dilation=dilation, padding=0, stride=stride)
+    sB, sC, sH, sW = x.stride()
+    patches = x.as_strided((B, C, kh, kw, oh, ow), (sB, sC, sH * dh, sW * dw, sH * sh, sW * sw), x.storage_offset())
+    return patches.reshape(B, C * kh * kw, oh * ow)
 
 
 def _conv_parts(layer, x, g):
     """Conv call as the linear form: ``unfold`` gives ``(B, h, C_in k / h, L)``; gradients ``(B, h, C_out / h, L)``."""
     B = x.shape[0]
     kernel, dilation, stride = _conv_geometry(layer)
-    cols = F.unfold(_conv_padded(layer, x), kernel, dilation=dilation, padding=0, stride=stride)
+    cols = _unfold(_conv_padded(layer, x), kernel, dilation, stride)
     h = layer.groups
     L = cols.shape[-1]
     # unfold orders channels slowest, so consecutive channel blocks are the groups.

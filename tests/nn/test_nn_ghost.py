@@ -960,3 +960,28 @@ def test_net_refits_probe_once_and_a_cached_probe_leaves_the_fit_unchanged(data,
         mixing = _net(module=Switch, module__centre=True, criterion=torch.nn.CrossEntropyLoss, classes=[0, 1, 2])
         assert mixing.fit(X, y).clipping_mode_ == "vmap"
     assert len(probe_cache) == 3
+
+
+def test_strided_unfold_equals_torch_unfold_to_the_bit():
+    # Ghost norms of a convolution read its patches from _unfold (a strided
+    # view copied once) instead of F.unfold: the same tensor, for every
+    # kernel, dilation and stride, and for inputs that are not contiguous.
+    import itertools
+
+    import torch.nn.functional as F
+
+    from skdp.nn._ghost import _unfold
+
+    g = torch.Generator().manual_seed(0)
+    checked = 0
+    for B, C, H, W in [(3, 2, 9, 11), (1, 4, 5, 5), (2, 1, 1, 17)]:
+        x = torch.randn(B, C, H, W, generator=g, dtype=F64)
+        for kh, kw, dh, dw, sh, sw in itertools.product((1, 3), (1, 2), (1, 2), (1, 3), (1, 2), (1, 3)):
+            for xx in (x, x.transpose(2, 3).contiguous().transpose(2, 3), x[:, :, 1:]):
+                try:
+                    ref = F.unfold(xx, (kh, kw), dilation=(dh, dw), stride=(sh, sw))
+                except RuntimeError:  # the kernel does not fit: no convolution either
+                    continue
+                assert torch.equal(_unfold(xx, (kh, kw), (dh, dw), (sh, sw)), ref)
+                checked += 1
+    assert checked > 100
