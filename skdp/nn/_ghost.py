@@ -601,6 +601,42 @@ def _config_key(value):
     raise _Uncacheable(kind.__name__)
 
 
+def _class_key(cls):
+    """The attributes of ``cls`` and of its bases below ``torch.nn.Module``.
+
+    A module's ``forward`` may read class attributes and call methods that
+    are replaced at run time; plain values are keyed by value, anything else
+    (methods, descriptors, objects) by identity.
+    """
+    parts = []
+    for klass in cls.__mro__:
+        if klass is torch.nn.Module or not issubclass(klass, torch.nn.Module):
+            continue
+        for k, v in vars(klass).items():
+            if k in ("__dict__", "__weakref__", "__doc__"):
+                continue
+            try:
+                parts.append((k, _config_key(v)))
+            except _Uncacheable:
+                parts.append((k, _ByIdentity(v)))
+    return cls, tuple(parts)
+
+
+class _ByIdentity:
+    """A key part equal only for the same object (hashable whatever the object; it holds the object, so the id stays unique)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _ByIdentity) and other.obj is self.obj
+
+
 def _tensor_meta(t):
     if t is None:
         return None
@@ -610,10 +646,11 @@ def _tensor_meta(t):
 def module_config_key(module):
     """A key of ``module``'s code and configuration, not of its parameter and buffer values; or None.
 
-    For every submodule: its name, class (hence its ``forward``), training
-    flag, the names, shapes, dtypes, devices and ``requires_grad`` of its
-    parameters and buffers, and every other attribute by
-    :func:`_config_key`.  None when a submodule has an attribute without
+    For every submodule: its name, class and the attributes of its class
+    and bases (:func:`_class_key`: ``forward`` and every method it may
+    call), training flag, the names, shapes, dtypes, devices and
+    ``requires_grad`` of its parameters and buffers, and every other
+    attribute by :func:`_config_key`.  None when a submodule has an attribute without
     such a key (a tensor attribute, a generator of its own, an arbitrary
     object) or any forward or backward hook, or when torch has global
     module hooks: what such a module computes is not determined by the key.
@@ -634,7 +671,7 @@ def module_config_key(module):
             )
             params = tuple((k, _tensor_meta(p)) for k, p in sub._parameters.items())
             buffers = tuple((k, _tensor_meta(b)) for k, b in sub._buffers.items())
-            parts.append((name, type(sub), other, params, buffers))
+            parts.append((name, _class_key(type(sub)), other, params, buffers))
     except _Uncacheable:
         return None
     return tuple(parts)

@@ -985,3 +985,20 @@ def test_strided_unfold_equals_torch_unfold_to_the_bit():
                 assert torch.equal(_unfold(xx, (kh, kw), (dh, dw), (sh, sw)), ref)
                 checked += 1
     assert checked > 100
+
+
+def test_a_class_changed_at_run_time_is_another_configuration(monkeypatch):
+    from skdp.nn._ghost import module_config_key
+
+    class Local(Switch):
+        pass
+
+    before = module_config_key(Local())
+    assert module_config_key(Local()) == before
+    monkeypatch.setattr(Local, "centre", True, raising=False)  # a class attribute forward reads
+    assert module_config_key(Local()) != before
+    monkeypatch.undo()
+    assert module_config_key(Local()) == before
+    forward = Local.forward
+    monkeypatch.setattr(Local, "forward", lambda self, x: forward(self, x))
+    assert module_config_key(Local()) != before
