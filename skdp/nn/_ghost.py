@@ -705,7 +705,8 @@ _PROBE_OUTCOMES_MAX = 256
 
 def _remember_outcome(key, outcome):
     if len(_PROBE_OUTCOMES) >= _PROBE_OUTCOMES_MAX:
-        _PROBE_OUTCOMES.pop(next(iter(_PROBE_OUTCOMES)))
+        with contextlib.suppress(RuntimeError, StopIteration, KeyError):  # fits in other threads
+            _PROBE_OUTCOMES.pop(next(iter(_PROBE_OUTCOMES)))
     _PROBE_OUTCOMES[key] = outcome
 
 
