@@ -1,13 +1,17 @@
 """Per-example losses of a batch without vmap, where skorch's loss allows it.
 
 :func:`unreduced_loss` is the body of the nets' ``_unreduced_loss`` (the fast
-path of ``_batch_per_example_loss``, used by ghost clipping and by vmap).
+path of ``_batch_per_example_loss``, used by ghost clipping and by vmap);
+:func:`batch_loss_key` says what that per-example loss is a function of, so
+that ghost clipping probes its per-example contract once per configuration.
 """
 
 from __future__ import annotations
 
 import torch
 from skorch import NeuralNet, NeuralNetClassifier
+
+from ._ghost import module_config_key
 
 #: skorch's own ``get_loss`` methods (``criterion_(y_pred, y_true)``, after a
 #: log for ``NLLLoss`` in the classifier): a net that keeps one of them gets
@@ -71,3 +75,42 @@ def unreduced_loss(net, y_pred, y_true):
         per_element = fn(y_pred, y_true, reduction="none")
         return per_element.reshape(per_element.shape[0], -1).mean(1)
     return None
+
+
+class KeyedBatchLoss:
+    """A ``batch_loss_fn`` with the ``contract_key`` of what it computes.
+
+    Ghost clipping caches the outcome of its per-example contract probe by
+    this key (:meth:`skdp.nn.GhostClipping._contract_key`); calling it calls
+    ``fn``.
+    """
+
+    __slots__ = ("fn", "contract_key")
+
+    def __init__(self, fn, contract_key):
+        self.fn = fn
+        self.contract_key = contract_key
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+def batch_loss_key(net):
+    """The key of a net's per-example loss of a batch, or None when it cannot be told.
+
+    With skorch's own ``get_loss`` the loss is ``criterion_(y_pred, y_true)``
+    (after skorch's log for ``NLLLoss``), without vmap where
+    :func:`unreduced_loss` applies: a function of the ``get_loss`` method,
+    the criterion's class and configuration
+    (:func:`~skdp.nn._ghost.module_config_key`), whether the targets were
+    validated by ``fit``, and the net's device.  The caller checks that the
+    net's ``_batch_per_example_loss`` and ``_unreduced_loss`` are skdp's.
+    """
+    if type(net).get_loss not in _SKORCH_GET_LOSSES:
+        return None
+    crit = getattr(net, "criterion_", None)
+    crit_key = module_config_key(crit) if isinstance(crit, torch.nn.Module) else None
+    state = getattr(net, "_dp_fit", None)
+    if crit_key is None or state is None:
+        return None
+    return ("skdp.nn net loss", type(net).get_loss, crit_key, bool(state.validated_targets), str(net.device))

@@ -68,7 +68,7 @@ from ._callbacks import EpsilonSpent
 from ._checks import _is_auto, check_net_params
 from ._defaults import auto_schedule
 from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
-from ._losses import unreduced_loss
+from ._losses import KeyedBatchLoss, batch_loss_key, unreduced_loss
 from ._per_example import manual_seed
 from ._plan import _plan_cost, check_staged_epsilon, input_bounds_plan, privacy_plan
 
@@ -672,7 +672,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             clipping=clipping,
             max_steps=plan.n_steps,
             generator=generator,
-            batch_loss_fn=self._batch_per_example_loss,
+            batch_loss_fn=self._keyed_batch_loss(),
             clipping_mode=self.clipping_mode,
             # The template refused secure noise before the reservation.
             secure_noise=False,
@@ -740,6 +740,21 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
 
         losses = torch.func.vmap(one, randomness="different")(y_pred, yi, Xi)
         return losses, y_pred
+
+    def _keyed_batch_loss(self):
+        """``_batch_per_example_loss`` with the key ghost clipping caches its contract probe by (bare if none).
+
+        Keyed only while the net computes its per-example losses with skdp's
+        own methods (:func:`._losses.batch_loss_key` covers the criterion
+        and ``get_loss``); a subclass that overrides them is probed every fit.
+        """
+        cls = type(self)
+        stock = (
+            cls._batch_per_example_loss is _DPNeuralNetMixin._batch_per_example_loss
+            and cls._unreduced_loss is _DPNeuralNetMixin._unreduced_loss
+        )
+        key = batch_loss_key(self) if stock else None
+        return self._batch_per_example_loss if key is None else KeyedBatchLoss(self._batch_per_example_loss, key)
 
     def _unreduced_loss(self, y_pred, y_true):
         """Per-example losses of a batch without vmap, or None (:func:`._losses.unreduced_loss`)."""

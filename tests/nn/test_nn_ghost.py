@@ -828,3 +828,177 @@ def test_a_norm_that_overflows_the_float_type_gets_a_zero_factor():
     assert math.isinf(float(result.norms[0])) and math.isfinite(float(result.norms[1]))
     total = torch.sqrt(sum(g.double().square().sum() for g in result.grads.values()))
     assert math.isfinite(float(total)) and float(total) <= 1.0 + 1e-6  # only the finite row, clipped to C
+
+
+# ----------------------------- probe outcomes cached per configuration (issue 30) ---
+
+
+@pytest.fixture
+def probe_cache(monkeypatch):
+    """An empty cache of probe outcomes, and a counter of the contract probes that ran."""
+    from skdp.nn import _ghost
+
+    monkeypatch.setattr(_ghost, "_PROBE_OUTCOMES", {})
+    runs = []
+    original = GhostClipping._probe_contract
+
+    def counted(self, *args):
+        runs.append(type(args[0]).__name__)
+        return original(self, *args)
+
+    monkeypatch.setattr(GhostClipping, "_probe_contract", counted)
+    return runs
+
+
+class Switch(torch.nn.Module):
+    """Per-example unless ``centre`` (a plain attribute, not a parameter): then ``h - h.mean(0)``."""
+
+    def __init__(self, centre=False):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 16)
+        self.out = torch.nn.Linear(16, 3)
+        self.centre = centre
+
+    def forward(self, x):
+        h = self.lin(x)
+        return self.out(torch.relu(h - h.mean(0) if self.centre else h))
+
+
+def _keyed_step(module, x, y, key="loss"):
+    from skdp.nn._losses import KeyedBatchLoss
+
+    strategy = GhostClipping(KeyedBatchLoss(_batch_loss, key))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always", GhostClippingFallbackWarning)
+        strategy.clipped_sum(module, _loss, (x, y), lambda n: 0.5)
+    return strategy.name, len([w for w in record if w.category is GhostClippingFallbackWarning])
+
+
+def test_probe_outcome_is_reused_for_the_same_configuration_only(probe_cache):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(9, 5, generator=g), torch.randint(0, 3, (9,), generator=g)
+    torch.manual_seed(0)
+    assert _keyed_step(Switch(), x, y) == ("ghost", 0)
+    assert _keyed_step(Switch(), x, y) == ("ghost", 0)  # new parameter values, same configuration
+    assert probe_cache == ["Switch"]
+    # Another value of a plain attribute, another loss key, another batch
+    # signature or batch dtype: probed again, and the mixing is caught.
+    assert _keyed_step(Switch(centre=True), x, y) == ("vmap", 1)
+    assert _keyed_step(Switch(centre=True), x, y) == ("vmap", 1)  # a cached fallback still notifies
+    assert probe_cache == ["Switch", "Switch"]
+    _keyed_step(Switch(), x, y, key="other loss")
+    _keyed_step(Switch(), 2.0 * x, y)  # other values, same signature: cached
+    assert len(probe_cache) == 3
+    _keyed_step(Switch().double(), x.double(), y)
+    assert len(probe_cache) == 4
+
+
+def test_modules_without_a_configuration_key_are_probed_every_time(probe_cache):
+    from skdp.nn._ghost import module_config_key
+
+    class WithTensorAttribute(Switch):
+        def __init__(self):
+            super().__init__()
+            self.mix = torch.zeros(())  # not a parameter or buffer: its value is not in any key
+
+    class WithGenerator(Switch):
+        def __init__(self):
+            super().__init__()
+            self.gen = torch.Generator()
+
+    def closure_attribute():
+        module = Switch()
+        scale = 1.0
+        module.act = lambda h: h * scale
+        return module
+
+    hooked = Switch()
+    hooked.lin.register_forward_hook(lambda m, i, o: o)
+    for module in (WithTensorAttribute(), WithGenerator(), closure_attribute(), hooked):
+        assert module_config_key(module) is None
+    assert module_config_key(Switch()) == module_config_key(Switch())
+    assert module_config_key(Switch()) != module_config_key(Switch(centre=True))
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(9, 5, generator=g), torch.randint(0, 3, (9,), generator=g)
+    for _ in range(2):
+        _keyed_step(WithTensorAttribute(), x, y)
+        GhostClipping(_batch_loss).clipped_sum(Switch(), _loss, (x, y), lambda n: 0.5)  # no loss key
+    assert len(probe_cache) == 4
+    # torch's global hooks may change any module's forward.
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o)
+    try:
+        assert module_config_key(Switch()) is None
+    finally:
+        handle.remove()
+
+
+def test_a_probe_that_draws_from_numpy_global_state_is_not_cached(probe_cache):
+    class NumpyNoise(Switch):
+        def forward(self, x):
+            h = self.lin(x)
+            return self.out(h + float(np.random.standard_normal()))  # noqa: NPY002 -- the global state
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(9, 5, generator=g), torch.randint(0, 3, (9,), generator=g)
+    for _ in range(2):
+        _keyed_step(NumpyNoise(), x, y)
+    assert len(probe_cache) == 2
+
+
+def test_net_refits_probe_once_and_a_cached_probe_leaves_the_fit_unchanged(data, probe_cache):
+    X, y = data
+    first = _net(module=Switch, criterion=torch.nn.CrossEntropyLoss, classes=[0, 1, 2]).fit(X, y)
+    again = _net(module=Switch, criterion=torch.nn.CrossEntropyLoss, classes=[0, 1, 2]).fit(X, y)
+    assert probe_cache == ["Switch"]
+    assert first.clipping_mode_ == again.clipping_mode_ == "ghost"
+    for a, b in zip(first.module_.parameters(), again.module_.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert first.privacy_spent_ == again.privacy_spent_
+    # Another criterion is another loss key; the mixing configuration is caught on its first fit.
+    _net(module=Switch, criterion=torch.nn.NLLLoss, classes=[0, 1, 2], module__centre=False).fit(X, y)
+    with pytest.warns(GhostClippingFallbackWarning, match="this module"):
+        mixing = _net(module=Switch, module__centre=True, criterion=torch.nn.CrossEntropyLoss, classes=[0, 1, 2])
+        assert mixing.fit(X, y).clipping_mode_ == "vmap"
+    assert len(probe_cache) == 3
+
+
+def test_strided_unfold_equals_torch_unfold_to_the_bit():
+    # Ghost norms of a convolution read its patches from _unfold (a strided
+    # view copied once) instead of F.unfold: the same tensor, for every
+    # kernel, dilation and stride, and for inputs that are not contiguous.
+    import itertools
+
+    import torch.nn.functional as F
+
+    from skdp.nn._ghost import _unfold
+
+    g = torch.Generator().manual_seed(0)
+    checked = 0
+    for B, C, H, W in [(3, 2, 9, 11), (1, 4, 5, 5), (2, 1, 1, 17)]:
+        x = torch.randn(B, C, H, W, generator=g, dtype=F64)
+        for kh, kw, dh, dw, sh, sw in itertools.product((1, 3), (1, 2), (1, 2), (1, 3), (1, 2), (1, 3)):
+            for xx in (x, x.transpose(2, 3).contiguous().transpose(2, 3), x[:, :, 1:]):
+                try:
+                    ref = F.unfold(xx, (kh, kw), dilation=(dh, dw), stride=(sh, sw))
+                except RuntimeError:  # the kernel does not fit: no convolution either
+                    continue
+                assert torch.equal(_unfold(xx, (kh, kw), (dh, dw), (sh, sw)), ref)
+                checked += 1
+    assert checked > 100
+
+
+def test_a_class_changed_at_run_time_is_another_configuration(monkeypatch):
+    from skdp.nn._ghost import module_config_key
+
+    class Local(Switch):
+        pass
+
+    before = module_config_key(Local())
+    assert module_config_key(Local()) == before
+    monkeypatch.setattr(Local, "centre", True, raising=False)  # a class attribute forward reads
+    assert module_config_key(Local()) != before
+    monkeypatch.undo()
+    assert module_config_key(Local()) == before
+    forward = Local.forward
+    monkeypatch.setattr(Local, "forward", lambda self, x: forward(self, x))
+    assert module_config_key(Local()) != before

@@ -231,3 +231,19 @@ def test_fractional_orders_at_a_large_noise_take_the_next_integer_orders_bound()
     np.testing.assert_allclose(bounded, expected, rtol=1e-12)
     exact = log_a_fractional(q, sigma, orders) / (orders - 1)
     assert np.all(bounded >= exact * (1 - 1e-9))
+
+
+@pytest.mark.parametrize("order", [2.0, 3.0, 18.0, 64.0, 1024.0, 2.5, 1.25])
+def test_one_order_path_equals_the_array_path_to_the_bit(order):
+    # A staged plan calibrates at one order, through the scalar path for a
+    # one-order tuple; it must give exactly what the array path gives (a
+    # calibrated multiplier, hence a seeded release, depends on every bit).
+    rng = np.random.default_rng(int(order * 4))
+    for _ in range(100):
+        sigma = float(np.exp(rng.uniform(np.log(0.05), np.log(200.0))))
+        q = float(np.exp(rng.uniform(np.log(1e-6), np.log(0.99))))
+        with np.errstate(all="ignore"):
+            one = sg.sampled_gaussian_rdp(sigma, q, (order,))
+            many = sg.sampled_gaussian_rdp(sigma, q, np.array([order, 1.5]))
+        assert one.shape == (1,) and one.dtype == np.float64
+        assert one[0] == many[0] or (np.isinf(one[0]) and np.isinf(many[0])), (sigma, q)

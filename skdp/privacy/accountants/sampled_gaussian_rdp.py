@@ -48,6 +48,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -89,12 +90,27 @@ def _rowwise_logsumexp(log_terms, mask):
         return safe + np.log(np.sum(np.exp(masked - safe[:, None]), axis=1))
 
 
-def log_a_integer(q, sigma, alpha):
-    """``log A_alpha`` for integer ``alpha >= 2`` by the finite binomial sum (MTZ19 Sec. 3.3)."""
-    alpha = int(alpha)
+@functools.lru_cache(maxsize=512)
+def _integer_terms(alpha):
+    """The ``q``- and ``sigma``-free arrays of :func:`log_a_integer` at order ``alpha`` (read-only).
+
+    ``(log binom(alpha, i), i, alpha - i, i^2 - i)`` for ``i = 0..alpha``: a
+    calibration evaluates one order at dozens of multipliers, and these are
+    the same each time (computed by the same operations, so the sum below
+    is the same to the bit).
+    """
     i = np.arange(alpha + 1, dtype=float)
     log_binom = special.gammaln(alpha + 1.0) - special.gammaln(i + 1.0) - special.gammaln(alpha - i + 1.0)
-    log_terms = log_binom + i * math.log(q) + (alpha - i) * math.log1p(-q) + (i * i - i) / (2 * sigma**2)
+    arrays = (log_binom, i, alpha - i, i * i - i)
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+def log_a_integer(q, sigma, alpha):
+    """``log A_alpha`` for integer ``alpha >= 2`` by the finite binomial sum (MTZ19 Sec. 3.3)."""
+    log_binom, i, alpha_minus_i, i2_minus_i = _integer_terms(int(alpha))
+    log_terms = log_binom + i * math.log(q) + alpha_minus_i * math.log1p(-q) + i2_minus_i / (2 * sigma**2)
     top = np.max(log_terms)
     return float(top + np.log(np.sum(np.exp(log_terms - top))))
 
@@ -203,6 +219,12 @@ def sampled_gaussian_rdp(noise_multiplier, sampling_rate, orders):
         raise ValueError(f"noise_multiplier must be positive and finite, got {noise_multiplier!r}.")
     if not 0 < q <= 1:
         raise ValueError(f"sampling_rate must be in (0, 1], got {sampling_rate!r}.")
+    if q < 1.0 and isinstance(orders, tuple) and len(orders) == 1:
+        # One order (a staged plan's filter calibrates at one): the same
+        # arithmetic in scalars, without the array bookkeeping below.
+        value = _one_order(sigma, q, orders[0])
+        if value is not None:
+            return np.array([value])
     orders = np.asarray(orders, dtype=float)
     if np.any(~(orders > 1)) or np.any(~np.isfinite(orders)):
         raise ValueError("orders must be finite and greater than 1.")
@@ -227,3 +249,21 @@ def sampled_gaussian_rdp(noise_multiplier, sampling_rate, orders):
         out = np.maximum(log_a, 0.0) / (exact - 1.0)
     out[~np.isfinite(out)] = math.inf
     return out.reshape(orders.shape)
+
+
+def _one_order(sigma, q, order):
+    """:func:`sampled_gaussian_rdp` at one integer ``order > 1`` for ``q < 1``, or None (take the array path).
+
+    The same operations on the same numbers as the array path (so the same
+    value to the bit), for the integer orders, where that path evaluates
+    :func:`log_a_integer`; None for any other order.
+    """
+    a = float(order)
+    if not (a > 1 and math.isfinite(a) and a == math.floor(a)):
+        return None
+    with np.errstate(over="ignore"):
+        log_a = log_a_integer(q, sigma, a)
+    # np.maximum(log_a, 0.0) of the array path: a NaN stays NaN.
+    value = log_a if math.isnan(log_a) else max(log_a, 0.0)
+    value /= a - 1.0
+    return value if math.isfinite(value) else math.inf
