@@ -138,7 +138,8 @@ def part_time_vs_epsilon(epsilons):
         "   The SEP loop costs the same at every epsilon (same steps, same arrays).  The calibration\n"
         "   locates sigma on coarse PLDs (grid step 1e-3) and accepts it on one fine PLD (1e-4), which\n"
         "   the ledger reuses; both grow as sigma shrinks (their loss range widens): at epsilon 100,\n"
-        "   12 coarse costings (the central-limit start is far off there) and a fine PLD of ~0.7 s."
+        "   9 coarse costings (secant steps from the central-limit start, about 2x off there) and a\n"
+        "   fine PLD of ~0.7-0.9 s, now the larger part."
     )
 
 

@@ -270,7 +270,8 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
     z = _clt_guess(events_at(1.0), epsilon, delta)
     if z is None:
         return None
-    z = bracket_near(coarse, epsilon, z, 1.05, rtol=1e-4)
+    z, width = _coarse_start(coarse, epsilon, z)
+    z = bracket_near(coarse, epsilon, z, width, rtol=1e-4)
     if z is None:
         return None
     step = 1.01
@@ -283,6 +284,51 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
         epsilon * (1 - PLD_SLACK / 2),
         max_fine,
     )
+
+
+#: How far (a factor on the cost) the central-limit guess may miss the
+#: target before :func:`_coarse_start` moves it: within it, the bracket
+#: search starts from the guess itself.
+CLT_TRUST = 2.0
+
+
+def _coarse_start(coarse, epsilon, z, max_steps=6):
+    """Start of the coarse bracket search: ``(z, width)`` for :func:`~skdp.privacy.roots.bracket_near`.
+
+    The central-limit guess is close where the subsampled Gaussian's
+    privacy loss is nearly Gaussian (large multipliers, small epsilon);
+    at small multipliers (epsilon of tens) it is not, and growing the
+    bracket from it by squared steps overshoots to a multiplier far below
+    the root, whose PLD has a wide loss range and is the slowest costing
+    of the search.  When ``coarse(z)`` misses ``epsilon`` by more than
+    :data:`CLT_TRUST`, secant steps on ``log coarse`` against ``log z``
+    (the curve is smooth and decreasing; the first slope from a probe a
+    factor 1.25 towards the root) move ``z`` towards it, each step at most
+    a factor 2, until the cost is within 2% of the target;
+    the bracket is then grown from there by steps of 1%.  Only the start
+    changes: :func:`~skdp.privacy.roots.bracket_near` still brackets the
+    root to the same precision, and the fine PLD still accepts it.
+    """
+    target = math.log(epsilon)
+    y = math.log(coarse(z))
+    if abs(y - target) <= math.log(CLT_TRUST):
+        return z, 1.05
+    x = math.log(z)
+    x_prev, y_prev = x, y
+    x = x + (math.log(1.25) if y > target else -math.log(1.25))  # a probe towards the root: the first slope
+    for _ in range(max_steps):
+        c = coarse(math.exp(x))
+        if not (math.isfinite(c) and c > 0):
+            return math.exp(x_prev), 1.05
+        y = math.log(c)
+        if abs(y - target) <= math.log(1.02):
+            break
+        slope = (y - y_prev) / (x - x_prev)
+        if not (math.isfinite(slope) and slope < 0):
+            break
+        step = min(max((target - y) / slope, -math.log(2.0)), math.log(2.0))
+        x_prev, y_prev, x = x, y, x + step
+    return math.exp(x), 1.01
 
 
 def _clt_guess(events, epsilon, delta):

@@ -295,6 +295,39 @@ def test_subsampled_calibration_falls_back_when_the_coarse_search_fails(monkeypa
     assert compose([dpsgd_step_event(sigma, q, count=50)], 1e-5, "pld").epsilon <= 2.0
 
 
+@pytest.mark.parametrize("neighbouring", ["replace_one", "add_remove"])
+def test_subsampled_calibration_at_large_epsilon_starts_near_the_root(monkeypatch, neighbouring):
+    # At epsilon 100 the central-limit guess misses the multiplier by a
+    # factor of about 2 (either way); growing the bracket from it by
+    # squared steps costed coarse PLDs far from the root (below it: wide
+    # loss ranges, the slowest costings).  The secant start keeps the
+    # later coarse costings near the root and their count small; the plan
+    # still meets the target within PLD_SLACK on the fine PLD.
+    from skdp.privacy.dpsgd import dpsgd_step_event
+
+    costed = []
+    original = PLDAccountant.pld_epsilon
+
+    def recording(self, events, delta):
+        if self.value_discretization_interval == calibration.PLD_COARSE_INTERVAL:
+            costed.append(events[0].noise_multiplier)
+        return original(self, events, delta)
+
+    monkeypatch.setattr(PLDAccountant, "pld_epsilon", recording)
+    q, steps, epsilon, delta = 0.16, 250, 100.0, 1e-5
+    z = calibration.calibrate_noise_multiplier(
+        lambda s: [dpsgd_step_event(s, q, count=steps)], epsilon, delta, "pld", neighbouring
+    )
+    event = dpsgd_step_event(z, q, count=steps).to_relation(neighbouring)
+    assert epsilon * (1 - calibration.PLD_SLACK) <= compose([event], delta, "pld").epsilon <= epsilon
+    # Costed multipliers are the events' after conversion to the relation.
+    # The central-limit guess and the probe from it may be far off; every
+    # later costing is within 25% of the root (the old search: 11 costings,
+    # its third at 0.66 of the root).
+    assert 3 <= len(costed) <= 9
+    assert min(costed[2:]) >= event.noise_multiplier / 1.25
+
+
 def test_dpsgd_calibration_below_what_rdp_can_certify_bisects_on_pld():
     # At epsilon 1e-3 (delta 1e-5) RDP's default orders cannot certify any
     # noise level; the calibration used to refuse ("noise beyond 1e12") or,
