@@ -36,6 +36,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -176,6 +177,10 @@ def run_one(name, full, timeout, progress):
         "stderr": stderr,
         "plots": attribute_plots(name, stdout, start_wall),
         "peers": list(declared(name, "PEERS")),
+        # A script rerun on a later commit (``python -m benchmarks NAME``, then
+        # ``--report-only``) says so in its section.
+        "revision": _git_revision(),
+        "date": datetime.datetime.fromtimestamp(start_wall).isoformat(timespec="seconds"),
     }
 
 
@@ -256,12 +261,13 @@ def write_report(
     ``revision`` default to the present load and commit.
     """
     command = command or f"python -m benchmarks --{mode}"
+    header_revision = revision or _git_revision()
     lines = ["# skdp benchmark report", ""]
     if note:
         lines += [f"**{note}**", ""]
     lines += [
         f"Generated {started.isoformat(timespec='seconds')} by `{command}` at commit "
-        f"{revision or _git_revision()} on {platform.platform()}, Python {platform.python_version()}, "
+        f"{header_revision} on {platform.platform()}, Python {platform.python_version()}, "
         f"{os.cpu_count()} cores; "
         f"{load_before} before the run, {load_after or _load()} after it (timings are noisy under load).",
         "",
@@ -286,14 +292,28 @@ def write_report(
     lines.append(f"| total | | {sum(r['seconds'] for r in runs):.0f} | | |")
     lines.append("")
     for r in runs:
-        lines += [f"## {r['name']}", "", f"`{r['command']}`: {r['status']}, {r['seconds']:.0f} s", ""]
+        where = ""
+        if r.get("revision") and r["revision"] != header_revision:
+            where = f", run {r.get('date', '')} at commit {r['revision']}"
+        lines += [f"## {r['name']}", "", f"`{r['command']}`: {r['status']}, {r['seconds']:.0f} s{where}", ""]
         lines += _markdown_output(r["stdout"])
         lines.append("")
         if r["status"] != "ok":
             lines += ["stderr (last 3000 characters):", "", "```", r["stderr"].rstrip()[-3000:], "```", ""]
         lines += [f"![{p}]({Path(os.path.relpath(RESULTS / p, path.parent)).as_posix()})" for p in r["plots"]]
         lines.append("")
-    path.write_text("\n".join(lines), encoding="utf-8")
+    path.write_text(scrub_paths("\n".join(lines)), encoding="utf-8")
+
+
+def scrub_paths(text, root=ROOT):
+    """``text`` without this machine's paths: the repository root dropped, peer environments by name.
+
+    The scripts print where they saved plots (absolute paths) and a peer's
+    interpreter may be given by an absolute ``SKDP_PEER_PYTHON_*`` path; a
+    committed report names them relative to the repository.
+    """
+    text = text.replace(str(root) + os.sep, "")
+    return re.sub(r"(?<![\w.])/\S*?/(benchmarks/\.venvs/)", r"\1", text)
 
 
 def _command_line(argv, full):

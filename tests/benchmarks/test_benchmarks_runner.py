@@ -255,3 +255,45 @@ def test_peer_requirements_pin_the_conflicting_scikit_learn():
     pins = (BENCHMARKS / "peers" / "diffprivlib.txt").read_text().splitlines()
     assert "diffprivlib==0.6.6" in pins and "scikit-learn==1.7.2" in pins
     assert str(make_env.env_dir("diffprivlib")).endswith(str(Path("benchmarks", ".venvs", "diffprivlib")))
+
+
+def test_report_holds_no_machine_path_and_dates_a_rerun_section(run_all, tmp_path, monkeypatch):
+    monkeypatch.setattr(run_all, "RESULTS", tmp_path)
+    root = str(run_all.ROOT)
+    runs = [
+        {
+            "name": "fake_plot",
+            "command": "python benchmarks/fake_plot.py",
+            "status": "ok",
+            "seconds": 1.0,
+            "stdout": f"plot saved to {root}/benchmarks/results/fake_plot.png",
+            "stderr": "",
+            "plots": [],
+            "revision": "aaaaaaa",
+        },
+        {
+            "name": "fake_rerun",
+            "command": "python benchmarks/fake_rerun.py",
+            "status": "ok",
+            "seconds": 1.0,
+            "stdout": "done",
+            "stderr": "",
+            "plots": [],
+            "revision": "bbbbbbb",
+            "date": "2026-01-02T03:04:05",
+        },
+    ]
+    peers = {
+        "diffprivlib": "diffprivlib 0.6.6 (`/home/someone/checkout/benchmarks/.venvs/diffprivlib/bin/python`)"
+    }
+    path = tmp_path / "report.md"
+    run_all.write_report(
+        runs, "quick", datetime.datetime(2026, 1, 1), "load 0", path, peers=peers, revision="aaaaaaa"
+    )
+    text = path.read_text()
+    assert root not in text and "/home/someone" not in text
+    assert "plot saved to benchmarks/results/fake_plot.png" in text
+    assert "(`benchmarks/.venvs/diffprivlib/bin/python`)" in text
+    # The section run on the header's commit says nothing more; a rerun names its commit and date.
+    assert "`python benchmarks/fake_plot.py`: ok, 1 s\n" in text
+    assert "`python benchmarks/fake_rerun.py`: ok, 1 s, run 2026-01-02T03:04:05 at commit bbbbbbb\n" in text
