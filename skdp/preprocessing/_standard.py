@@ -109,11 +109,15 @@ class StandardScalerSettings:
     ----------
     bounds_mechanism : object or None
         The histogram mechanism of the private bounds (``bounds="auto"``), else None.
+    scale_mechanism : object or None
+        The row-scale histogram's mechanism released before the bounds
+        (``bounds="auto"``), else None.
     mechanism : LaplaceMechanism or GaussianMechanism or None
         The mechanism of the clipped moments (None: no moment is released).
     """
 
     bounds_mechanism: object = None
+    scale_mechanism: object = None
     mechanism: object = None
 
 
@@ -375,7 +379,7 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
                 epsilon=plan.epsilon,
                 advice="Declare bounds=(lows, highs) from public knowledge, or raise epsilon.",
                 extend=True,
-                scale_mechanism=plan.settings["scale_mechanism"],
+                scale_mechanism=plan.settings.scale_mechanism,
             )
             return low, high, located
         if isinstance(self.bounds, str) and self.bounds == "nonprivate":
