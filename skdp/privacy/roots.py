@@ -18,7 +18,11 @@ the target when ``f(z) <= target``.  Every search keeps a bracket of two
 evaluated points, ``f(fails) > target >= f(meets)``, and returns it (or its
 ``meets`` end): the answer is always a point that was evaluated and met the
 target, never an interpolated guess on the wrong side, so a calibrated plan
-never exceeds its target whatever the tolerance.  A search for an
+never exceeds its target whatever the tolerance.  The searches that called scipy's
+``brentq`` use :func:`brentq`, its port, so that they return the same
+floats as before: the staged plan steps Brent's multiplier up to the side that
+meets (:func:`step_up`); the Gaussian epsilon keeps Brent's root, within
+``1e-12`` of the crossing on either side.  A search for an
 increasing function runs on ``1 / z``.  Steps are taken on ``log z`` and
 ``log f - log target`` (costs and multipliers span decades; the log-log
 curve of a privacy cost against its noise is smooth and nearly linear).

@@ -124,7 +124,11 @@ def gaussian_delta(noise_multiplier, epsilon):
 
 
 def gaussian_epsilon(noise_multiplier, delta):
-    """Smallest epsilon with ``gaussian_delta(noise_multiplier, epsilon) <= delta``."""
+    """Smallest epsilon with ``gaussian_delta(noise_multiplier, epsilon) <= delta``, to ``1e-12``.
+
+    Brent's root (:func:`skdp.privacy.roots.brentq`, ``xtol=1e-12``), which
+    may lie up to ``1e-12`` on either side of the crossing.
+    """
     if delta <= 0:
         return math.inf
     if gaussian_delta(noise_multiplier, 0.0) <= delta:
