@@ -32,7 +32,7 @@ print('python', sys.version.split()[0], '| torch', torch.__version__, 'cuda', to
       '| skorch', skorch.__version__, '| opacus', opacus.__version__, '| skdp', skdp.__file__)"
 } 2>&1 | tee "$OUT_DIR/cuda_env.txt"
 
-# 1. The nets' tests, every net on the GPU (tests/nn/conftest.py); tests/nn/test_cuda.py checks the
+# 1. The nets' tests, every net on the GPU (tests/conftest.py); tests/nn/test_cuda.py checks the
 #    noise scale, the clipping bound, ghost = vmap norms and CPU-equal accounting on the device.
 SKDP_TEST_DEVICE=cuda timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest tests/nn -m "not slow" \
     -n "${TEST_WORKERS:-8}" -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT_DIR/cuda_tests.log"

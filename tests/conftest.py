@@ -1,5 +1,8 @@
 """Shared fixtures and data helpers of the test suite."""
 
+import functools
+import os
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_iris, make_blobs
@@ -23,6 +26,35 @@ def chunk_passes(monkeypatch):
 
     monkeypatch.setattr(ChunkedData, "iter_chunks", iter_chunks)
     return passes
+
+
+#: The nets' device under test: ``SKDP_TEST_DEVICE=cuda python -m pytest tests/nn`` fits every net
+#: a test builds without naming a device on that device (``benchmarks/cuda_check.sh``). Unset (CI),
+#: nothing changes.
+TEST_DEVICE = os.environ.get("SKDP_TEST_DEVICE")
+
+
+@pytest.fixture(autouse=True)
+def _nets_on_the_device_under_test(request):
+    """skorch's ``device`` defaults to ``SKDP_TEST_DEVICE`` for the nets a test builds.
+
+    Tests that build tensors and engines by hand stay on the CPU; tests that pin a release
+    to the bit compare CPU random streams and are expected to differ on another device.
+    """
+    if not TEST_DEVICE or TEST_DEVICE == "cpu":
+        yield
+        return
+    skorch = pytest.importorskip("skorch")
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    original = skorch.NeuralNet.__init__
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("device", TEST_DEVICE)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(skorch.NeuralNet, "__init__", __init__)
+    yield
 
 
 # --- the small data sets many test files build ------------------------------------------------

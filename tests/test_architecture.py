@@ -368,8 +368,10 @@ def test_every_root_search_returns_a_met_point_within_its_tolerance():
     from skdp.privacy.staged import staged_filter
 
     for z, delta in [(0.3, 1e-5), (1.0, 1e-5), (7.0, 1e-8), (200.0, 1e-3)]:
+        # gaussian_epsilon is scipy's Brent root (xtol=1e-12), on either side of the
+        # crossing: within 1e-12 of it, not moved to the side that meets (pins, to the bit).
         eps = gaussian_epsilon(z, delta)
-        assert gaussian_delta(z, eps) <= delta < gaussian_delta(z, eps * (1 - 2e-12))
+        assert gaussian_delta(z, eps + 2e-12) <= delta < gaussian_delta(z, eps - 2e-12)
     for eps, delta in [(0.1, 1e-5), (1.0, 1e-5), (8.0, 1e-9)]:
         z = gaussian_noise_multiplier(eps, delta)
         assert gaussian_delta(z, eps) <= delta < gaussian_delta(z / (1 + 1e-10), eps)

@@ -429,8 +429,18 @@ def _shrink_pld(cost, epsilon, lo, hi, rtol):
     no limit on the costings): a handful of costings where bisection needs
     ``log2(log(hi / lo) / rtol)``, which matters when each costing builds a
     PLD.  ``hi`` is always a costed multiplier meeting the target.
+
+    Where the search never moves ``hi``, the answer is ``exp(log(hi))``,
+    which may differ from ``hi`` by an ulp: this search used to run on
+    ``log z`` and return the exponential of its upper end, and the pinned
+    multipliers are those.  It is returned if it is not below ``hi`` or if
+    its own cost meets the target; otherwise ``hi``.
     """
-    return illinois_bracket(cost, epsilon, lo, hi, rtol, max_evals=None)[1]
+    z = illinois_bracket(cost, epsilon, lo, hi, rtol, max_evals=None)[1]
+    if z != hi:
+        return z
+    w = math.exp(math.log(hi))
+    return w if w >= hi or cost(w) <= epsilon else hi
 
 
 _gap = log_gap
@@ -468,4 +478,6 @@ def gaussian_noise_multiplier(epsilon, delta, calibration="analytic"):
         return gaussian_delta(z, epsilon)
 
     lo, hi = bracket(delta_at, delta, 1e-3, 1.0, up=2.0, down=0.5, lowest=0.0, highest=math.inf)
-    return bisect(delta_at, delta, lo, hi, 1e-10)
+    # Every midpoint evaluated (locate=False): the bisection's decisions are
+    # gaussian_delta's own, bit for bit the multipliers pinned.
+    return bisect(delta_at, delta, lo, hi, 1e-10, locate=False)

@@ -18,7 +18,11 @@ the target when ``f(z) <= target``.  Every search keeps a bracket of two
 evaluated points, ``f(fails) > target >= f(meets)``, and returns it (or its
 ``meets`` end): the answer is always a point that was evaluated and met the
 target, never an interpolated guess on the wrong side, so a calibrated plan
-never exceeds its target whatever the tolerance.  A search for an
+never exceeds its target whatever the tolerance.  The searches that called scipy's
+``brentq`` use :func:`brentq`, its port, so that they return the same
+floats as before: the staged plan steps Brent's multiplier up to the side that
+meets (:func:`step_up`); the Gaussian epsilon keeps Brent's root, within
+``1e-12`` of the crossing on either side.  A search for an
 increasing function runs on ``1 / z``.  Steps are taken on ``log z`` and
 ``log f - log target`` (costs and multipliers span decades; the log-log
 curve of a privacy cost against its noise is smooth and nearly linear).
@@ -46,7 +50,17 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["NoCrossing", "bisect", "bracket", "bracket_near", "illinois_bracket", "secant_within"]
+__all__ = [
+    "NoCrossing",
+    "bisect",
+    "bracket",
+    "bracket_near",
+    "brentq",
+    "brentq_meets",
+    "illinois_bracket",
+    "secant_within",
+    "step_up",
+]
 
 
 class NoCrossing(ValueError):
@@ -179,7 +193,7 @@ def illinois_bracket(f, target, lo, hi, rtol=1e-9, max_evals=40):
     return z_lo, z_hi
 
 
-def bisect(f, target, lo, hi, rtol):
+def bisect(f, target, lo, hi, rtol, locate=True):
     """Geometric bisection of ``[lo, hi]`` (``f(lo) > target >= f(hi)``) to ``hi / lo <= 1 + rtol``; returns ``hi``.
 
     The answer is fixed by the decisions ``f(mid) <= target`` at the
@@ -188,9 +202,12 @@ def bisect(f, target, lo, hi, rtol):
     :func:`illinois_bracket` (a handful of evaluations); ``f`` being
     monotone, every midpoint outside that bracket is decided by its side
     of it, and only a midpoint inside it is evaluated.  Same decisions,
-    same answer, in a third of the evaluations.
+    same answer, in a third of the evaluations.  With ``locate=False``
+    every midpoint is evaluated: the answer then rests on ``f``'s own
+    decisions, also where rounding makes ``f`` not quite monotone near the
+    crossing (the located bracket would decide those midpoints by its side).
     """
-    below, above = illinois_bracket(f, target, lo, hi)
+    below, above = illinois_bracket(f, target, lo, hi) if locate else (lo, hi)
     while hi / lo > 1 + rtol:
         mid = math.sqrt(lo * hi)
         if mid >= above:
@@ -234,3 +251,109 @@ def secant_within(f, z, slope, window, aim, max_evals=5):
         previous = point
         z = math.exp(point[0] + (target - point[1]) / slope)
     return None
+
+
+#: scipy's smallest relative tolerance of ``brentq`` (``4 * DBL_EPSILON``), its default.
+BRENT_RTOL = 4 * 2.220446049250313e-16
+
+
+def _brent(f, xa, xb, xtol, rtol, maxiter):
+    """Brent's iteration: ``(xcur, fcur, xblk, fblk)``, the last iterate and the opposite end of its bracket.
+
+    A line-by-line port of scipy's ``brentq`` (``scipy/optimize/Zeros/
+    brentq.c``, C. Harris): the same floating-point operations in the same
+    order, so the iterates equal scipy's to the bit (Python floats are the
+    C doubles).  ``fblk`` is None where an end point is a root.
+    """
+    xpre, xcur = float(xa), float(xb)
+    xblk = fblk = spre = scur = 0.0
+    fpre = float(f(xpre))
+    fcur = float(f(xcur))
+    if math.isnan(fpre) or math.isnan(fcur):
+        raise ValueError("The function value at an end of the bracket is NaN.")
+    if fpre == 0:
+        return xpre, fpre, xpre, None
+    if fcur == 0:
+        return xcur, fcur, xcur, None
+    if math.copysign(1.0, fpre) == math.copysign(1.0, fcur):
+        raise NoCrossing("f(a) and f(b) must have different signs.")
+    for _ in range(maxiter):
+        if fpre != 0 and fcur != 0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + rtol * abs(xcur)) / 2
+        sbis = (xblk - xcur) / 2
+        if fcur == 0 or abs(sbis) < delta:
+            return xcur, fcur, xblk, fblk
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            if xpre == xblk:
+                stry = -fcur * (xcur - xpre) / (fcur - fpre)  # interpolate
+            else:
+                dpre = (fpre - fcur) / (xpre - xcur)  # extrapolate (inverse quadratic)
+                dblk = (fblk - fcur) / (xblk - xcur)
+                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):
+                spre, scur = scur, stry  # a good short step
+            else:
+                spre = scur = sbis
+        else:
+            spre = scur = sbis
+        xpre, fpre = xcur, fcur
+        if abs(scur) > delta:
+            xcur += scur
+        else:
+            xcur += delta if sbis > 0 else -delta
+        fcur = float(f(xcur))
+        if math.isnan(fcur):
+            raise ValueError(f"The function value at x={xcur} is NaN.")
+    raise RuntimeError(f"Brent's method did not converge in {maxiter} iterations.")
+
+
+def brentq(f, a, b, xtol=2e-12, rtol=BRENT_RTOL, maxiter=100):
+    """A root of ``f`` in ``[a, b]`` by Brent's method: ``scipy.optimize.brentq`` to the bit.
+
+    Brent (1973), *Algorithms for Minimization Without Derivatives*, ch. 4:
+    inverse quadratic interpolation, secant and bisection steps on a
+    bracket of a sign change, to ``|x - root| <= xtol + rtol * |x|``.  The
+    same defaults and the same iterates as scipy's (a port of its C code),
+    so a search that called scipy returns the same float.
+
+    Raises
+    ------
+    NoCrossing
+        If ``f(a)`` and ``f(b)`` have the same sign.
+    RuntimeError
+        If ``maxiter`` iterations do not converge.
+    """
+    return _brent(f, a, b, xtol, rtol, maxiter)[0]
+
+
+def brentq_meets(gap, a, b, xtol=2e-12, rtol=BRENT_RTOL, maxiter=100):
+    """:func:`brentq` on ``gap`` (a value meets where ``gap <= 0``), returning a point that meets.
+
+    Brent's answer is the last iterate, which lies on either side of the
+    root; where it does not meet (``gap > 0``, a value it computed), the
+    other end of its final bracket is returned: evaluated, of opposite sign,
+    within ``xtol + rtol * |x|`` of it.  Either way the answer is a point
+    whose gap was computed and is ``<= 0``, and it equals scipy's ``brentq``
+    wherever that one meets.
+    """
+    xcur, fcur, xblk, fblk = _brent(gap, a, b, xtol, rtol, maxiter)
+    if fcur <= 0 or fblk is None:
+        return xcur
+    return xblk
+
+
+def step_up(meets, z, factor):
+    """``z`` multiplied by ``factor`` (``> 1``) until ``meets(z)``: the first point of that walk that meets.
+
+    For a search whose answer (Brent's last iterate, say) may lie just on
+    the failing side of a root it located to a relative tolerance: one
+    step of that tolerance, rarely two, puts it on the side that meets.
+    """
+    while not meets(z):
+        z *= factor
+    return z

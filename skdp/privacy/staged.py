@@ -48,7 +48,7 @@ import numpy as np
 from .accountants.conversions import DEFAULT_ORDERS, rdp_to_epsilon
 from .accountants.rdp import RDPAccountant
 from .events import GaussianEvent
-from .roots import NoCrossing, bracket, illinois_bracket
+from .roots import brentq, step_up
 
 __all__ = ["StagedFilter", "rdp_budget", "staged_filter"]
 
@@ -111,28 +111,34 @@ class StagedFilter:
         """Smallest noise multiplier ``z`` whose second stage ``make_events(z)`` the filter admits, to ``rtol``.
 
         ``make_events(z)`` must be decreasing in privacy loss as ``z`` grows
-        (a noise multiplier).  The root finder of :mod:`skdp.privacy.roots`:
-        a bracket from ``[1e-3, 10]`` widened by factors of 10, shrunk by
-        Illinois false position on ``log z`` to relative width ``rtol``; the
-        answer is its upper end, a multiplier whose RDP at :attr:`order` was
-        computed and fits in :attr:`remaining` (never a smaller one).
-        Multipliers below ``1e-3`` are not searched: ``1e-3`` is returned if
-        it is admitted.
+        (a noise multiplier).  A bracket on ``log z`` from ``[log 1e-3,
+        log 10]``, widened by steps of ``log 10``, shrunk by Brent's method
+        (:func:`skdp.privacy.roots.brentq`, ``xtol = rtol = rtol / 4``),
+        then stepped up by factors ``1 + rtol / 4`` until admitted
+        (:func:`skdp.privacy.roots.step_up`): the answer is a multiplier
+        whose RDP at :attr:`order` was computed and fits in
+        :attr:`remaining` (never a smaller one).  Multipliers below ``1e-3``
+        are not searched: ``1e-3`` is returned if it is admitted.
         """
 
-        def rdp(z):
-            return self.rdp(make_events(z))
+        def gap(log_z):
+            return self.rdp(make_events(math.exp(log_z))) - self.remaining
 
-        remaining = self.remaining
-        try:
-            if remaining <= 0:
-                raise NoCrossing
-            lo, hi = bracket(rdp, remaining, 1e-3, 10.0, up=10.0, down=0.1, lowest=1e-3)
-        except NoCrossing:
-            raise ValueError("No noise multiplier meets the staged plan's remaining budget.") from None
-        if lo is None:
-            return hi
-        return illinois_bracket(rdp, remaining, lo, hi, rtol, max_evals=None)[1]
+        if self.remaining <= 0:
+            raise ValueError("No noise multiplier meets the staged plan's remaining budget.")
+        # Widened on log z by adding log 10 (not multiplying z by 10): the
+        # same end points, hence the same Brent iterates, as the plans pinned.
+        lo, hi = math.log(1e-3), math.log(10.0)
+        while gap(hi) > 0:
+            lo, hi = hi, hi + math.log(10.0)
+            if hi > math.log(1e12):
+                raise ValueError("No noise multiplier meets the staged plan's remaining budget.")
+        if gap(lo) <= 0:
+            return math.exp(lo)
+        # Brent's last iterate may sit on either side of the root: from it, up
+        # by factors 1 + rtol / 4 to the first multiplier that is admitted.
+        z = math.exp(brentq(gap, lo, hi, xtol=rtol / 4, rtol=rtol / 4))
+        return step_up(lambda z: gap(math.log(z)) <= 0, z, 1 + rtol / 4)
 
 
 def staged_filter(first_events, epsilon, delta, neighbouring, orders=DEFAULT_ORDERS):
@@ -185,13 +191,13 @@ def _staged_filter(first_events, epsilon, delta, neighbouring, orders):
         gauss = RDPAccountant.curve(GaussianEvent(1, neighbouring, math.exp(log_z)), orders)
         return first + gauss
 
-    def converted_epsilon(z):
-        return rdp_to_epsilon(reference(math.log(z)), orders, delta)
+    def epsilon_gap(log_z):
+        return rdp_to_epsilon(reference(log_z), orders, delta) - epsilon
 
-    # The order only needs the reference's curve near its root: any point of
-    # the final bracket picks the same order but at a tie.
-    _, z = illinois_bracket(converted_epsilon, epsilon, 1e-4, 1e6, rtol=1e-12, max_evals=None)
-    curve = reference(math.log(z))
+    # The reference's multiplier by Brent's method on log z (scipy's
+    # tolerances).  It only chooses the order: whichever side of the root it
+    # lies, the filter's guarantee is the RDP bound at that order (admits).
+    curve = reference(brentq(epsilon_gap, math.log(1e-4), math.log(1e6)))
     with np.errstate(divide="ignore", invalid="ignore"):
         converted = curve + np.log1p(-1.0 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
     converted[~np.isfinite(converted)] = np.inf

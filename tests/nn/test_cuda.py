@@ -3,7 +3,7 @@
 Skipped where torch sees no CUDA device (CI has none). Run on a GPU with
 ``python -m pytest tests/nn/test_cuda.py``; ``benchmarks/cuda_check.sh`` runs
 these and the rest of ``tests/nn`` with the nets on the GPU
-(``SKDP_TEST_DEVICE=cuda``, see ``tests/nn/conftest.py``) and records the
+(``SKDP_TEST_DEVICE=cuda``, see ``tests/conftest.py``) and records the
 result.
 
 What must hold on the device, each checked here:

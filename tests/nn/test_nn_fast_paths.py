@@ -34,7 +34,7 @@ def _data(n=60, d=4, seed=0):
 
 
 def _on(net, a):
-    """``a`` as a tensor on the net's device (the CPU, or ``SKDP_TEST_DEVICE``: tests/nn/conftest.py)."""
+    """``a`` as a tensor on the net's device (the CPU, or ``SKDP_TEST_DEVICE``: tests/conftest.py)."""
     return torch.as_tensor(a).to(net.device)
 
 
