@@ -236,10 +236,15 @@ def _warn_if_delta_reaches_one_over_n(estimator, X):
     n = _public_n_samples(estimator, X)
     if not delta or n is None or delta * n < 1:
         return
+    # The suggestion is a function of the public n alone; the package default (1e-5) is named
+    # only where it is itself below 1/n (at n >= 1e5 it is not).
+    suggestion = f"1/n_samples**1.1 = {n ** -1.1:.1e}"
+    if 1e-5 * n < 1:
+        suggestion = f"1e-5, the default, or {suggestion}"
     warnings.warn(
         f"delta={delta:g} is not below 1/n_samples (n_samples={n}, public): at such a delta, "
-        "publishing one training row at random meets the guarantee. Use a delta well below "
-        "1/n_samples (1e-5, the default, or 1/n_samples**1.1).",
+        f"publishing one training row at random meets the guarantee. Use a delta well below "
+        f"1/n_samples ({suggestion}).",
         UserWarning,
         stacklevel=_user_stacklevel(),
     )

@@ -194,6 +194,20 @@ def test_delta_at_least_one_over_a_public_n_warns_before_the_data_is_read():
         DPGaussianMixture(2, data_norm=5.0, delta=1e-3, reduce_components=False).fit(X)
 
 
+def test_the_delta_warning_suggests_a_delta_below_one_over_n_at_every_n():
+    from skdp.preprocessing import DPStandardScaler
+
+    bounds = (np.full(2, -5.0), np.full(2, 5.0))
+    # At n = 1e5 the default delta (1e-5) is 1/n itself: the warning must not recommend it.
+    X = np.zeros((100_000, 2))
+    with pytest.warns(UserWarning, match=r"\(1/n_samples\*\*1.1 = 3.2e-06\)") as record:
+        DPStandardScaler(bounds=bounds).fit(X)
+    assert not any("the default" in str(w.message) for w in record)
+    # At n = 50 a delta of 0.05 warns, and the default is a valid suggestion there.
+    with pytest.warns(UserWarning, match=r"\(1e-5, the default, or 1/n_samples\*\*1.1 = 1.4e-02\)"):
+        DPStandardScaler(bounds=bounds, delta=0.05).fit(X[:50])
+
+
 def test_a_large_delta_is_calibrated_and_warned_not_refused():
     # delta=0.5 used to fail with "noise_multiplier must be ... nan"; the plan is met (the PLD
     # certifies it) and the fit says that such a delta protects nothing.
