@@ -10,7 +10,8 @@ What must hold on the device, each checked here:
 
 * the noise of a step is Gaussian with std ``sigma * C`` on the summed
   clipped gradient (Abadi et al. 2016, Alg. 1 line 8), drawn on the device by
-  the device's generator, and is on the ledger;
+  the device's generator, and is on the ledger (the device case of
+  ``tests/nn/test_nn.py``'s engine noise test, parametrised by device);
 * each example's clipped gradient has norm at most ``C``, and the ghost
   norms equal the per-sample-gradient (vmap) norms, as on the CPU;
 * a net fitted on the device spends exactly what the same fit spends on the
@@ -29,13 +30,9 @@ pytest.importorskip("skorch")
 
 from skdp.nn import (  # noqa: E402
     DPNeuralNetClassifier,
-    DPSGDEngine,
-    FixedClipping,
     GhostClipping,
     VmapPerExampleGradients,
-    dpsgd_step_event,
 )
-from skdp.privacy import ADD_REMOVE, PrivacyLedger  # noqa: E402
 
 #: The device under test: CUDA, or what ``SKDP_TEST_DEVICE`` names (``cpu`` checks these tests' own logic).
 DEVICE = os.environ.get("SKDP_TEST_DEVICE", "cuda")
@@ -73,39 +70,6 @@ def _ce_loss(module, x, y):
 
 def _ce_per_example(module, x, y):
     return torch.nn.functional.cross_entropy(module(x), y, reduction="none")
-
-
-def test_engine_noise_on_the_device_is_sigma_times_clip():
-    """Alg. 1 line 8 on the GPU: std of (L * grad - clipped sum) is sigma * C; halving the noise fails."""
-    torch.manual_seed(0)
-    module = MLP().to(DEVICE)
-    X = torch.randn(20, 5, device=DEVICE)
-    y = torch.randint(0, 3, (20,), device=DEVICE)
-    C, sigma, L = 0.3, 1.7, 10.0
-    clipped = VmapPerExampleGradients().clipped_sum(module, _ce_loss, (X, y), lambda n: C).grads
-    engine = DPSGDEngine(
-        module,
-        _ce_loss,
-        noise_multiplier=sigma,
-        sampling_rate=0.5,
-        expected_batch_size=L,
-        clipping=FixedClipping(C),
-        max_steps=100,
-        generator=torch.Generator(device=DEVICE).manual_seed(1),
-    )
-    ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
-    residuals = []
-    for _ in range(40):
-        engine.step((X, y), ledger)
-        assert all(p.grad.device.type == torch.device(DEVICE).type for p in module.parameters())
-        residuals += [(p.grad * L - clipped[k]).flatten() for k, p in module.named_parameters()]
-    r = torch.cat(residuals).double()
-    n = r.numel()
-    # The sample std of n Gaussian draws has relative standard error 1/sqrt(2n).
-    assert abs(float(r.std()) / (sigma * C) - 1) < 5 / math.sqrt(2 * n)
-    assert abs(float(r.mean())) < 5 * sigma * C / math.sqrt(n)
-    assert len(ledger) == 40
-    assert all(e == dpsgd_step_event(sigma, 0.5) for e in ledger.events)
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])

@@ -156,11 +156,23 @@ def test_gaussian_noise_std_is_noise_multiplier_times_sensitivity():
     assert abs(float(sample.mean())) < 5 * 0.91 / math.sqrt(n)
 
 
-def test_engine_noise_on_the_summed_gradient_is_sigma_times_clip():
-    """The statistical test of Alg. 4 line 6: std of (L * grad - clipped sum) equals sigma * C."""
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+        ),
+    ],
+)
+def test_engine_noise_on_the_summed_gradient_is_sigma_times_clip(device):
+    """The statistical test of Alg. 4 line 6: std of (L * grad - clipped sum) equals sigma * C.
+
+    On a GPU too: the noise is drawn there by the device's generator.
+    """
     torch.manual_seed(0)
-    module = MLP(n_features=5, hidden_units=16, n_out=3, softmax=False)
-    X, y = torch.randn(20, 5), torch.randint(0, 3, (20,))
+    module = MLP(n_features=5, hidden_units=16, n_out=3, softmax=False).to(device)
+    X, y = torch.randn(20, 5).to(device), torch.randint(0, 3, (20,)).to(device)
     C, sigma, L = 0.3, 1.7, 10.0
     clipped = VmapPerExampleGradients().clipped_sum(module, _ce_loss, (X, y), lambda n: C).grads
     engine = DPSGDEngine(
@@ -171,17 +183,20 @@ def test_engine_noise_on_the_summed_gradient_is_sigma_times_clip():
         expected_batch_size=L,
         clipping=FixedClipping(C),
         max_steps=100,
-        generator=torch.Generator().manual_seed(1),
+        generator=torch.Generator(device=device).manual_seed(1),
     )
     ledger = PrivacyLedger(neighbouring=ADD_REMOVE)
     residuals = []
     for _ in range(40):
         engine.step((X, y), ledger)
+        assert all(p.grad.device.type == device for p in module.parameters())
         residuals += [(p.grad * L - clipped[k]).flatten() for k, p in module.named_parameters()]
     r = torch.cat(residuals).double()
     n = r.numel()
     assert n > 5000
+    # The sample std of n Gaussian draws has relative standard error 1/sqrt(2n).
     assert abs(float(r.std()) / (sigma * C) - 1) < 5 / math.sqrt(2 * n)
+    assert abs(float(r.mean())) < 5 * sigma * C / math.sqrt(n)
     assert len(ledger) == 40
     assert all(e == dpsgd_step_event(sigma, 0.5) for e in ledger.events)
 
