@@ -375,13 +375,8 @@ def _descend_from_unsampled(cost, make_events, epsilon, delta, neighbouring, sec
         rtol,
         secure_noise=secure_noise,
     )
-    try:  # hi failing the PLD cost is not expected (amplification); stay sound regardless
-        lo, hi = bracket(cost, epsilon, hi * 0.5, hi, up=1.25, down=0.5)
-    except NoCrossing:
-        raise ValueError(
-            f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition."
-        ) from None
-    return hi if lo is None else _shrink_pld(cost, epsilon, lo, hi, max(rtol, PLD_RTOL))
+    # hi failing the PLD cost is not expected (amplification); stay sound regardless.
+    return _descend_from(cost, epsilon, delta, hi, 0.5, rtol)
 
 
 def _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noise, rtol):
@@ -393,8 +388,19 @@ def _refine_from_rdp(cost, make_events, epsilon, delta, neighbouring, secure_noi
     hi = calibrate_noise_multiplier(
         make_events, epsilon, delta, "rdp", neighbouring, rtol, secure_noise=secure_noise
     )
+    return _descend_from(cost, epsilon, delta, hi, 0.9, rtol)
+
+
+def _descend_from(cost, epsilon, delta, hi, down, rtol):
+    """From an upper end ``hi`` of the PLD multiplier, step down by ``down`` to a bracket and shrink it.
+
+    Shared by the two PLD calibrations started from an RDP answer
+    (:func:`_refine_from_rdp`, and the unsampled bound of the subsampled
+    plans): :func:`~skdp.privacy.roots.bracket` grows the bracket from
+    ``(hi * down, hi)``, then :func:`_shrink_pld` narrows it.
+    """
     try:
-        lo, hi = bracket(cost, epsilon, hi * 0.9, hi, up=1.25, down=0.9)
+        lo, hi = bracket(cost, epsilon, hi * down, hi, up=1.25, down=down)
     except NoCrossing:
         raise ValueError(
             f"No noise level meets epsilon={epsilon}, delta={delta} under 'pld' composition."
