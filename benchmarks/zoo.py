@@ -57,6 +57,8 @@ Run::
     python benchmarks/zoo.py                       # every family, 5 seeds
     python benchmarks/zoo.py --family cluster --quick
     python benchmarks/zoo.py --family preprocessing --seeds 3
+    python benchmarks/zoo.py --family nn --jobs 14   # fits in 14 processes
+    python benchmarks/zoo.py --family nn --merge OTHER/zoo.json   # rows run elsewhere
 
 Results go to ``benchmarks/results/zoo.json`` (merged per family, so a run
 of one family keeps the others') and ``docs/zoo.md``.
@@ -67,6 +69,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -746,14 +749,14 @@ NOTES = {
     ),
     "bnn": (
         "Notes. DPSEPRegressor's private 'auto' bounds are released per column where n * eps "
-        'locates them, else as one shared feature box (one release for all columns) and the '
+        "locates them, else as one shared feature box (one release for all columns) and the "
         "target's two quantiles; where even that cannot be located (diabetes, 331 training rows, at "
-        'eps <= 1) the fit warns, naming `feature_bounds` and `target_bounds`, and predicts a private '
+        "eps <= 1) the fit warns, naming `feature_bounds` and `target_bounds`, and predicts a private "
         "constant (the target's private centre, pure DP). That constant against the data-free "
-        'reference, the exact training mean of one split (R^2 about -0.0001), costs what the noise of '
-        'a private mean at n * eps = 331 costs (-0.004 median over 5 seeds, -0.002 over 10): the '
-        'ceiling of a private constant there. With 2 seeds (--quick) diabetes at eps 1 can read as a '
-        'rule-1 FAIL (-0.009), within that noise.'
+        "reference, the exact training mean of one split (R^2 about -0.0001), costs what the noise of "
+        "a private mean at n * eps = 331 costs (-0.004 median over 5 seeds, -0.002 over 10): the "
+        "ceiling of a private constant there. With 2 seeds (--quick) diabetes at eps 1 can read as a "
+        "rule-1 FAIL (-0.009), within that noise."
     ),
     "generative": (
         "Notes. DPGenerativeMixture gets the declared domain (`bounds=(low, high)`, what the "
@@ -793,8 +796,96 @@ FAMILIES = {
 # ----------------------------------------------------------------------------
 # Running and judging
 # ----------------------------------------------------------------------------
-def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=print):
-    rows = []
+def _run_fit(case, eps, seed):
+    """One fit of ``case``: ``("ok", Fit)`` or ``("error", message)`` (recorded in the row, not hidden)."""
+    try:
+        return "ok", case.fit(eps, seed)
+    except Exception as exc:
+        return "error", f"eps={eps} seed={seed}: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _run_peer(case, epsilons, seeds):
+    """The peer's scores ``{eps: [scores]}``, or a line saying why there are none."""
+    from benchmarks import _peers
+
+    try:
+        return {str(e): v for e, v in case.peer(list(epsilons), list(seeds)).items()}
+    except _peers.PeerNotInstalled as exc:
+        return f"not built: {exc}"
+    except Exception as exc:
+        # The exception's type and its first line without paths
+        # (a TimeoutExpired quotes the command with this machine's paths).
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        if isinstance(exc, subprocess.TimeoutExpired):
+            first = f"timed out after {exc.timeout:g} s"
+        return f"failed: {type(exc).__name__}: {first[:200]}"
+
+
+def _run_ceiling(case):
+    """The noise-free result (the first of ``CEILING_EPSILONS`` whose calibration works) and the last error."""
+    error = None
+    for ceiling_eps in CEILING_EPSILONS:
+        try:
+            return case.fit(ceiling_eps, 0).score, None
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None, error
+
+
+_WORKER_CASES = {}
+
+
+def _worker_init():
+    # One BLAS / torch thread per worker: the pool, not the libraries, uses the cores.
+    import os
+
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+
+
+def _worker_task(family, ds_name, name, what, args):
+    """Run one piece of a case in a worker: the worker rebuilds the family's cases once per data set."""
+    key = (family, ds_name)
+    if key not in _WORKER_CASES:
+        ds = next(s for s in make_datasets() if s.name == ds_name)
+        _WORKER_CASES[key] = FAMILIES[family](ds)
+    case = _WORKER_CASES[key][name]
+    if what == "fit":
+        return _run_fit(case, *args)
+    if what == "peer":
+        return _run_peer(case, *args)
+    return _run_ceiling(case)
+
+
+class _Now:
+    """A finished future for the sequential run (the same row code for both)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=print, pool=None):
+    """Rows of one family on ``sets``; with ``pool`` (a process pool) every fit, peer run and ceiling is a task.
+
+    The rows are the same either way: each task reruns the same case
+    (the family's cases are rebuilt from the same data in the worker).
+    """
+    staged = []
     for ds in sets:
         start = time.perf_counter()
         try:
@@ -802,66 +893,74 @@ def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=prin
         except Exception as exc:  # a family that cannot even set up on this data: recorded, not hidden
             log(f"  {family} on {ds.name}: set-up failed: {type(exc).__name__}: {exc}")
             continue
-        for name, case in cases.items():
-            row = {
-                "family": family,
-                "estimator": name,
-                "data": ds.name,
-                "shape": list(ds.shape),
-                "metric": case.metric,
-                "twin": case.twin,
-                "free": case.free,
-                "scores": {},
-                "extra": {},
-                "off_silent": 0,
-                "off_warned": 0,
-                "errors": [],
-            }
-            for eps in epsilons:
-                scores, extras = [], []
-                for seed in seeds:
-                    try:
-                        f = case.fit(eps, seed)
-                    except Exception as exc:
-                        row["errors"].append(f"eps={eps} seed={seed}: {type(exc).__name__}: {str(exc)[:200]}")
-                        continue
-                    scores.append(f.score)
-                    extras.append(f.extra)
-                    if f.off:
-                        row["off_warned" if f.warned else "off_silent"] += 1
-                row["scores"][str(eps)] = scores
-                if extras and extras[0]:
-                    row["extra"][str(eps)] = {k: float(np.median([e[k] for e in extras])) for k in extras[0]}
-            row["peer"] = None
-            if case.peer is not None and peers:
-                from benchmarks import _peers
 
-                try:
-                    row["peer"] = {str(e): v for e, v in case.peer(list(epsilons), list(seeds)).items()}
-                except _peers.PeerNotInstalled as exc:
-                    row["peer"] = f"not built: {exc}"
-                except Exception as exc:
-                    # The exception's type and its first line without paths
-                    # (a TimeoutExpired quotes the command with this machine's paths).
-                    first = str(exc).splitlines()[0] if str(exc) else ""
-                    if isinstance(exc, subprocess.TimeoutExpired):
-                        first = f"timed out after {exc.timeout:g} s"
-                    row["peer"] = f"failed: {type(exc).__name__}: {first[:200]}"
-            elif case.peer is None:
-                row["peer"] = "none"
-            row["ceiling"] = None
-            if ceiling:
-                for ceiling_eps in CEILING_EPSILONS:
-                    try:
-                        row["ceiling"] = case.fit(ceiling_eps, 0).score
-                        row.pop("ceiling_error", None)
-                        break
-                    except Exception as exc:
-                        row["ceiling_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            rows.append(row)
-            log(_row_line(row))
-        log(f"  ({ds.name}: {time.perf_counter() - start:.0f} s)")
+        def task(name, what, args, case, ds=ds):
+            if pool is None:
+                fn = {"fit": _run_fit, "peer": _run_peer, "ceiling": _run_ceiling}[what]
+                return _Now(fn(case, *args))
+            return pool.submit(_worker_task, family, ds.name, name, what, args)
+
+        for name, case in cases.items():
+            fits = {eps: [task(name, "fit", (eps, seed), case) for seed in seeds] for eps in epsilons}
+            peer = (
+                task(name, "peer", (list(epsilons), list(seeds)), case)
+                if case.peer is not None and peers
+                else None
+            )
+            ceil = task(name, "ceiling", (), case) if ceiling else None
+            staged.append((ds, name, case, fits, peer, ceil))
+            if pool is None:
+                log(_row_line(_assemble(family, ds, name, case, fits, peer, ceil)))
+        if pool is None:
+            log(f"  ({ds.name}: {time.perf_counter() - start:.0f} s)")
+    rows = []
+    for ds, name, case, fits, peer, ceil in staged:
+        rows.append(_assemble(family, ds, name, case, fits, peer, ceil))
+        if pool is not None:
+            log(_row_line(rows[-1]))
     return rows
+
+
+def _assemble(family, ds, name, case, fits, peer, ceil):
+    row = {
+        "family": family,
+        "estimator": name,
+        "data": ds.name,
+        "shape": list(ds.shape),
+        "metric": case.metric,
+        "twin": case.twin,
+        "free": case.free,
+        "scores": {},
+        "extra": {},
+        "off_silent": 0,
+        "off_warned": 0,
+        "errors": [],
+    }
+    for eps, futures in fits.items():
+        scores, extras = [], []
+        for fut in futures:
+            status, f = fut.result()
+            if status != "ok":
+                row["errors"].append(f)
+                continue
+            scores.append(f.score)
+            extras.append(f.extra)
+            if f.off:
+                row["off_warned" if f.warned else "off_silent"] += 1
+        row["scores"][str(eps)] = scores
+        if extras and extras[0]:
+            row["extra"][str(eps)] = {k: float(np.median([e[k] for e in extras])) for k in extras[0]}
+    row["peer"] = None
+    if peer is not None:
+        row["peer"] = peer.result()
+    elif case.peer is None:
+        row["peer"] = "none"
+    row["ceiling"] = None
+    if ceil is not None:
+        row["ceiling"], error = ceil.result()
+        if error is not None and row["ceiling"] is None:
+            row["ceiling_error"] = error
+    return row
 
 
 def _median(v):
@@ -1057,6 +1156,19 @@ def main(argv=None):
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes (one thread each) running the fits, peers and ceilings in parallel; "
+        "the rows are the same as a sequential run's",
+    )
+    parser.add_argument(
+        "--merge",
+        metavar="ZOO_JSON",
+        help="take the --family rows and their run record from another results file "
+        "(e.g. a run on another machine) into benchmarks/results/zoo.json and docs/zoo.md; runs nothing",
+    )
     args = parser.parse_args(argv)
     families = args.family or list(FAMILIES)
     sets = make_datasets()
@@ -1065,11 +1177,28 @@ def main(argv=None):
     if args.data:
         sets = [s for s in sets if s.name in args.data]
     seeds = list(range(args.seeds if args.seeds is not None else (2 if args.quick else 5)))
+    if args.merge:
+        other = json.loads(Path(args.merge).read_text())
+        for family in families:
+            rows = [r for r in other["rows"] if r["family"] == family]
+            if not rows:
+                raise SystemExit(f"--merge: {args.merge} has no rows of the family {family!r}")
+            print_verdicts(judge(rows))
+            merged, meta_all = write_results(rows, [family], other["meta"][family])
+            write_docs(merged, meta_all)
+        return []
+    pool = None
+    if args.jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(args.jobs, initializer=_worker_init)
     all_rows = []
     for family in families:
         start = time.perf_counter()
-        print(f"== {family}: {len(sets)} data sets, seeds {seeds}, eps {EPSILONS}")
-        rows = run_family(family, sets, seeds, EPSILONS, peers=not args.no_peers, ceiling=not args.no_ceiling)
+        print(f"== {family}: {len(sets)} data sets, seeds {seeds}, eps {EPSILONS}", flush=True)
+        rows = run_family(
+            family, sets, seeds, EPSILONS, peers=not args.no_peers, ceiling=not args.no_ceiling, pool=pool
+        )
         print_verdicts(judge(rows))
         meta = {
             "seeds": len(seeds),
@@ -1077,6 +1206,8 @@ def main(argv=None):
             "commit": _commit(),
             "seconds": round(time.perf_counter() - start),
             "quick": args.quick,
+            "jobs": args.jobs,
+            "machine": f"{os.cpu_count()} cores",
         }
         all_rows += rows
         if not args.no_write:
