@@ -8,7 +8,9 @@
 #
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-#       -d .whl_peer scikit-learn==1.7.2 diffprivlib==0.6.6
+#       -d .whl_peer scikit-learn==1.7.2 diffprivlib==0.6.6 scipy==1.17.1
+#
+# (scipy too: diffprivlib 0.6.6 passes `iprint` to scipy's fmin_l_bfgs_b, which newer scipy refuses.)
 #
 # Usage, from the repository root: bash benchmarks/zoo_remote.sh OUTDIR JOBS FAMILY [FAMILY ...]
 # OUTDIR receives zoo.json and zoo.log; merge the rows here with
