@@ -1046,6 +1046,30 @@ def _commit():
         return "?"
 
 
+def _stored_peers(rows):
+    """Fill each row's missing peer with the peer results stored in zoo.json for its family and data set.
+
+    A slow peer (smartnoise MST takes minutes per fit) need not rerun for
+    every change of ours: its stored results, on the same rows and seeds,
+    are compared instead.  Returns the stored run's peer note, or None.
+    """
+    if not RESULTS.exists():
+        return None
+    old = json.loads(RESULTS.read_text())
+    found = False
+    for row in rows:
+        for prev in old.get("rows", []):
+            key = ("family", "estimator", "data")
+            if all(prev[k] == row[k] for k in key) and isinstance(prev.get("peer"), dict) and row["peer"] is None:
+                row["peer"] = prev["peer"]
+                found = True
+    if not found:
+        return None
+    families = {r["family"] for r in rows}
+    notes = [old.get("meta", {}).get(f, {}).get("peer") for f in families]
+    return "; ".join(n for n in notes if n) or "stored peer results"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -1055,6 +1079,11 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5; 2 with --quick)")
     parser.add_argument("--data", action="append", help="only these data sets (names)")
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument(
+        "--stored-peers",
+        action="store_true",
+        help="with --no-peers: compare with the peer results already in zoo.json (same family and data set)",
+    )
     parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
@@ -1070,6 +1099,7 @@ def main(argv=None):
         start = time.perf_counter()
         print(f"== {family}: {len(sets)} data sets, seeds {seeds}, eps {EPSILONS}")
         rows = run_family(family, sets, seeds, EPSILONS, peers=not args.no_peers, ceiling=not args.no_ceiling)
+        stored = _stored_peers(rows) if args.stored_peers else None
         print_verdicts(judge(rows))
         meta = {
             "seeds": len(seeds),
@@ -1078,6 +1108,8 @@ def main(argv=None):
             "seconds": round(time.perf_counter() - start),
             "quick": args.quick,
         }
+        if stored:
+            meta["peer"] = stored
         all_rows += rows
         if not args.no_write:
             merged, meta_all = write_results(rows, [family], meta)

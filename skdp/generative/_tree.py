@@ -95,6 +95,8 @@ __all__ = [
 ALL_PAIRS_MAX_ATTRIBUTES = 6
 #: Constant of the grid rule ``G = sqrt(BIN_SCALE n~ / s)`` (module docstring).
 BIN_SCALE = 2.0
+#: Standard deviations above its mean the noise's chi-square may reach before a table counts as dependent.
+PRETEST_SDS = 1.0
 #: Rounds of iterative proportional fitting of an edge's table to its two 1-way marginals.
 IPF_ITERATIONS = 50
 
@@ -219,7 +221,9 @@ def measure_all_pairs(codes, sizes, z, rng, ledger):
 
 def measure_one_way(codes, sizes, z, rng, ledger):
     """Release every 1-way table at once; returns ``([noisy table], cell noise std)``."""
-    counts = np.concatenate([np.bincount(codes[:, i], minlength=m).astype(float) for i, m in enumerate(sizes)])
+    counts = np.concatenate(
+        [np.bincount(codes[:, i], minlength=m).astype(float) for i, m in enumerate(sizes)]
+    )
     noisy, std = _release(counts, len(sizes), z, rng, ledger)
     return list(np.split(noisy, np.cumsum(sizes)[:-1])), std
 
@@ -238,7 +242,10 @@ def measure_mst(codes, sizes, z, rng, ledger):
     probs = [project_simplex(t, n_hat) / n_hat for t in one_way]
     pairs = [(i, j) for i in range(a) for j in range(i + 1, a)]
     scores = np.array(
-        [np.abs(_pair_counts(codes, sizes, i, j) - n_hat * np.outer(probs[i], probs[j]).ravel()).sum() for i, j in pairs]
+        [
+            np.abs(_pair_counts(codes, sizes, i, j) - n_hat * np.outer(probs[i], probs[j]).ravel()).sum()
+            for i, j in pairs
+        ]
     )
     mechanism = ExponentialMechanism(selection_epsilon(z, a), 1.0, ADD_REMOVE)
     component = list(range(a))
@@ -284,6 +291,24 @@ def maximum_spanning_tree(n_attributes, weights):
         edges.append(best[1])
         inside |= set(best[1])
     return edges
+
+
+def shrink_to_independence(table, n_hat, row, col, noise_std):
+    """A released 2-way table, or the product of its 1-way marginals where the noise explains its dependence.
+
+    ``D = T - n^ row col^T`` is the table's departure from independence plus
+    noise of public variance ``s^2`` in each of its ``c`` cells.  Under
+    independence ``sum D^2 / s^2`` is about a chi-square with ``c`` degrees
+    of freedom (mean ``c``, std ``sqrt(2 c)``); a table below
+    ``c + 3 sqrt(2 c)`` is replaced by the product (a pre-test estimator),
+    so that the noise of a pair nobody can tell from independent is not
+    sampled as dependence; other tables are kept.  Post-processing.
+    """
+    expected = n_hat * np.outer(row, col)
+    cells = table.size
+    if np.sum((table - expected) ** 2) / noise_std**2 <= cells + PRETEST_SDS * math.sqrt(2.0 * cells):
+        return expected
+    return table
 
 
 def _ipf(table, row, col, n_iter=IPF_ITERATIONS):
@@ -341,9 +366,19 @@ def consistent_tree(sizes, tables, table_std, one_way=None, one_way_std=None, ed
         w = np.array([1.0 / v for _, v in est])
         mean = sum(wi * t for wi, (t, _) in zip(w, est, strict=True)) / w.sum()
         marginals.append(project_simplex(mean, n_hat) / n_hat)
-    projected = {e: project_simplex(t, n_hat).reshape(t.shape) / n_hat for e, t in tables.items()}
+    projected = {
+        e: project_simplex(t, n_hat).reshape(t.shape) / n_hat
+        for e, t in (
+            (e, shrink_to_independence(t, n_hat, marginals[e[0]], marginals[e[1]], table_std))
+            for e, t in tables.items()
+        )
+    }
     if edges is None:
-        edges = maximum_spanning_tree(a, {e: _mutual_information(p) for e, p in projected.items()}) if a > 1 else []
+        edges = (
+            maximum_spanning_tree(a, {e: _mutual_information(p) for e, p in projected.items()})
+            if a > 1
+            else []
+        )
     # Orient the edges away from attribute 0 (breadth first).
     adjacent = {i: [] for i in range(a)}
     for i, j in edges:
@@ -462,6 +497,7 @@ def tree_log_likelihood(codes, attrs, marginals, tree, joint, n_bins, floor=1e-1
 # --------------------------------------------------------------------------
 # The estimator's tree fit (DPGenerativeMixture, generator="marginals").
 # --------------------------------------------------------------------------
+
 
 def release_split_size(columns, low, high, noise_std, rng, ledger):
     """The number of rows, split into those inside and outside the declared box, by the count's mechanism.
