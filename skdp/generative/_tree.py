@@ -274,6 +274,11 @@ def measure_mst(codes, sizes, z, rng, ledger):
     return one_way, std1, tables, std2
 
 
+def _denoise(t, n_hat):
+    """The projection of a released table onto the simplex of total ``n^``, as probabilities."""
+    return project_simplex(t, n_hat).reshape(t.shape) / n_hat
+
+
 def _mutual_information(p):
     pi, pj = p.sum(axis=1, keepdims=True), p.sum(axis=0, keepdims=True)
     mask = p > 0
@@ -367,7 +372,7 @@ def consistent_tree(sizes, tables, table_std, one_way=None, one_way_std=None, ed
         mean = sum(wi * t for wi, (t, _) in zip(w, est, strict=True)) / w.sum()
         marginals.append(project_simplex(mean, n_hat) / n_hat)
     projected = {
-        e: project_simplex(t, n_hat).reshape(t.shape) / n_hat
+        e: _denoise(t, n_hat)
         for e, t in (
             (e, shrink_to_independence(t, n_hat, marginals[e[0]], marginals[e[1]], table_std))
             for e, t in tables.items()
