@@ -204,7 +204,11 @@ class DPGenerativeMixture(
     a cluster picked with the released noisy sizes' probabilities.
     :meth:`sample` picks a cluster with the weights ``p`` and draws from its
     model.  Continuous columns live on a declared or privately released
-    domain (``bounds``); samples come back in the data's units.
+    domain (``bounds``); samples come back in the data's units.  With
+    ``n_clusters="auto"`` (the default) the marginals generator is instead a
+    tree of privately selected and measured 2-way marginals (MST, McKenna,
+    Miklau & Sheldon 2021; ``structure``), which keeps every column's
+    strongest dependence.
 
     ``privacy_spent_`` is under *add/remove* neighbours.
 
@@ -279,9 +283,9 @@ class DPGenerativeMixture(
     structure : {"auto", "tree", "classes"}, default="auto"
         Model of ``generator="marginals"``: a tree of privately selected and
         measured 2-way marginals (MST, McKenna et al. 2021), latent classes
-        by DP-EM, or ``"auto"``: the tree where ``n_clusters="auto"`` and the
-        latent-class capacity rule affords few classes (the user guide,
-        "Which structure").
+        by DP-EM, or ``"auto"``: the tree where
+        ``n_clusters`` is left to the rule (the user guide, "The tree of
+        marginals"); ``n_clusters`` is unused by the tree.
 
     Attributes
     ----------
