@@ -210,3 +210,34 @@ def test_projection_and_systematic_counts():
     codes = sample_tree(marg, [(0, 1)], joint, 10000, rng)
     table = np.bincount(codes[:, 0] * 2 + codes[:, 1], minlength=4).reshape(2, 2) / 10000
     np.testing.assert_allclose(table, joint[0], atol=2e-3)
+
+
+def test_the_fit_releases_its_tables_at_the_recorded_noise(monkeypatch):
+    """Through the estimator: every released cell's noise has std ``noise_std_`` (halved noise fails).
+
+    The Gaussian mechanism of the tree's module is wrapped to keep each
+    (true, released) pair; 12 fits of all pairs of 4 columns on a 5-bin grid
+    give 12 * 6 * 25 = 1800 cells, whose noise std is within 5% of the truth.
+    """
+    import skdp.generative._tree as tree_module
+
+    seen = []
+
+    class Recording(tree_module.GaussianMechanism):
+        def release(self, value, rng, ledger):
+            out = super().release(value, rng, ledger)
+            seen.append((np.asarray(value, dtype=float), np.asarray(out), self.scale))
+            return out
+
+    monkeypatch.setattr(tree_module, "GaussianMechanism", Recording)
+    X = chain_data(500, 4)
+    stds = []
+    for seed in range(12):
+        gm = DPGenerativeMixture(epsilon=1.0, bounds=(0.0, 10.0), n_bins=5, random_state=seed).fit(X)
+        stds.append(gm.noise_std_)
+    assert len(seen) == 12 and all(v.size == 6 * 25 for v, _, _ in seen)
+    np.testing.assert_allclose([s for _, _, s in seen], stds)
+    noise = np.concatenate([(out - v) / s for v, out, s in seen])
+    assert 0.9 < noise.std() < 1.1 and abs(noise.mean()) < 0.1
+    # The recorded std is the calibrated multiplier times sqrt(P), P = 6 tables.
+    assert stds[0] == pytest.approx(gm.noise_multiplier_ * math.sqrt(6))
