@@ -55,6 +55,7 @@ from ._marginals import (
     marginals_attributes,
     marginals_from_release,
 )
+from ._tree import fit_tree_generator, release_split_size, warn_outside_count
 
 __all__ = [
     "EM_ITERATIONS",
@@ -251,10 +252,17 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
     cont = continuous_columns(est.binary, est.categorical, m)
     declared = est._declared_bounds(m)
     k_declared = est._k()
-    events, n_tilde = [], None
-    if cont.size or k_declared is None:
+    events, n_tilde, outside = [], None, None
+    tree_possible = est.structure == "tree" or (est.structure == "auto" and k_declared is None)
+    if cont.size or k_declared is None or tree_possible:
         std = plan.settings.count_noise_std
-        n_tilde = release_dataset_size(X.shape[0], std, rng, ledger)
+        if tree_possible and declared is not None and cont.size:
+            # The count split by whether the record left the declared box: the
+            # same event (a record adds one to one of two counts), and the
+            # tree's out-of-domain estimate.
+            n_tilde, outside = release_split_size(X[:, cont], declared[0][cont], declared[1][cont], std, rng, ledger)
+        else:
+            n_tilde = release_dataset_size(X.shape[0], std, rng, ledger)
         events.append(dataset_size_event(std))
     low, high = np.zeros(m), np.ones(m)
     if cont.size:
@@ -276,6 +284,16 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
         else:
             low[cont], high[cont] = declared[0][cont], declared[1][cont]
     mode = est._partition_mode()
+    if tree_possible and mode in ("em", "categorical"):
+        # structure="tree", or "auto" with the number of classes left to the
+        # rule: the tree of 2-way marginals (skdp.generative._tree).
+        fitted = fit_tree_generator(est, X, low, high, cont, blocks, n_tilde, events, plan, rng, ledger, rtol)
+        for name, value in fitted.items():
+            setattr(est, name, value)
+        est.bounds_ = (low, high)
+        if outside is not None:
+            warn_outside_count(outside, plan.settings.count_noise_std)
+        return
     n_groups = len(blocks[0]) if mode == "categorical" else 1
     k_sub, n_bins, n_iter = marginals_capacity(est, mode, n_tilde, m, blocks, cont.size, n_groups)
     indicator = declared is not None and cont.size > 0
@@ -321,6 +339,7 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
             cluster_X=mapped,
         )
     del mapped, encoded
+    fitted.update(structure_="classes", tree_=None, tree_marginals_=None, tree_tables_=None)
     for name, value in fitted.items():
         setattr(est, name, value)
     est.n_iter_ = n_iter

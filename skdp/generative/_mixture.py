@@ -53,6 +53,7 @@ from ._inference import (
 from ._inference import sample_generator as _sample_generator  # noqa: F401  (tested from here)
 from ._latent_em import fit_marginals_generator
 from ._marginals import binary_columns, check_one_hot, column_layout, continuous_columns, declared_blocks
+from ._tree import attribute_codes, decode_tree, sample_tree, tree_attributes, tree_log_likelihood
 
 __all__ = ["DPGenerativeMixture"]
 
@@ -113,6 +114,14 @@ _RELEASED_ATTRIBUTES = frozenset(
         "n_bins_",
         # Number of DP-EM releases: chosen from the number of classes.
         "n_iter_",
+        # "tree" or "classes": chosen from public quantities and the released
+        # size; the tree's edges (selected by the accounted exponential
+        # mechanism, or post-processing of the accounted 2-way tables) and its
+        # 1-way and 2-way distributions (post-processing of accounted releases).
+        "structure_",
+        "tree_",
+        "tree_marginals_",
+        "tree_tables_",
     }
 )
 
@@ -145,6 +154,7 @@ _PARAMETER_CONSTRAINTS = {
     "device": [str],
     "composition": [COMPOSITION_CONSTRAINT],
     "bounds": ["array-like", StrOptions({"auto"})],
+    "structure": [StrOptions({"auto", "tree", "classes"})],
 }
 
 
@@ -194,7 +204,11 @@ class DPGenerativeMixture(
     a cluster picked with the released noisy sizes' probabilities.
     :meth:`sample` picks a cluster with the weights ``p`` and draws from its
     model.  Continuous columns live on a declared or privately released
-    domain (``bounds``); samples come back in the data's units.
+    domain (``bounds``); samples come back in the data's units.  With
+    ``n_clusters="auto"`` (the default) the marginals generator is instead a
+    tree of privately selected and measured 2-way marginals (MST, McKenna,
+    Miklau & Sheldon 2021; ``structure``), which keeps every column's
+    strongest dependence.
 
     ``privacy_spent_`` is under *add/remove* neighbours.
 
@@ -266,6 +280,12 @@ class DPGenerativeMixture(
         Sample Laplace and Gaussian releases exactly on a grid; None follows :func:`skdp.set_config`.
     bounds : "auto", (lows, highs) or list of (low, high), default="auto"
         Domain of the continuous columns; ``"auto"``: a private box (accounted).
+    structure : {"auto", "tree", "classes"}, default="auto"
+        Model of ``generator="marginals"``: a tree of privately selected and
+        measured 2-way marginals (MST, McKenna et al. 2021), latent classes
+        by DP-EM, or ``"auto"``: the tree where
+        ``n_clusters`` is left to the rule (the user guide, "The tree of
+        marginals"); ``n_clusters`` is unused by the tree.
 
     Attributes
     ----------
@@ -299,6 +319,15 @@ class DPGenerativeMixture(
         Grid points of the continuous columns.
     n_iter_ : int or None
         DP-EM releases of the marginals generator.
+    structure_ : {"tree", "classes"} or None
+        The model fitted by ``generator="marginals"`` (None for the networks).
+    tree_ : ndarray of shape (n_attributes - 1, 2) or None
+        The tree's edges ``(parent, child)`` in sampling order (attributes:
+        the columns, a declared block counting as one).
+    tree_marginals_ : list of ndarray or None
+        Each attribute's released 1-way distribution.
+    tree_tables_ : list of ndarray or None
+        Each edge's released 2-way distribution (rows: the parent's values).
     privacy_spent_ : PrivacySpent
         ``(epsilon, delta)`` of the fit, under add/remove neighbours.
     n_features_in_ : int
@@ -367,6 +396,7 @@ class DPGenerativeMixture(
         random_state=None,
         secure_noise=None,
         bounds="auto",
+        structure="auto",
     ):
         self.n_clusters = n_clusters
         self.generator = generator
@@ -399,6 +429,7 @@ class DPGenerativeMixture(
         self.random_state = random_state
         self.secure_noise = secure_noise
         self.bounds = bounds
+        self.structure = structure
 
     # -- helpers ---------------------------------------------------------------
 
@@ -521,6 +552,15 @@ class DPGenerativeMixture(
             raise ValueError(
                 f"categorical is used by generator='marginals' only, got generator={self.generator!r}."
             )
+        if self.structure != "auto" and self.generator != "marginals":
+            raise ValueError(
+                f"structure is used by generator='marginals' only, got generator={self.generator!r}."
+            )
+        if self.structure == "tree" and self._partition_mode() == "kmeans":
+            raise ValueError(
+                "structure='tree' models the columns directly and cannot follow partition='kmeans'; "
+                "use partition='auto' or structure='classes'."
+            )
         if self.generator == "marginals":
             if self.categorical is not None:
                 self._blocks(np.iinfo(np.intp).max)
@@ -588,6 +628,7 @@ class DPGenerativeMixture(
         self.bounds_ = (np.zeros(m), np.ones(m)) if declared is None else declared
         self.n_bins_ = None
         self.n_iter_ = None
+        self.structure_ = self.tree_ = self.tree_marginals_ = self.tree_tables_ = None
         fitted = fit_networks(self, data.X, plan, rng, ledger, _CALIBRATION_RTOL)
         for name, value in fitted.items():
             setattr(self, name, value)
@@ -607,11 +648,22 @@ class DPGenerativeMixture(
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
+        if self._is_tree():
+            return np.zeros(X.shape[0], dtype=np.intp)
         if self.generator == "marginals":
             if self.clusterer_ is None:
                 return np.argmax(self._log_joint(X), axis=1)
             X = self._encode_fitted(X)[0]
         return np.zeros(X.shape[0], dtype=np.intp) if self.clusterer_ is None else self.clusterer_.predict(X)
+
+    def _is_tree(self):
+        return getattr(self, "structure_", None) == "tree"
+
+    def _tree_log_likelihood(self, X):
+        """``log f(x)`` under the released tree (:func:`tree_log_likelihood`), continuous columns on ``[0, 1]``."""
+        attrs = tree_attributes(self, self.n_features_in_)
+        codes = attribute_codes(X, attrs, *self.bounds_, self.n_bins_)
+        return tree_log_likelihood(codes, attrs, self.tree_marginals_, self.tree_, self.tree_tables_, self.n_bins_)
 
     def _log_joint(self, X):
         """``log p_s + log f(x | s)``, shape ``(n, k)`` (:func:`log_joint`), continuous columns on ``[0, 1]``.
@@ -680,6 +732,8 @@ class DPGenerativeMixture(
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
+        if self._is_tree():
+            return -self._tree_log_likelihood(X)[:, None]
         if self.generator == "marginals":
             if self.clusterer_ is None:
                 return -self._log_joint(X)
@@ -703,6 +757,8 @@ class DPGenerativeMixture(
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
+        if self._is_tree():
+            return self._tree_log_likelihood(X)
         if self.generator == "marginals":
             return np.logaddexp.reduce(self._log_joint(X), axis=1)
         labels = self.predict(X) if self.generator == "rbm" else None
@@ -723,7 +779,7 @@ class DPGenerativeMixture(
         """
         return float(np.mean(self.score_samples(X)))
 
-    def sample(self, n_samples=1, cluster=None, return_clusters=False, random_state=None):
+    def sample(self, n_samples=1, cluster=None, return_clusters=False, random_state=None, balanced=True):
         """Draw synthetic records from the released models (post-processing, free).
 
         Parameters
@@ -737,6 +793,11 @@ class DPGenerativeMixture(
         random_state : int, RandomState instance or None, default=None
             An int reproduces the draw from a stream spawned for sampling,
             never a fit's stream; the model's own ``random_state`` is unused.
+        balanced : bool, default=True
+            With ``structure_ == "tree"``: sample down the tree in systematic
+            counts, shuffled within each parent's group (every record's
+            distribution is the model's, with less Monte Carlo noise in the
+            sample's tables); False: i.i.d. records.  Ignored otherwise.
 
         Returns
         -------
@@ -747,6 +808,11 @@ class DPGenerativeMixture(
         """
         check_is_fitted(self)
         clusters, rng = sample_clusters(self.weights_, n_samples, cluster, random_state)
+        if self._is_tree():
+            codes = sample_tree(self.tree_marginals_, self.tree_, self.tree_tables_, n_samples, rng, balanced)
+            attrs = tree_attributes(self, self.n_features_in_)
+            out = decode_tree(codes, attrs, self.n_features_in_, *self.bounds_, self.n_bins_, rng)
+            return (out, clusters) if return_clusters else out
         out = draw_records(
             self.generator,
             clusters,

@@ -936,7 +936,7 @@ def test_em_classes_ledger_and_noise_statistically():
     from skdp.privacy import compose
 
     X = gaussian_blobs(0, [-2, 2], 3000, 0.5, n_features=3)
-    gm = DPGenerativeMixture(epsilon=10.0, bounds=(-4.0, 4.0), random_state=0).fit(X)
+    gm = DPGenerativeMixture(epsilon=10.0, bounds=(-4.0, 4.0), structure="classes", random_state=0).fit(X)
     assert len(gm.weights_) > 1 and gm.n_iter_ > 1
     count, *steps = gm.privacy_ledger_.events
     assert steps == [

@@ -1,0 +1,243 @@
+"""Tree-structured marginals of DPGenerativeMixture (skdp.generative._tree): releases, accounting, sampling."""
+
+import math
+
+import numpy as np
+import pytest
+
+from skdp.generative import DPGenerativeMixture
+from skdp.generative._tree import (
+    ALL_PAIRS_MAX_ATTRIBUTES,
+    measure_all_pairs,
+    measure_mst,
+    project_simplex,
+    sample_tree,
+    selection_epsilon,
+    systematic_counts,
+    tree_method,
+    tree_plan_events,
+)
+from skdp.privacy import ADD_REMOVE, GaussianEvent, PrivacyLedger, PureDPEvent, compose
+from skdp.privacy.accountants.conversions import gaussian_delta
+
+
+def _ledger():
+    return PrivacyLedger(neighbouring=ADD_REMOVE)
+
+
+def chain_data(n=4000, d=3, seed=0):
+    """Continuous columns on [0, 10], each a noisy copy of the previous one (a chain)."""
+    rng = np.random.default_rng(seed)
+    cols = [rng.uniform(0, 10, n)]
+    for _ in range(d - 1):
+        cols.append(np.clip(cols[-1] + rng.normal(0, 0.5, n), 0, 10))
+    return np.column_stack(cols)
+
+
+def test_all_pairs_release_noise_has_the_calibrated_std_statistically():
+    """Every cell of the P tables gets N(0, (z sqrt(P))^2): a record adds one count to each of P tables.
+
+    The std ``z sqrt(P)`` is derived here (P = 6 pairs of 4 attributes of 5
+    values: 150 cells per release, 40 releases, 6000 draws: the estimate is
+    within 2% of the truth), so the bounds [0.9, 1.1] fail for halved noise.
+    """
+    rng = np.random.default_rng(0)
+    sizes = [5, 5, 5, 5]
+    codes = rng.integers(0, 5, size=(300, 4))
+    z, P = 1.7, 6
+    noise = []
+    for _ in range(40):
+        ledger = _ledger()
+        tables, std = measure_all_pairs(codes, sizes, z, rng, ledger)
+        assert ledger.events == [GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=z)]
+        assert std == pytest.approx(z * math.sqrt(P))
+        for (i, j), t in tables.items():
+            true = np.zeros((5, 5))
+            np.add.at(true, (codes[:, i], codes[:, j]), 1.0)
+            noise.append((t - true).ravel())
+    noise = np.concatenate(noise)
+    assert abs(noise.mean()) < 0.1 * z * math.sqrt(P)
+    assert 0.9 < noise.std() / (z * math.sqrt(P)) < 1.1
+
+
+def test_mst_releases_selection_and_noise_statistically():
+    """MST: 1-way tables at std z sqrt(a), a - 1 exponential-mechanism rounds, chosen 2-way tables at z sqrt(a - 1)."""
+    rng = np.random.default_rng(1)
+    a, m = 8, 4
+    sizes = [m] * a
+    codes = rng.integers(0, m, size=(500, a))
+    # A strong chain 0 - 1 - 2: the selection must find it at small noise.
+    codes[:, 1] = codes[:, 0]
+    codes[:, 2] = codes[:, 1]
+    z = 0.05
+    one_noise, two_noise = [], []
+    for _ in range(20):
+        ledger = _ledger()
+        one_way, std1, tables, std2 = measure_mst(codes, sizes, z, rng, ledger)
+        select = PureDPEvent(count=1, neighbouring=ADD_REMOVE, epsilon=selection_epsilon(z, a))
+        gauss = GaussianEvent(count=1, neighbouring=ADD_REMOVE, noise_multiplier=z)
+        assert ledger.events == [gauss, *[select] * (a - 1), gauss]
+        assert std1 == pytest.approx(z * math.sqrt(a)) and std2 == pytest.approx(z * math.sqrt(a - 1))
+        assert len(tables) == a - 1
+        # Columns 0, 1, 2 are copies: two of the tree's edges join them (any two of the three pairs).
+        assert sum(set(e) <= {0, 1, 2} for e in tables) == 2
+        for i, t in enumerate(one_way):
+            one_noise.append(t - np.bincount(codes[:, i], minlength=m))
+        for (i, j), t in tables.items():
+            true = np.zeros((m, m))
+            np.add.at(true, (codes[:, i], codes[:, j]), 1.0)
+            two_noise.append((t - true).ravel())
+    # 640 and 2240 draws: within 6% and 3%; halved noise fails both.
+    assert 0.85 < np.concatenate(one_noise).std() / (z * math.sqrt(a)) < 1.15
+    assert 0.9 < np.concatenate(two_noise).std() / (z * math.sqrt(a - 1)) < 1.1
+
+
+def test_method_rule_and_plan_events():
+    assert tree_method(ALL_PAIRS_MAX_ATTRIBUTES, False) == "all_pairs"
+    assert tree_method(ALL_PAIRS_MAX_ATTRIBUTES + 1, False) == "mst"
+    assert tree_method(30, True) == "all_pairs"  # no exact sampler for the exponential mechanism
+    # The rule: all pairs is tighter (a selected table's std) while P <= 3 (a - 1).
+    for a in range(2, 12):
+        assert (a * (a - 1) / 2 <= 3 * (a - 1)) == (a <= ALL_PAIRS_MAX_ATTRIBUTES)
+    events = tree_plan_events(2.0, "mst", 5)
+    assert len(events) == 1 + 4 + 1 and events[1].epsilon == pytest.approx(1 / (2.0 * 2.0))
+
+
+@pytest.mark.parametrize("d", [3, 8])
+def test_tree_fit_ledger_is_the_plan_and_the_budget(d):
+    X = chain_data(2000, d)
+    eps, delta = 1.5, 1e-5
+    gm = DPGenerativeMixture(epsilon=eps, delta=delta, bounds=(0.0, 10.0), random_state=0).fit(X)
+    assert gm.structure_ == "tree" and gm.tree_.shape == (d - 1, 2)
+    count, *rest = gm.privacy_ledger_.events
+    z = gm.noise_multiplier_
+    method = "all_pairs" if d <= ALL_PAIRS_MAX_ATTRIBUTES else "mst"
+    planned = tree_plan_events(z, method, d)
+    assert [type(e) for e in rest] == [type(e) for e in planned]
+    for got, want in zip(rest, planned, strict=True):
+        assert got.neighbouring == ADD_REMOVE and got.count == want.count
+        for name in ("noise_multiplier", "epsilon"):
+            if hasattr(want, name):
+                assert getattr(got, name) == pytest.approx(getattr(want, name), rel=1e-12)
+    n_tables = d * (d - 1) // 2 if method == "all_pairs" else d - 1
+    assert gm.noise_std_ == pytest.approx(z * math.sqrt(n_tables))
+    assert compose(gm.privacy_ledger_.events, delta, "pld").epsilon == pytest.approx(eps, rel=1e-2)
+    assert gm.privacy_spent_.epsilon <= eps + 1e-9
+    if method == "all_pairs":
+        # Independent check: two Gaussian releases compose to one of mu^2 = 1/z_c^2 + 1/z^2.
+        mu2 = 1 / count.noise_multiplier**2 + 1 / z**2
+        assert gaussian_delta(1 / math.sqrt(mu2), eps) <= delta * (1 + 1e-3)
+        assert gaussian_delta(1 / math.sqrt(mu2 * 1.02), eps) > delta  # calibrated, not loose
+
+
+def test_tree_plan_is_public():
+    """Neighbouring-free check: the events do not depend on the rows (a dry run on constant rows)."""
+    X = chain_data(1500, 8)
+    a, b = (
+        DPGenerativeMixture(epsilon=2.0, bounds=(0.0, 10.0), random_state=3).fit(data)
+        for data in (X, np.zeros_like(X))
+    )
+    assert a.privacy_ledger_.events == b.privacy_ledger_.events
+
+
+def test_tree_learns_the_chain_and_samples_in_the_data_units():
+    X = chain_data(20000, 4)
+    gm = DPGenerativeMixture(epsilon=8.0, bounds=(0.0, 10.0), random_state=0).fit(X)
+    S = gm.sample(20000, random_state=0)
+    assert S.min() >= 0.0 and S.max() <= 10.0
+    for j in range(3):
+        assert np.corrcoef(S[:, j], S[:, j + 1])[0, 1] > 0.9
+    assert np.abs(S.mean(axis=0) - X.mean(axis=0)).max() < 0.3
+    np.testing.assert_array_equal(gm.sample(7, random_state=4), gm.sample(7, random_state=4))
+    iid = gm.sample(20000, random_state=0, balanced=False)
+    assert np.corrcoef(iid[:, 0], iid[:, 1])[0, 1] > 0.9
+    assert gm.predict(X[:5]).tolist() == [0] * 5
+    assert np.all(np.isfinite(gm.score_samples(X[:50])))
+    assert gm.transform(X[:3]).shape == (3, 1)
+
+
+def test_tree_with_declared_blocks_and_binary_columns():
+    rng = np.random.default_rng(0)
+    n = 6000
+    y = rng.integers(0, 3, n)
+    bits = (rng.random((n, 4)) < (0.1 + 0.4 * y)[:, None]).astype(float)
+    Z = np.hstack([bits, np.eye(3)[y]])
+    gm = DPGenerativeMixture(categorical=[[4, 5, 6]], binary=[0, 1, 2, 3], epsilon=4.0, random_state=0).fit(Z)
+    assert gm.structure_ == "tree" and gm.n_bins_ is None
+    S = gm.sample(6000, random_state=0)
+    assert set(np.unique(S)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(S[:, 4:].sum(axis=1), 1.0)
+    label = S[:, 4:].argmax(axis=1)
+    # The block's dependence on the bits is kept by the tree (every bit hangs near the label).
+    assert S[label == 2, :4].mean() - S[label == 0, :4].mean() > 0.5
+
+
+def test_secure_noise_measures_all_pairs_with_discrete_gaussians():
+    from skdp.privacy import DiscreteGaussianEvent
+
+    X = chain_data(1000, 8)
+    gm = DPGenerativeMixture(epsilon=2.0, bounds=(0.0, 10.0), secure_noise=True, random_state=0).fit(X)
+    assert all(isinstance(e, DiscreteGaussianEvent) for e in gm.privacy_ledger_.events)
+    assert len(gm.privacy_ledger_.events) == 2 and gm.privacy_spent_.epsilon <= 2.0 + 1e-9
+
+
+def test_structure_is_validated():
+    X = chain_data(300, 3)
+    with pytest.raises(ValueError, match="structure"):
+        DPGenerativeMixture(generator="vae", structure="tree").fit(X)
+    with pytest.raises(ValueError, match="structure"):
+        DPGenerativeMixture(partition="kmeans", structure="tree", n_clusters=2).fit(X)
+    gm = DPGenerativeMixture(structure="classes", bounds=(0.0, 10.0), random_state=0).fit(X)
+    assert gm.structure_ == "classes" and gm.tree_ is None
+
+
+def test_projection_and_systematic_counts():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        v = rng.normal(0, 3, 12)
+        p = project_simplex(v, 5.0)
+        assert p.min() >= 0 and p.sum() == pytest.approx(5.0)
+        # Optimality (KKT): the projection is v shifted by one constant on its support.
+        shift = (v - p)[p > 0]
+        assert np.ptp(shift) < 1e-9 and np.all(v[p == 0] <= shift[0] + 1e-9)
+    probs = np.array([0.05, 0.5, 0.2, 0.25])
+    draws = np.array([systematic_counts(37, probs, rng) for _ in range(4000)])
+    assert np.all(draws.sum(axis=1) == 37) and np.all(np.abs(draws - 37 * probs) < 1)
+    np.testing.assert_allclose(draws.mean(axis=0), 37 * probs, atol=0.05)
+    # Balanced sampling keeps each record's distribution: the sample's tables match the model.
+    marg = [np.array([0.3, 0.7]), np.array([0.5, 0.5])]
+    joint = [np.array([[0.25, 0.05], [0.25, 0.45]])]
+    codes = sample_tree(marg, [(0, 1)], joint, 10000, rng)
+    table = np.bincount(codes[:, 0] * 2 + codes[:, 1], minlength=4).reshape(2, 2) / 10000
+    np.testing.assert_allclose(table, joint[0], atol=2e-3)
+
+
+def test_the_fit_releases_its_tables_at_the_recorded_noise(monkeypatch):
+    """Through the estimator: every released cell's noise has std ``noise_std_`` (halved noise fails).
+
+    The Gaussian mechanism of the tree's module is wrapped to keep each
+    (true, released) pair; 12 fits of all pairs of 4 columns on a 5-bin grid
+    give 12 * 6 * 25 = 1800 cells, whose noise std is within 5% of the truth.
+    """
+    import skdp.generative._tree as tree_module
+
+    seen = []
+
+    class Recording(tree_module.GaussianMechanism):
+        def release(self, value, rng, ledger):
+            out = super().release(value, rng, ledger)
+            seen.append((np.asarray(value, dtype=float), np.asarray(out), self.scale))
+            return out
+
+    monkeypatch.setattr(tree_module, "GaussianMechanism", Recording)
+    X = chain_data(500, 4)
+    stds = []
+    for seed in range(12):
+        gm = DPGenerativeMixture(epsilon=1.0, bounds=(0.0, 10.0), n_bins=5, random_state=seed).fit(X)
+        stds.append(gm.noise_std_)
+    assert len(seen) == 12 and all(v.size == 6 * 25 for v, _, _ in seen)
+    np.testing.assert_allclose([s for _, _, s in seen], stds)
+    noise = np.concatenate([(out - v) / s for v, out, s in seen])
+    assert 0.9 < noise.std() < 1.1 and abs(noise.mean()) < 0.1
+    # The recorded std is the calibrated multiplier times sqrt(P), P = 6 tables.
+    assert stds[0] == pytest.approx(gm.noise_multiplier_ * math.sqrt(6))
