@@ -449,3 +449,50 @@ def test_replay_declines_plans_outside_the_exact_gaussian_composition():
     assert calibration._replay_exact_gaussian(lambda z: 0.0, events_at, 1.0, 1e-5, 1e-6) is None
     z = calibrate_noise_multiplier(mixed, 1.0, 1e-5, "rdp")
     assert compose(mixed(z), 1e-5, "rdp").epsilon <= 1.0
+
+
+def test_block_read_is_dp_accountings_read():
+    # The epsilon read block by block from the largest loss down is dp-accounting's loop:
+    # on a composed PMF of tens of thousands of points (many blocks), at deltas whose
+    # stopping loss lies in the first block, in a later one, and where the loop saturates.
+    from dp_accounting.pld import privacy_loss_distribution
+
+    reference = privacy_loss_distribution.from_gaussian_mechanism(0.9, sampling_prob=0.05)
+    composed = reference.self_compose(200)
+    assert len(composed._pmf_remove.to_dense_pmf()._probs) > 8 * pld_module._READ_BLOCK
+    for delta in (0.9, 0.3, 1e-2, 1e-5, 1e-9, 1e-13, 1e-300):
+        for pmf in (composed._pmf_remove, composed._pmf_add):
+            dense = pmf.to_dense_pmf()
+            assert pld_module._pmf_epsilon(dense, delta) == pytest.approx(
+                dense.get_epsilon_for_delta(delta), rel=1e-12, abs=1e-12
+            )
+
+
+def _dpsep_plan(z):
+    return [SubsampledGaussianEvent(534, REPLACE_ONE, z, sampling_rate=15 / 200)]
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 10.0])
+def test_subsampled_calibration_builds_few_fine_plds_and_the_ledger_reads_none(monkeypatch, epsilon):
+    # A DP-SEP-sized plan (534 replace-one Poisson steps at q = 0.075): the fine PLD (the
+    # ledger's grid) is built for at most three multipliers, and the ledger's composition of
+    # the calibrated history reads its epsilon from the calibration's read, with no new
+    # PLD and no new read-off.
+    built, read = [], []
+    compose_pld, read_off = pld_module._connect_dots_gaussian_pld, pld_module._epsilon_for_delta
+    monkeypatch.setattr(
+        pld_module,
+        "_connect_dots_gaussian_pld",
+        lambda sd, interval, *args: built.append(interval) or compose_pld(sd, interval, *args),
+    )
+    monkeypatch.setattr(pld_module, "_epsilon_for_delta", lambda *a: read.append(1) or read_off(*a))
+    pld_module._one_use_pld.cache_clear()
+    pld_module._self_composed.cache_clear()
+    pld_module._history_epsilon.cache_clear()
+    calibration._cached_plan_cost.cache_clear()
+    z = calibrate_noise_multiplier(_dpsep_plan, epsilon, 1e-5, "pld", REPLACE_ONE, 1e-3)
+    assert 1 <= built.count(pld_module.VALUE_DISCRETIZATION_INTERVAL) <= 3
+    built.clear(), read.clear()
+    spent = compose(_dpsep_plan(z), 1e-5, "pld").epsilon
+    assert built == [] and read == []
+    assert epsilon * (1 - calibration.PLD_SLACK) <= spent <= epsilon
