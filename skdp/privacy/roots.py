@@ -193,7 +193,7 @@ def illinois_bracket(f, target, lo, hi, rtol=1e-9, max_evals=40):
     return z_lo, z_hi
 
 
-def bisect(f, target, lo, hi, rtol, locate=True):
+def bisect(f, target, lo, hi, rtol, locate=True, *, located=None):
     """Geometric bisection of ``[lo, hi]`` (``f(lo) > target >= f(hi)``) to ``hi / lo <= 1 + rtol``; returns ``hi``.
 
     The answer is fixed by the decisions ``f(mid) <= target`` at the
@@ -206,8 +206,15 @@ def bisect(f, target, lo, hi, rtol, locate=True):
     every midpoint is evaluated: the answer then rests on ``f``'s own
     decisions, also where rounding makes ``f`` not quite monotone near the
     crossing (the located bracket would decide those midpoints by its side).
+    ``located=(below, above)``: the crossing located by the caller (two
+    points it evaluated, ``f(below) > target >= f(above)``, found by a
+    cheaper route), used instead of the search; the decisions, hence the
+    answer, are the same wherever ``f`` is monotone.
     """
-    below, above = illinois_bracket(f, target, lo, hi) if locate else (lo, hi)
+    if located is not None:
+        below, above = located
+    else:
+        below, above = illinois_bracket(f, target, lo, hi) if locate else (lo, hi)
     while hi / lo > 1 + rtol:
         mid = math.sqrt(lo * hi)
         if mid >= above:
