@@ -229,9 +229,15 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
             )
         if layer == 0:
             break
-        back_v = g_av @ V
-        g_zm = (scale * (g_am @ M) + (2.0 * scale2) * back_v * zm_a)[:, :-1]
-        g_zv = (scale2 * (back_v + g_av @ (M * M)))[:, :-1]
+        if M.shape[0] == 1:
+            # One unit (the output layer): each product below has a single
+            # term, so broadcasting gives the matrix products' numbers
+            # without their BLAS calls.
+            back_v, back_m, back_mm = g_av * V, g_am * M, g_av * (M * M)
+        else:
+            back_v, back_m, back_mm = g_av @ V, g_am @ M, g_av @ (M * M)
+        g_zm = (scale * back_m + (2.0 * scale2) * back_v * zm_a)[:, :-1]
+        g_zv = (scale2 * (back_v + back_mm))[:, :-1]
         cdf, pdf, s, zm_out = cache[layer - 1][4]
         # d mean/d m = Phi, d mean/d v = phi / (2 s); d E[z^2]/d m = 2 mean and
         # d E[z^2]/d v = Phi, whence the variance derivatives below.

@@ -346,7 +346,7 @@ def sep_sites(
     # finite when all its entries are, except when they overflow it: one
     # pass for both the check and the clipping's norms.)
     norms = row_norms(site)
-    if not np.all(np.isfinite(norms)):
+    if not np.isfinite(norms).all():
         bad = ~np.isfinite(site)
         if bad.any():
             site[bad] = 0.0
@@ -380,7 +380,7 @@ def clipped_sum(sites, clip_norm, norms=None):
     of the floating-point additions.
     """
     factors = clip_factors(row_norms(sites) if norms is None else norms, clip_norm)
-    if not np.all(factors > 0):
+    if not (factors > 0).all():
         # inf * 0 is NaN: rows the rule zeroes are left out of the product.
         keep = factors > 0
         sites, factors = sites[keep], factors[keep]
