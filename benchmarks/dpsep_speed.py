@@ -87,7 +87,7 @@ def part_time_vs_mlp(sizes, rounds):
         f"\n1. Time vs MLPRegressor ({WIDTH} hidden, {EPOCHS} epochs, d = 10, epsilon = 1, declared bounds)"
     )
     print(
-        f"{'rows':>7}{'batch':>7}{'DP-SEP cpu s':>14}{'MLP cpu s':>11}{'ratio':>7}{'DP-SEP wall':>13}"
+        f"{'rows':>7}{'batch':>7}{'DP-SEP cpu s':>14}{'MLP cpu s':>11}{'ratio':>7}{'fastest':>9}{'DP-SEP wall':>13}"
         f"{'MLP wall':>10}{'accounting':>12}  verdict"
     )
     for n in sizes:
@@ -112,12 +112,15 @@ def part_time_vs_mlp(sizes, rounds):
                 times["mlp"].append(_timed(lambda X=X, y=y, mlp=mlp: mlp.fit(X, y)))
         sep, ref, loop = (np.median(np.array(times[k]), axis=0) for k in ("sep", "mlp", "loop"))
         ratio = sep[0] / ref[0]
+        # The fastest rounds' ratio: on a shared machine the least disturbed fit of each.
+        fastest = min(t[0] for t in times["sep"]) / min(t[0] for t in times["mlp"])
         verdict = (("PASS" if ratio <= 3 else "FAIL") + " (<= 3x)") if n >= 10_000 else ""
         print(
-            f"{n:>7}{batch:>7}{sep[0]:>14.2f}{ref[0]:>11.2f}{ratio:>7.2f}{sep[1]:>13.2f}{ref[1]:>10.2f}"
+            f"{n:>7}{batch:>7}{sep[0]:>14.2f}{ref[0]:>11.2f}{ratio:>7.2f}{fastest:>9.2f}{sep[1]:>13.2f}{ref[1]:>10.2f}"
             f"{max(sep[0] - loop[0], 0.0):>11.2f}s  {verdict}"
         )
     print(
+        "   ratio: of the median CPU times (the verdict); fastest: of the fastest rounds.\n"
         "   accounting: DP fit minus the same fit with mechanism='clipped' (calibration, ledger, noise draws)"
     )
 

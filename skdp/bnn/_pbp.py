@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import ndtr
@@ -111,12 +112,41 @@ def gaussian_log_z(y, mean, var):
     return -0.5 * (_LOG_2PI + np.log(var) + r * r / var)
 
 
-def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_curvature=False):
-    """``log Z`` of a batch of datapoints and its per-datapoint gradients.
+class LayerFactors(NamedTuple):
+    """The factors of one layer's per-datapoint gradients (outer products over the batch).
 
-    Every datapoint is matched against the same cavity (the weights and the
-    noise Gamma), so the forward and backward passes are vectorised over the
-    batch (PBP, Eq. 5-8).
+    For datapoint ``b``, output unit ``o`` and input ``i`` (the last input is
+    the bias's constant 1):
+
+        d log Z / d m[b, o, i] = g_m[b, o] z_m[b, i]
+                                 (+ (g_v_raw[b, o] z_v[b, i]) mixed[o, i]),
+        d log Z / d v[b, o, i] = g_v[b, o] z_sq[b, i],
+
+    the mixed term only where the inputs are random (``z_v`` not None, every
+    layer but the first); ``g_v`` is ``s^2 d log Z / d Var[a]`` (or, in the
+    first layer with ``half_curvature``, ``s^2 (g_av - g_am^2 / 2)``, whose
+    outer product with ``z_sq = x^2`` is ``h`` directly).
+    """
+
+    g_m: np.ndarray
+    z_m: np.ndarray
+    g_v: np.ndarray
+    z_sq: np.ndarray
+    z_v: np.ndarray | None
+    g_v_raw: np.ndarray | None
+    mixed: np.ndarray | None
+
+
+def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
+    """``log Z`` of a batch of datapoints and the factors of its per-datapoint gradients.
+
+    The forward and backward passes of PBP (Eq. 5-8) vectorised over the
+    batch: every datapoint is matched against the same cavity (the weights
+    and the noise Gamma).  The gradients with respect to a layer's weight
+    moments are outer products of per-unit and per-input vectors
+    (:class:`LayerFactors`); :func:`log_z_gradients_batch` forms them as
+    flat arrays, :func:`~skdp.bnn._sep.sep_sites` forms them straight into
+    the sites, in the memory order fastest for each layer.
 
     Parameters
     ----------
@@ -126,23 +156,14 @@ def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_cu
         Per-layer cavity weight means and variances (all variances > 0).
     alpha, beta : float
         Cavity Gamma over the noise precision (``alpha > 1``, ``beta > 0``).
-    out : pair of ndarray of shape (batch, n_weights), optional
-        Arrays (views allowed) the flat gradients are written into, layer
-        by layer, instead of new arrays: the SEP loop keeps them inside its
-        site array, so no copy is made.
     half_curvature : bool, default=False
-        Return ``h = d log Z / d v - (d log Z / d m)^2 / 2`` in place of
-        ``d log Z / d v`` (PBP's variance update is ``v_new = v (1 + 2 v h)``,
-        Eq. 6).  In a layer with deterministic inputs ``x`` (the first) both
-        gradients are outer products ``s g_a x`` and ``s^2 g_v x^2``, so
-        ``h = s^2 (g_v - g_a^2 / 2) x^2`` is one outer product too, written
-        without forming the squares of the full gradient.
+        See :func:`log_z_gradients_batch` (only the first layer's ``g_v``
+        changes; deeper layers form ``h`` from the gradients).
 
     Returns
     -------
-    grad_m, grad_v : ndarray of shape (batch, n_weights)
-        ``d log Z / d m`` and ``d log Z / d v`` (or ``h``) of every
-        datapoint, flat (``out`` when given).
+    factors : list of LayerFactors
+        Input layer first.
     alpha_new, beta_new : ndarray of shape (batch,)
         Gamma matching the tilted noise precision (``nan`` when undefined).
     log_z : ndarray of shape (batch,)
@@ -194,38 +215,29 @@ def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_cu
     g_am = (resid / s0)[:, None]
     g_av = (0.5 * (resid2 / (s0 * s0) - 1.0 / s0))[:, None]
 
-    n_weights = sum(M.size for M in means)
-    if out is None:
-        out = (np.empty((n, n_weights)), np.empty((n, n_weights)))
-    grad_m, grad_v = out
-    ends = [0, *itertools.accumulate(M.size for M in means)]
+    factors = [None] * n_layers
     for layer in range(n_layers - 1, -1, -1):
         M, V = means[layer], variances[layer]
         zm_a, zv_a, zsq, scale, _ = cache[layer]
         scale2 = scale * scale
-        n_out, n_in = M.shape
-        # The layer's block of the flat gradients, as (batch, n_out, n_in) views.
-        gm = grad_m[:, ends[layer] : ends[layer + 1]].reshape(n, n_out, n_in)
-        gv = grad_v[:, ends[layer] : ends[layer + 1]].reshape(n, n_out, n_in)
-        # Outer products per datapoint (einsum writes them about twice as
-        # fast as a broadcast multiply; the products are the same).
-        np.einsum("bo,bi->boi", g_am * scale, zm_a, out=gm)
-        if zv_a is not None:
-            mixed = np.einsum("bo,bi->boi", g_av, zv_a)
-            mixed *= (2.0 * scale2) * M[None]
-            gm += mixed
-        if half_curvature and zv_a is None:
-            # zsq = x^2 here: (s g_a x)^2 / 2 = s^2 g_a^2 x^2 / 2.
-            np.einsum("bo,bi->boi", (g_av - 0.5 * g_am * g_am) * scale2, zsq, out=gv)
+        if zv_a is None:
+            g_v = (g_av - 0.5 * g_am * g_am) * scale2 if half_curvature else g_av * scale2
+            factors[layer] = LayerFactors(g_am * scale, zm_a, g_v, zsq, None, None, None)
         else:
-            np.einsum("bo,bi->boi", g_av * scale2, zsq, out=gv)
-            if half_curvature:
-                gv -= 0.5 * gm * gm
+            factors[layer] = LayerFactors(
+                g_am * scale, zm_a, g_av * scale2, zsq, zv_a, g_av, (2.0 * scale2) * M
+            )
         if layer == 0:
             break
-        back_v = g_av @ V
-        g_zm = (scale * (g_am @ M) + (2.0 * scale2) * back_v * zm_a)[:, :-1]
-        g_zv = (scale2 * (back_v + g_av @ (M * M)))[:, :-1]
+        if M.shape[0] == 1:
+            # One unit (the output layer): each product below has a single
+            # term, so broadcasting gives the matrix products' numbers
+            # without their BLAS calls.
+            back_v, back_m, back_mm = g_av * V, g_am * M, g_av * (M * M)
+        else:
+            back_v, back_m, back_mm = g_av @ V, g_am @ M, g_av @ (M * M)
+        g_zm = (scale * back_m + (2.0 * scale2) * back_v * zm_a)[:, :-1]
+        g_zv = (scale2 * (back_v + back_mm))[:, :-1]
         cdf, pdf, s, zm_out = cache[layer - 1][4]
         # d mean/d m = Phi, d mean/d v = phi / (2 s); d E[z^2]/d m = 2 mean and
         # d E[z^2]/d v = Phi, whence the variance derivatives below.
@@ -242,6 +254,70 @@ def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_cu
     safe = np.where(ok, var_tau, 1.0)
     alpha_new = np.where(ok, e1 * e1 / safe, np.nan)
     beta_new = np.where(ok, e1 / safe, np.nan)
+    return factors, alpha_new, beta_new, log_z
+
+
+def log_z_gradients_batch(X, y, means, variances, alpha, beta, out=None, half_curvature=False):
+    """``log Z`` of a batch of datapoints and its per-datapoint gradients.
+
+    Every datapoint is matched against the same cavity (the weights and the
+    noise Gamma), so the forward and backward passes are vectorised over the
+    batch (PBP, Eq. 5-8; :func:`log_z_factors`), and the gradients formed
+    from their factors as flat arrays.
+
+    Parameters
+    ----------
+    X : ndarray of shape (batch, n_features)
+    y : ndarray of shape (batch,)
+    means, variances : list of ndarray
+        Per-layer cavity weight means and variances (all variances > 0).
+    alpha, beta : float
+        Cavity Gamma over the noise precision (``alpha > 1``, ``beta > 0``).
+    out : pair of ndarray of shape (batch, n_weights), optional
+        Arrays (views allowed) the flat gradients are written into, layer
+        by layer, instead of new arrays.
+    half_curvature : bool, default=False
+        Return ``h = d log Z / d v - (d log Z / d m)^2 / 2`` in place of
+        ``d log Z / d v`` (PBP's variance update is ``v_new = v (1 + 2 v h)``,
+        Eq. 6).  In a layer with deterministic inputs ``x`` (the first) both
+        gradients are outer products ``s g_a x`` and ``s^2 g_v x^2``, so
+        ``h = s^2 (g_v - g_a^2 / 2) x^2`` is one outer product too, written
+        without forming the squares of the full gradient.
+
+    Returns
+    -------
+    grad_m, grad_v : ndarray of shape (batch, n_weights)
+        ``d log Z / d m`` and ``d log Z / d v`` (or ``h``) of every
+        datapoint, flat (``out`` when given).
+    alpha_new, beta_new : ndarray of shape (batch,)
+        Gamma matching the tilted noise precision (``nan`` when undefined).
+    log_z : ndarray of shape (batch,)
+        ``log Z = log N(y | m_L, v_L + beta / (alpha - 1))``.
+    """
+    factors, alpha_new, beta_new, log_z = log_z_factors(
+        X, y, means, variances, alpha, beta, half_curvature=half_curvature
+    )
+    n = factors[0].z_m.shape[0]
+    n_weights = sum(M.size for M in means)
+    if out is None:
+        out = (np.empty((n, n_weights)), np.empty((n, n_weights)))
+    grad_m, grad_v = out
+    ends = [0, *itertools.accumulate(M.size for M in means)]
+    for layer, f in enumerate(factors):
+        n_out, n_in = means[layer].shape
+        # The layer's block of the flat gradients, as (batch, n_out, n_in) views.
+        gm = grad_m[:, ends[layer] : ends[layer + 1]].reshape(n, n_out, n_in)
+        gv = grad_v[:, ends[layer] : ends[layer + 1]].reshape(n, n_out, n_in)
+        # Outer products per datapoint (einsum writes them about twice as
+        # fast as a broadcast multiply; the products are the same).
+        np.einsum("bo,bi->boi", f.g_m, f.z_m, out=gm)
+        if f.z_v is not None:
+            mixed = np.einsum("bo,bi->boi", f.g_v_raw, f.z_v)
+            mixed *= f.mixed[None]
+            gm += mixed
+        np.einsum("bo,bi->boi", f.g_v, f.z_sq, out=gv)
+        if half_curvature and f.z_v is not None:
+            gv -= 0.5 * gm * gm
     return grad_m, grad_v, alpha_new, beta_new, log_z
 
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..privacy.clipping import clip_factors, clip_vector, row_norms
 from ..privacy.clipping import clip_rows as _clip_rows
-from ._pbp import log_z_gradients_batch, split_layers
+from ._pbp import log_z_factors, split_layers
 
 
 def to_natural(m, v, alpha, beta):
@@ -76,7 +76,8 @@ def from_natural(
     # released noise could have produced) shrinks m towards the prior mean.
     denominator = np.maximum(precision, mean_precision)
     m = prior_mean + (theta[:n_weights] - precision * prior_mean) / denominator
-    m = np.clip(m, -max_abs_mean, max_abs_mean)
+    # np.clip's numbers, without its wrapper's cost (this runs once per SEP step).
+    m = np.minimum(np.maximum(m, -max_abs_mean, out=m), max_abs_mean, out=m)
     alpha = max(float(theta[-2]) + 1.0, min_alpha)
     lo, hi = noise_variance_bounds
     beta = min(max(-float(theta[-1]), lo * (alpha - 1.0)), hi * (alpha - 1.0))
@@ -184,16 +185,18 @@ def project_cavity(theta_f, theta_0, n_samples, floors):
 class SiteWorkspace:
     """Arrays :func:`sep_sites` writes into, kept from one SEP step to the next.
 
-    A batch's site array and its two temporaries are ``B x (2 P + 2)`` and
-    ``B x P`` floats (about 1 MB each at ``P = 601`` and ``B = 100``): fresh
-    ones at every step cost page faults and cache misses that rival the
-    arithmetic.  The workspace holds them for the largest batch seen so far
-    (Poisson batches vary in size) and hands out views of the first rows.
-    Scratch memory only: every entry read is written first in the same step.
+    A batch's site array is ``B x (2 P + 2)`` floats and each layer's three
+    temporaries ``B x`` (its weights) (about 1 MB and 0.4 MB at ``P = 601``
+    and ``B = 100``): fresh ones at every step cost page faults and cache
+    misses that rival the arithmetic.  The workspace holds them for the
+    largest batch seen so far (Poisson batches vary in size) and hands out
+    views of the first rows.  Scratch memory only: every entry read is
+    written first in the same step.
     """
 
     def __init__(self):
-        self._site = self._r = self._tmp = None
+        self._site = None
+        self._layers = {}
         self._scale = self._columns = None
 
     def scaled_columns(self, scale):
@@ -202,15 +205,70 @@ class SiteWorkspace:
             self._scale, self._columns = scale, np.flatnonzero(scale != 1.0)
         return self._columns
 
-    def arrays(self, n_rows, n_params):
-        """``(site, r, tmp)``: views of shapes ``(n_rows, n_params)``, ``(n_rows, P)``, ``(n_rows, P)``."""
-        n_weights = (n_params - 2) // 2
+    def site(self, n_rows, n_params):
+        """A view of shape ``(n_rows, n_params)`` for the sites."""
         if self._site is None or self._site.shape[0] < n_rows or self._site.shape[1] != n_params:
+            self._site = np.empty((max(n_rows, 8), n_params))
+        return self._site[:n_rows]
+
+    def layer(self, index, n_rows, shape):
+        """Three views of shape ``(n_rows, *shape)``: a layer's temporaries."""
+        held = self._layers.get(index)
+        if held is None or held[0].shape[0] < n_rows or held[0].shape[1:] != shape:
             rows = max(n_rows, 8)
-            self._site = np.empty((rows, n_params))
-            self._r = np.empty((rows, n_weights))
-            self._tmp = np.empty((rows, n_weights))
-        return self._site[:n_rows], self._r[:n_rows], self._tmp[:n_rows]
+            held = self._layers[index] = tuple(np.empty((rows, *shape)) for _ in range(3))
+        return tuple(a[:n_rows] for a in held)
+
+
+def _outer(u, w, out, transposed):
+    """``out[b, o, i] = u[b, o] w[b, i]``, or ``out[b, i, o]`` when ``transposed``.
+
+    One product per entry (the numbers do not depend on the layout); the
+    layout puts the longer of the two axes last, where NumPy's inner loop runs.
+    """
+    if transposed:
+        np.einsum("bo,bi->bio", u, w, out=out)
+    else:
+        np.einsum("bo,bi->boi", u, w, out=out)
+
+
+def _layer_sites(f, m, v, site_m, site_v, work, transposed):
+    """One layer's block of the sites, written into ``site_m`` and ``site_v``.
+
+    ``f`` is the layer's :class:`~skdp.bnn._pbp.LayerFactors` (with the
+    half curvature ``h`` in the first layer), ``m, v`` the layer's cavity
+    moments and ``site_m, site_v`` views of the layer's block of the sites,
+    all in the layout of ``work``'s three ``(batch, *shape)`` temporaries
+    (``(n_in, n_out)`` per datapoint when ``transposed``, else
+    ``(n_out, n_in)``).  The operations of :func:`sep_sites`' formula, entry
+    by entry the same products and sums as forming the flat gradients first.
+    """
+    H, R, G = work
+    # h = d log Z / d v - (d log Z / d m)^2 / 2.
+    _outer(f.g_v, f.z_sq, H, transposed)
+    if f.z_v is not None:
+        _outer(f.g_m, f.z_m, G, transposed)
+        _outer(f.g_v_raw, f.z_v, R, transposed)  # the mixed term of d log Z / d m
+        R *= np.ascontiguousarray(f.mixed.T) if transposed else f.mixed
+        G += R
+        np.multiply(G, 0.5, out=R)
+        R *= G
+        H -= R
+    # r = 1 / (1 + 2 v h), a non-positive 1 + 2 v h (or NaN) rejected.
+    np.multiply(H, 2.0 * v, out=R)
+    R += 1.0
+    reject = None if R.min() > 0 else ~(R > 0)
+    np.divide(1.0, R, out=R)
+    # site_v = h r; site_m = (g_m - 2 m h) r.
+    np.multiply(H, R, out=site_v)
+    H *= -2.0 * m
+    if f.z_v is None:
+        _outer(f.g_m, f.z_m, G, transposed)
+    G += H
+    np.multiply(G, R, out=site_m)
+    if reject is not None:
+        np.copyto(site_m, 0.0, where=reject)
+        np.copyto(site_v, 0.0, where=reject)
 
 
 def sep_sites(
@@ -225,12 +283,11 @@ def sep_sites(
     multiplied by ``scale`` (the release space's ``D``,
     :func:`release_scaling`) when given.
 
-    The batch is one array computation: the gradients of ``log Z`` are
-    written into the site array itself and turned into the sites in place.
-    With ``h = g_v - g_m^2 / 2`` (``g_m, g_v`` the gradients with respect
-    to the cavity means and variances) PBP's update is
-    ``v_new = v (1 + 2 v h)`` and ``m_new = m + v g_m`` (Eq. 5-6), so the
-    site's natural parameters reduce to
+    The batch is one array computation.  With ``h = g_v - g_m^2 / 2``
+    (``g_m, g_v`` the gradients with respect to the cavity means and
+    variances) PBP's update is ``v_new = v (1 + 2 v h)`` and
+    ``m_new = m + v g_m`` (Eq. 5-6), so the site's natural parameters
+    reduce to
 
         m_new / v_new - m / v = (g_m - 2 m h) / (1 + 2 v h),
         -1 / (2 v_new) + 1 / (2 v) = h / (1 + 2 v h),
@@ -239,7 +296,11 @@ def sep_sites(
     :func:`site_from_tilted`, without subtracting two precisions of order
     ``N`` (fewer passes over the batch, and no cancellation).  A weight
     whose ``1 + 2 v h`` is not positive (a non-positive ``v_new``) is
-    rejected, as PBP does.
+    rejected, as PBP does.  The gradients are outer products per layer
+    (:func:`~skdp.bnn._pbp.log_z_factors`); each layer's are formed in
+    temporaries laid out with the longer axis innermost (a first layer of
+    50 units on 10 inputs runs its inner loops over the 50 units, not the
+    11 inputs) and the last product is written into the site array.
 
     ``with_norms=True`` also returns the sites' L2 norms (after ``scale``),
     for :func:`clipped_sum`; they double as the check that every entry is
@@ -248,51 +309,44 @@ def sep_sites(
     """
     (m, v, alpha, beta), cavity = project_cavity(theta_f, theta_0, n_samples, floors)
     X = np.asarray(X, dtype=float)
-    n_weights = m.size
+    n_rows, n_weights = X.shape[0], m.size
     if workspace is None:
         workspace = SiteWorkspace()
-    site, r, tmp = workspace.arrays(X.shape[0], cavity.size)
-    site_m, site_v = site[:, :n_weights], site[:, n_weights : 2 * n_weights]
+    site = workspace.site(n_rows, cavity.size)
+    means, variances = split_layers(m, shapes), split_layers(v, shapes)
     with np.errstate(all="ignore"):
-        gm, h, alpha_new, beta_new, _ = log_z_gradients_batch(
-            X,
-            y,
-            split_layers(m, shapes),
-            split_layers(v, shapes),
-            alpha,
-            beta,
-            out=(site_m, site_v),
-            half_curvature=True,
+        factors, alpha_new, beta_new, _ = log_z_factors(
+            X, y, means, variances, alpha, beta, half_curvature=True
         )
-        # r = 1 / (1 + 2 v h), in one buffer.
-        np.multiply(h, 2.0 * v, out=r)
-        r += 1.0
-        if not r.min() > 0:  # a non-positive v_new, or NaN
-            reject = ~(r > 0)
-        else:
-            reject = None
-        np.divide(1.0, r, out=r)
-        # site_m = (g_m - 2 m h) r, in g_m's place; site_v = h r, in h's.
-        gm += np.multiply(h, -2.0 * m, out=tmp)
-        gm *= r
-        h *= r
-        if reject is not None:
-            np.copyto(site_m, 0.0, where=reject)
-            np.copyto(site_v, 0.0, where=reject)
+        start = 0
+        for index, (f, M, V) in enumerate(zip(factors, means, variances, strict=True)):
+            n_out, n_in = M.shape
+            stop = start + M.size
+            block_m = site[:, start:stop].reshape(n_rows, n_out, n_in)
+            block_v = site[:, n_weights + start : n_weights + stop].reshape(n_rows, n_out, n_in)
+            transposed = n_out > n_in
+            if transposed:
+                # C-ordered copies (P entries): the products below then run
+                # over contiguous rows of all their operands.
+                M, V = np.ascontiguousarray(M.T), np.ascontiguousarray(V.T)
+                block_m, block_v = block_m.transpose(0, 2, 1), block_v.transpose(0, 2, 1)
+            work = workspace.layer(index, n_rows, M.shape)
+            _layer_sites(f, M, V, block_m, block_v, work, transposed)
+            start = stop
         good = (alpha_new > 0) & (beta_new > 0) & np.isfinite(alpha_new) & np.isfinite(beta_new)
         site[:, -2] = np.where(good, alpha_new - 1.0 - cavity[-2], 0.0)
         site[:, -1] = np.where(good, -beta_new - cavity[-1], 0.0)
-    if scale is not None:
-        # Only the coordinates D rescales (x * 1 is x).
-        cols = workspace.scaled_columns(scale)
-        with np.errstate(over="ignore"):
-            site[:, cols] *= scale[cols]
+        if scale is not None:
+            # Only the coordinates D rescales (x * 1 is x): DP-SEP's one
+            # column, a column at a time.
+            for col in workspace.scaled_columns(scale):
+                site[:, col] *= scale[col]
     # An overflow on an extreme datapoint must not stop the (private) loop:
     # such coordinates get no update, like rejected ones.  (A row's norm is
     # finite when all its entries are, except when they overflow it: one
     # pass for both the check and the clipping's norms.)
     norms = row_norms(site)
-    if not np.all(np.isfinite(norms)):
+    if not np.isfinite(norms).all():
         bad = ~np.isfinite(site)
         if bad.any():
             site[bad] = 0.0
@@ -326,7 +380,7 @@ def clipped_sum(sites, clip_norm, norms=None):
     of the floating-point additions.
     """
     factors = clip_factors(row_norms(sites) if norms is None else norms, clip_norm)
-    if not np.all(factors > 0):
+    if not (factors > 0).all():
         # inf * 0 is NaN: rows the rule zeroes are left out of the product.
         keep = factors > 0
         sites, factors = sites[keep], factors[keep]

@@ -1159,7 +1159,7 @@ def _per_row_site(theta_f, theta_0, n, x, y, shapes, floors):
     return site
 
 
-@pytest.mark.parametrize("hidden", [(), (7,), (6, 4)])
+@pytest.mark.parametrize("hidden", [(), (7,), (6, 4), (3, 8)])
 def test_batch_sites_equal_the_per_row_code(hidden):
     """The batch step (one array computation per batch) gives every row's site of the per-row code."""
     rng = np.random.default_rng(11)
@@ -1178,13 +1178,48 @@ def test_batch_sites_equal_the_per_row_code(hidden):
     np.testing.assert_allclose(batch, reference * scale, rtol=1e-10, atol=1e-12)
 
 
-def test_site_workspace_reuse_gives_the_fresh_arrays_sites_bit_for_bit():
+@pytest.mark.parametrize("hidden", [(), (4,), (3, 8)])
+def test_sites_equal_the_flat_gradient_route_bit_for_bit(hidden):
+    """Each layer's sites are formed from the gradients' outer-product factors in the layer's own layout
+    (units innermost where there are more units than inputs): the numbers are those of the flat
+    gradients of :func:`log_z_gradients_batch` put through the site formula, bit for bit."""
+    rng = np.random.default_rng(21)
+    d, n = 3, 40
+    shapes = layer_shapes(d, hidden)
+    n_weights = sum(a * b for a, b in shapes)
+    theta_0 = to_natural(rng.normal(size=n_weights), np.full(n_weights, 0.7), 6.0, 6.0)
+    theta_f = rng.normal(scale=0.02, size=theta_0.size)
+    floors = (1.0, 2.0, (1e-4, 1.0), 10.0, 0.0, 0.0)
+    X, y = rng.normal(size=(25, d)), 10.0 * rng.normal(size=25)
+    scale = release_scaling(theta_0.size, 10.0)
+    (m, v, alpha, beta), cavity = project_cavity(theta_f, theta_0, n, floors)
+    with np.errstate(all="ignore"):
+        gm, h, alpha_new, beta_new, _ = log_z_gradients_batch(
+            X, y, split_layers(m, shapes), split_layers(v, shapes), alpha, beta, half_curvature=True
+        )
+        denominator = h * (2.0 * v) + 1.0
+        r = 1.0 / denominator
+        site_m, site_v = (gm + h * (-2.0 * m)) * r, h * r
+    reject = ~(denominator > 0)
+    site_m[reject] = site_v[reject] = 0.0
+    good = (alpha_new > 0) & (beta_new > 0) & np.isfinite(alpha_new) & np.isfinite(beta_new)
+    gamma = np.stack(
+        [np.where(good, alpha_new - 1.0 - cavity[-2], 0.0), np.where(good, -beta_new - cavity[-1], 0.0)], axis=1
+    )
+    expected = np.concatenate([site_m, site_v, gamma], axis=1)
+    expected[:, -1] *= scale[-1]
+    assert np.any(reject) == (hidden != ())
+    np.testing.assert_array_equal(sep_sites(theta_f, theta_0, n, X, y, shapes, floors, scale), expected)
+
+
+@pytest.mark.parametrize("hidden", [(4,), (3, 8)])
+def test_site_workspace_reuse_gives_the_fresh_arrays_sites_bit_for_bit(hidden):
     """A workspace reused across batches of varying size (Poisson) leaves no trace of earlier steps."""
     from skdp.bnn._sep import SiteWorkspace
 
     rng = np.random.default_rng(5)
     d, n = 3, 60
-    shapes = layer_shapes(d, (4,))
+    shapes = layer_shapes(d, hidden)
     n_weights = sum(a * b for a, b in shapes)
     theta_0 = to_natural(rng.normal(size=n_weights), np.full(n_weights, 0.7), 6.0, 6.0)
     floors = (1.0, 2.0, (1e-4, 1.0), 10.0, 0.0, 0.0)
