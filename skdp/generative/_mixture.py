@@ -20,7 +20,6 @@ from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, private_fit_
 from ..preprocessing._standard import check_bounds
 from ..privacy import (
     ADD_REMOVE,
-    COMPOSITIONS,
     DEFAULT_COMPOSITION,
     GaussianMechanism,
 )
@@ -39,7 +38,6 @@ from ._clustering import (
 from ._domain import decode_records, encode_records, encoded_layout, hat_log_density
 from ._dpsgd import (
     cluster_schedule,  # noqa: F401  (tested from here)
-    composition_supported,
     fit_networks,
     sgd_plan_event,
 )
@@ -53,7 +51,8 @@ from ._inference import (
 from ._inference import sample_generator as _sample_generator  # noqa: F401  (tested from here)
 from ._latent_em import fit_marginals_generator
 from ._marginals import binary_columns, check_one_hot, column_layout, continuous_columns, declared_blocks
-from ._tree import attribute_codes, decode_tree, sample_tree, tree_attributes, tree_log_likelihood
+from ._options import check_options
+from ._tree import fitted_tree_log_likelihood, sample_fitted_tree
 
 __all__ = ["DPGenerativeMixture"]
 
@@ -66,12 +65,6 @@ _CALIBRATION_RTOL = 1e-3
 # _latent_em.py, the column layout in _marginals.py and _domain.py, the
 # partition and the composition probe in _clustering.py and _dpsgd.py.
 # --------------------------------------------------------------------------
-
-
-#: Compositions that charge every release its own (epsilon, delta) (the
-#: ``basic`` and ``advanced`` accountants): no remaining curve to calibrate a
-#: staged plan to (``_check_params``).
-_PER_USE_COMPOSITIONS = frozenset({"basic", "advanced"})
 
 
 # Everything a fitted model holds besides its parameters (and
@@ -163,7 +156,6 @@ _PARAMETER_CONSTRAINTS = {
 # --------------------------------------------------------------------------
 
 
-
 @dataclass(frozen=True)
 class GenerativeMixtureSettings:
     """:class:`DPGenerativeMixture`'s plan: public choices made before the data is read.
@@ -190,6 +182,7 @@ class GenerativeMixtureSettings:
     cluster_epsilon: float | None = None
     count_noise_std: float | None = None
     n_clusters: int | None = None
+
 
 class DPGenerativeMixture(
     DPEstimatorMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
@@ -533,54 +526,8 @@ class DPGenerativeMixture(
             self._declared_bounds(m)
 
     def _check_params(self):
-        self._partition_mode()
-        if self.composition in _PER_USE_COMPOSITIONS:
-            # The generator's releases are planned from the clustering's
-            # released sizes and calibrated on the remaining budget by a
-            # curve (RDP at an order, or PLD); an accountant that charges an
-            # (epsilon, delta) per use has no such remainder to calibrate to.
-            raise ValueError(
-                f"composition={self.composition!r} charges each release its own (epsilon, delta) and "
-                "cannot calibrate DPGenerativeMixture's plan, whose per-cluster releases are planned from "
-                "the released cluster sizes; use 'pld' (the default), 'rdp' or 'zcdp'."
-            )
-        if self.binary is not None and self.generator != "marginals":
-            raise ValueError(
-                f"binary is used by generator='marginals' only, got generator={self.generator!r}."
-            )
-        if self.categorical is not None and self.generator != "marginals":
-            raise ValueError(
-                f"categorical is used by generator='marginals' only, got generator={self.generator!r}."
-            )
-        if self.structure != "auto" and self.generator != "marginals":
-            raise ValueError(
-                f"structure is used by generator='marginals' only, got generator={self.generator!r}."
-            )
-        if self.structure == "tree" and self._partition_mode() == "kmeans":
-            raise ValueError(
-                "structure='tree' models the columns directly and cannot follow partition='kmeans'; "
-                "use partition='auto' or structure='classes'."
-            )
-        if self.generator == "marginals":
-            if self.categorical is not None:
-                self._blocks(np.iinfo(np.intp).max)
-            if not composition_supported(self.composition, self.generator, self._k()):
-                raise ValueError(f"composition={self.composition!r} cannot account this fit's releases.")
-            return
-        import torch
-
-        if not composition_supported(self.composition, self.generator, self._k()):
-            supported = tuple(c for c in COMPOSITIONS if composition_supported(c, self.generator, self._k()))
-            kind = "cluster-sampled" if self._k() > 1 else "Poisson-subsampled"
-            raise ValueError(
-                f"composition={self.composition!r} cannot account the {kind} Gaussian steps of "
-                f"DPGenerativeMixture(n_clusters={self.n_clusters}) (it has no rule for subsampled "
-                f"mechanisms); use one of {supported}."
-            )
-        try:
-            torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device={self.device!r} is not a torch device: {exc}") from None
+        """Options that do not fit together are refused here (:func:`check_options`)."""
+        check_options(self)
 
     def _privacy_plan(self):
         plan = super()._privacy_plan()
@@ -659,12 +606,6 @@ class DPGenerativeMixture(
     def _is_tree(self):
         return getattr(self, "structure_", None) == "tree"
 
-    def _tree_log_likelihood(self, X):
-        """``log f(x)`` under the released tree (:func:`tree_log_likelihood`), continuous columns on ``[0, 1]``."""
-        attrs = tree_attributes(self, self.n_features_in_)
-        codes = attribute_codes(X, attrs, *self.bounds_, self.n_bins_)
-        return tree_log_likelihood(codes, attrs, self.tree_marginals_, self.tree_, self.tree_tables_, self.n_bins_)
-
     def _log_joint(self, X):
         """``log p_s + log f(x | s)``, shape ``(n, k)`` (:func:`log_joint`), continuous columns on ``[0, 1]``.
 
@@ -733,7 +674,7 @@ class DPGenerativeMixture(
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         if self._is_tree():
-            return -self._tree_log_likelihood(X)[:, None]
+            return -fitted_tree_log_likelihood(self, X)[:, None]
         if self.generator == "marginals":
             if self.clusterer_ is None:
                 return -self._log_joint(X)
@@ -758,7 +699,7 @@ class DPGenerativeMixture(
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         if self._is_tree():
-            return self._tree_log_likelihood(X)
+            return fitted_tree_log_likelihood(self, X)
         if self.generator == "marginals":
             return np.logaddexp.reduce(self._log_joint(X), axis=1)
         labels = self.predict(X) if self.generator == "rbm" else None
@@ -809,9 +750,7 @@ class DPGenerativeMixture(
         check_is_fitted(self)
         clusters, rng = sample_clusters(self.weights_, n_samples, cluster, random_state)
         if self._is_tree():
-            codes = sample_tree(self.tree_marginals_, self.tree_, self.tree_tables_, n_samples, rng, balanced)
-            attrs = tree_attributes(self, self.n_features_in_)
-            out = decode_tree(codes, attrs, self.n_features_in_, *self.bounds_, self.n_bins_, rng)
+            out = sample_fitted_tree(self, n_samples, rng, balanced)
             return (out, clusters) if return_clusters else out
         out = draw_records(
             self.generator,

@@ -73,6 +73,8 @@ from ..privacy import (
 from ..privacy.sensitivity import row_sum_sensitivity
 
 __all__ = [
+    "fitted_tree_log_likelihood",
+    "sample_fitted_tree",
     "ALL_PAIRS_MAX_ATTRIBUTES",
     "IPF_ITERATIONS",
     "attributes",
@@ -591,3 +593,33 @@ def fit_tree_generator(est, X, low, high, cont, blocks, n_tilde, prior_events, p
         "tree_marginals_": marginals,
         "tree_tables_": joint,
     }
+
+
+def fitted_tree_log_likelihood(est, X):
+    """``log f(x)`` of each record under a fitted estimator's released tree (:func:`tree_log_likelihood`).
+
+    Parameters
+    ----------
+    est : DPGenerativeMixture
+        Fitted with ``structure_ == "tree"``.
+    X : ndarray of shape (n_samples, n_features)
+        Validated records in the data's units.
+
+    Returns
+    -------
+    log_f : ndarray of shape (n_samples,)
+    """
+    attrs = tree_attributes(est, est.n_features_in_)
+    codes = attribute_codes(X, attrs, *est.bounds_, est.n_bins_)
+    return tree_log_likelihood(codes, attrs, est.tree_marginals_, est.tree_, est.tree_tables_, est.n_bins_)
+
+
+def sample_fitted_tree(est, n_samples, rng, balanced):
+    """``n_samples`` records in the data's units from a fitted estimator's tree (:func:`sample_tree`, :func:`decode_tree`).
+
+    Post-processing of the released tables, drawn with ``rng`` (the sampling
+    stream, never a fit's).
+    """
+    codes = sample_tree(est.tree_marginals_, est.tree_, est.tree_tables_, n_samples, rng, balanced)
+    attrs = tree_attributes(est, est.n_features_in_)
+    return decode_tree(codes, attrs, est.n_features_in_, *est.bounds_, est.n_bins_, rng)
