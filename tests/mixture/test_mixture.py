@@ -689,7 +689,8 @@ def test_neighbouring_datasets_cannot_be_distinguished_beyond_epsilon(monkeypatc
 
     With K = 1 the weight is always 1, so ``means_`` is post-processing of the
     mean release alone, which is ``1 / z``-DP (pure, delta = 0): the empirical
-    lower bound must stay below ``1 / z`` (here 2, the whole fit 6).  With the
+    lower bound must stay below ``1 / z`` (here 3, the whole fit 6: one
+    component releases no count).  With the
     noise halved behind the ledger's back the same test exceeds it, so it has
     power.
     """
@@ -708,7 +709,9 @@ def test_neighbouring_datasets_cannot_be_distinguished_beyond_epsilon(monkeypatc
         mean_mechanism="laplace",
     )
     z = DPGaussianMixture(**params, random_state=0).fit(D).noise_multiplier_
-    assert z == pytest.approx(0.5, rel=1e-4)  # 3 pure releases, basic composition: 3 / z = 6
+    # 2 pure releases (means, second moment; one component's count is the public n),
+    # basic composition: 2 / z = 6.
+    assert z == pytest.approx(1 / 3, rel=1e-4)
     assert _empirical_epsilon(D, D2, params, 1000) <= 1 / z
 
     monkeypatch.setattr(
