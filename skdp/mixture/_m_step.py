@@ -148,10 +148,14 @@ def private_m_step(
     vector_mech = LaplaceMechanism if first_family is LaplaceEvent else GaussianMechanism
     norm = 1 if first_family is LaplaceEvent else 2
 
-    # 1. Weights (Eq. 13): one release of the K counts.
-    sens = weights_sensitivity(norm)
-    mech = vector_mech(sensitivity=sens, scale=z_counts * sens, neighbouring=nb)
-    pi_mle = project_weights(mech.release(counts, rng, ledger) / n_samples)
+    # 1. Weights (Eq. 13): one release of the K counts.  One component's
+    # count is the public n (its responsibilities are all 1): not released.
+    if k == 1:
+        pi_mle = np.ones(1)
+    else:
+        sens = weights_sensitivity(norm)
+        mech = vector_mech(sensitivity=sens, scale=z_counts * sens, neighbouring=nb)
+        pi_mle = project_weights(mech.release(counts, rng, ledger) / n_samples)
     n_tilde = np.maximum(n_samples * pi_mle, MIN_COUNT)
     weights = map_weights(n_samples * pi_mle, n_samples, alpha) if is_map else pi_mle
 
@@ -189,6 +193,7 @@ def private_m_step(
             )[np.newaxis],
             floor,
             1.0,
+            band=noise_band(z_second, d, np.array([den]), tied=True, **floor_args),
         )[0]
         bound = expected_complete_log_likelihood(
             weights, means, covariances, n_tilde, means * mean_den[:, np.newaxis], noisy_second, "tied"
@@ -207,6 +212,7 @@ def private_m_step(
         is_map,
         plan.covariance_type,
         noise_floor(z_second, d, cov_den, **floor_args),
+        noise_band(z_second, d, cov_den, **floor_args),
     )
     bound = expected_complete_log_likelihood(
         weights,
@@ -319,17 +325,45 @@ def noise_floor(z, d, den, *, family, covariance_type, joint, n_components, reg_
     floor : ndarray
         Per-denominator floor in ``[reg_covar, 1]``.
     """
+    level = noise_level(
+        z, d, den, family=family, covariance_type=covariance_type, joint=joint, n_components=n_components, tied=tied
+    )
+    return np.clip(level, reg_covar, 1.0)
+
+
+def noise_level(z, d, den, *, family, covariance_type, joint, n_components, tied=False, **_):
+    """Noise std of each entry of a released covariance: ``s / den_k`` (public).
+
+    ``s = z * sensitivity`` (``sqrt(2)`` times the scale for Laplace) is the
+    per-entry std of the released second moment; ``"spherical"``: the
+    trace's over ``d``.  Arguments as :func:`noise_floor`'s.
+    """
     norm = 2 if family is GaussianEvent else 1
     cov_type = "full" if tied else covariance_type
     k = 1 if tied else n_components
     sens = second_moment_sensitivity(d, cov_type, norm, joint=joint and not tied, n_components=k)
     entry_std = z * sens * (1.0 if family is GaussianEvent else math.sqrt(2.0))
     level = entry_std / d if cov_type == "spherical" else entry_std
-    return np.clip(level / np.asarray(den, dtype=float), reg_covar, 1.0)
+    return level / np.asarray(den, dtype=float)
+
+
+def noise_band(z, d, den, **kwargs):
+    """Upper edge ``2 sqrt(d) s / den_k`` of the eigenvalues the noise alone gives a covariance (public).
+
+    A symmetric ``d x d`` matrix of independent entries of std ``s`` has its
+    eigenvalues in ``[-2 s sqrt(d), 2 s sqrt(d)]`` (Wigner's semicircle,
+    the edge reached as ``d`` grows); added to the data's covariance it
+    moves every eigenvalue by up to that much.  Eigenvalues of a released
+    covariance at or below the edge are the noise's as much as the data's:
+    :func:`~skdp.mixture._moments.clip_eigenvalues` replaces them by their
+    mean (``band``).  Arguments as :func:`noise_floor`'s (``reg_covar`` is
+    ignored: the band is the noise's, not a floor).
+    """
+    return 2.0 * math.sqrt(d) * noise_level(z, d, den, **kwargs)
 
 
 def covariances_from_moments(
-    noisy_second, means, n_tilde, kappa0, cov_den, s0, is_map, covariance_type, floor
+    noisy_second, means, n_tilde, kappa0, cov_den, s0, is_map, covariance_type, floor, band=None
 ):
     """Post-processing: noisy second moment -> covariance with eigenvalues in ``[floor, 1]``.
 
@@ -354,6 +388,10 @@ def covariances_from_moments(
     covariance_type : {"full", "spherical"}
     floor : float or ndarray
         Eigenvalue floor (:func:`noise_floor`).
+    band : float or ndarray or None, default=None
+        Edge of the noise's eigenvalues (:func:`noise_band`): the
+        eigenvalues of a full covariance at or below it are averaged
+        (:func:`~skdp.mixture._moments.clip_eigenvalues`).
 
     Returns
     -------
@@ -370,4 +408,4 @@ def covariances_from_moments(
         covs = map_covariance(noisy_second, means, n_tilde, kappa0, cov_den, s0)
     else:
         covs = mle_covariance(noisy_second, means)
-    return clip_eigenvalues(covs, floor, 1.0)
+    return clip_eigenvalues(covs, floor, 1.0, band=band)

@@ -127,10 +127,18 @@ def noise_weights(shares, releases, exponents):
     Under zCDP and basic composition the shares are then exact; RDP and
     advanced composition do not add costs linearly, and the shares fix the
     *ratios* of the multipliers.
+
+    A statistic with no release (``releases[s] == 0``: one component's
+    count, which is the public ``n``) gets an infinite multiplier and no
+    share.
     """
-    shares = np.asarray(shares, dtype=float)
+    released = np.asarray(releases) > 0
+    shares = np.where(released, np.asarray(shares, dtype=float), 0.0)
     shares = shares * (sum(releases) / shares.sum())
-    return tuple(float((n / s) ** (1.0 / p)) for s, n, p in zip(shares, releases, exponents, strict=True))
+    return tuple(
+        float((n / s) ** (1.0 / p)) if n > 0 else math.inf
+        for s, n, p in zip(shares, releases, exponents, strict=True)
+    )
 
 
 def centre_optimal_count_share(n_features, exponent):
@@ -397,15 +405,33 @@ def tied_covariance(second_moment, means, counts, kappa0, denominator, prior_sca
     return (prior_scale + second_moment - scatter) / denominator
 
 
-def clip_eigenvalues(covariances, floor, cap):
+def clip_eigenvalues(covariances, floor, cap, band=None):
     """Symmetrise and clip the eigenvalues of each matrix to ``[floor, cap]``.
 
     Post-processing: the noisy second moment minus the mean's outer product
     need not be positive definite.  In the unit ball the data's own
     covariance has eigenvalues at most 1, hence the default cap.
+
+    ``band`` (one per matrix, or one for all): the upper edge of the noise's
+    own eigenvalues (:func:`~skdp.mixture._m_step.noise_band`).  The
+    eigenvalues at or below it cannot be told apart from one another by the
+    released moments: they are replaced by their mean before the clipping,
+    which keeps their sum (the trace the noise leaves unbiased) and their
+    eigenvectors.  This is the "eigenvalue clipping" of random-matrix
+    theory (Laloux, Cizeau, Bouchaud & Potters, Phys. Rev. Lett. 83, 1999;
+    Bouchaud & Potters 2009, Sec. 4): a direction whose eigenvalue the noise
+    pushed below the others is not taken as a real narrow direction of the
+    data (a Gaussian that believes one assigns the held-out rows densities
+    far below theirs).  The eigenvalues above the edge are kept as released.
     """
     sym = 0.5 * (covariances + np.swapaxes(covariances, 1, 2))
     vals, vecs = np.linalg.eigh(sym)
+    if band is not None:
+        edge = np.reshape(band, (-1, 1)) if np.ndim(band) else band
+        inside = vals <= edge
+        n_inside = inside.sum(axis=1, keepdims=True)
+        mean_inside = np.where(inside, vals, 0.0).sum(axis=1, keepdims=True) / np.maximum(n_inside, 1)
+        vals = np.where(inside, mean_inside, vals)
     # A floor per matrix (shape (n,)) or one for all.
     vals = np.clip(vals, np.reshape(floor, (-1, 1)) if np.ndim(floor) else floor, cap)
     return np.einsum("kij,kj,klj->kil", vecs, vals, vecs)

@@ -287,11 +287,14 @@ class EMPlan:
 
         The tied model's second moment ``sum_i x_i x_i^T`` does not depend on
         the responsibilities: it is released once, in the first iteration,
-        and the released value is reused (post-processing).
+        and the released value is reused (post-processing).  One component's
+        count is the public ``n`` (every responsibility is 1): it is not
+        released, and its share goes to the moments.
         """
         n_first, n_second = self.releases_per_iteration()
         j = self.n_iter
-        return j, j * (n_first - 1), 1 if self.covariance_type == "tied" else j * n_second
+        counts = 0 if self.n_components == 1 else j
+        return counts, j * (n_first - 1), 1 if self.covariance_type == "tied" else j * n_second
 
     def budget_shares(self):
         """Shares of the budget spent on (counts, first moments, second moments).
@@ -335,6 +338,7 @@ class EMPlan:
         return [
             family(count=count, neighbouring=self.neighbouring, noise_multiplier=z * w)
             for family, count, w in zip(families, self.releases_per_fit(), self.noise_weights(), strict=True)
+            if count > 0
         ]
 
     def init_events(self, z):

@@ -495,8 +495,11 @@ def test_pure_dp_with_delta_zero():
         ).fit(X)
         assert est.privacy_spent_.delta == 0.0
         assert all(isinstance(e, LaplaceEvent) for e in est.privacy_ledger_.events)
-        # Basic composition of 3 iterations x 3 joint Laplace releases at multiplier z.
-        assert 9 / est.noise_multiplier_ == pytest.approx(1.0, rel=1e-4)
+        # Basic composition of 3 iterations x 3 joint Laplace releases at multiplier z
+        # (2 when one component is fitted: its count is the public n, not released).
+        per_iteration = 3 if est.n_components_fitted_ > 1 else 2
+        assert len(est.privacy_ledger_.events) == 3 * per_iteration
+        assert 3 * per_iteration / est.noise_multiplier_ == pytest.approx(1.0, rel=1e-4)
 
 
 def test_budget_accountant_is_charged():
@@ -686,7 +689,8 @@ def test_neighbouring_datasets_cannot_be_distinguished_beyond_epsilon(monkeypatc
 
     With K = 1 the weight is always 1, so ``means_`` is post-processing of the
     mean release alone, which is ``1 / z``-DP (pure, delta = 0): the empirical
-    lower bound must stay below ``1 / z`` (here 2, the whole fit 6).  With the
+    lower bound must stay below ``1 / z`` (here 3, the whole fit 6: one
+    component releases no count).  With the
     noise halved behind the ledger's back the same test exceeds it, so it has
     power.
     """
@@ -705,7 +709,9 @@ def test_neighbouring_datasets_cannot_be_distinguished_beyond_epsilon(monkeypatc
         mean_mechanism="laplace",
     )
     z = DPGaussianMixture(**params, random_state=0).fit(D).noise_multiplier_
-    assert z == pytest.approx(0.5, rel=1e-4)  # 3 pure releases, basic composition: 3 / z = 6
+    # 2 pure releases (means, second moment; one component's count is the public n),
+    # basic composition: 2 / z = 6.
+    assert z == pytest.approx(1 / 3, rel=1e-4)
     assert _empirical_epsilon(D, D2, params, 1000) <= 1 / z
 
     monkeypatch.setattr(
@@ -751,6 +757,8 @@ def test_budget_split_shares_under_zcdp(split, mean_mechanism, expected):
         data_norm=1.0,
         epsilon=0.8,
         delta=1e-6,
+        # Two components (one would release no count: its count is the public n).
+        reduce_components=False,
         random_state=0,
     ).fit(X)
     assert est.privacy_spent_.epsilon == pytest.approx(0.8, rel=1e-4)
@@ -1189,3 +1197,63 @@ def test_large_n_epsilon_keeps_every_component():
     X = _blobs(4000, seed=4)
     est = _DPGaussianMixture(3, data_norm=1.0, epsilon=1.0, random_state=0).fit(X)
     assert est.n_components_fitted_ == 3
+
+
+def test_clip_eigenvalues_averages_the_noise_band_and_keeps_its_trace():
+    """Eigenvalues at or below the noise's edge are replaced by their mean (trace and eigenvectors kept)."""
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    vals = np.array([-0.02, 0.01, 0.05, 0.4])
+    cov = (q * vals) @ q.T
+    out = mom.clip_eigenvalues(cov[np.newaxis], 1e-3, 1.0, band=0.1)[0]
+    got = np.linalg.eigvalsh(out)
+    inside = vals[:3].mean()
+    assert got == pytest.approx(np.sort([inside, inside, inside, 0.4]), abs=1e-12)
+    assert np.trace(out) == pytest.approx(vals.sum(), abs=1e-12)
+    # The spike's direction is kept.
+    assert out @ q[:, 3] == pytest.approx(0.4 * q[:, 3], abs=1e-12)
+    # Without a band: plain clipping at the floor.
+    plain = np.linalg.eigvalsh(mom.clip_eigenvalues(cov[np.newaxis], 1e-3, 1.0)[0])
+    assert plain == pytest.approx([1e-3, 0.01, 0.05, 0.4], abs=1e-12)
+
+
+def test_noise_band_is_the_semicircle_edge_of_the_entry_noise():
+    from skdp.mixture._m_step import noise_band, noise_floor, noise_level
+    from skdp.privacy import GaussianEvent
+
+    args = dict(family=GaussianEvent, covariance_type="full", joint=True, n_components=1)
+    den = np.array([100.0])
+    level = noise_level(3.0, 5, den, **args)
+    assert level == pytest.approx(3.0 * math.sqrt(2.0) / 100.0)
+    assert noise_band(3.0, 5, den, reg_covar=1e-3, **args) == pytest.approx(2 * math.sqrt(5) * level)
+    assert noise_floor(3.0, 5, den, reg_covar=1e-3, **args) == pytest.approx(level)
+
+
+def test_noise_dominated_covariance_has_its_small_eigenvalues_averaged(monkeypatch):
+    """Eigenvalues inside the noise band (below 2 sqrt(d) times the noise level) come out equal:
+    the noise cannot order them; those above it are kept, and with the noise removed (epsilon 1e3)
+    all four are the data's.  Without the band the same fit's two smallest differ."""
+    import skdp.mixture._m_step as m_step
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 4)) * np.sqrt([0.2, 0.05, 0.04, 0.03])
+    low = DPGaussianMixture(1, data_norm=1.5, epsilon=0.7, random_state=0).fit(X)
+    vals = np.linalg.eigvalsh(low.covariances_[0])
+    assert vals[1] == pytest.approx(vals[0], rel=1e-9)
+    assert vals[3] > 2 * vals[0]  # the spike: above the band, kept
+    high = DPGaussianMixture(1, data_norm=1.5, epsilon=1e3, random_state=0).fit(X)
+    assert np.linalg.eigvalsh(high.covariances_[0]) == pytest.approx([0.03, 0.04, 0.05, 0.2], rel=0.15)
+    monkeypatch.setattr(m_step, "noise_band", lambda *args, **kwargs: 0.0)
+    plain = DPGaussianMixture(1, data_norm=1.5, epsilon=0.7, random_state=0).fit(X)
+    vals = np.linalg.eigvalsh(plain.covariances_[0])
+    assert vals[1] > 1.05 * vals[0]
+
+
+def test_one_component_releases_no_count():
+    """One component's count is the public n: two releases per iteration, weight 1, full budget."""
+    X = _blobs(80, seed=5)
+    est = DPGaussianMixture(1, max_iter=2, data_norm=1.0, epsilon=1.0, random_state=0).fit(X)
+    assert len(est.privacy_ledger_.events) == 2 * 2
+    assert est.weights_ == pytest.approx([1.0])
+    assert math.isinf(est.noise_multipliers_["weights"])
+    assert est.privacy_spent_.epsilon == pytest.approx(1.0, rel=1e-4)

@@ -222,6 +222,34 @@ def test_ledger_privacy_spent_and_accountant(est, events):
         assert len(multipliers) == 2 and multipliers == pytest.approx([2.0, 2.0], rel=1e-5)
 
 
+@pytest.mark.parametrize(("n", "eps", "share"), [(150, 1.0, 0.7), (150, 3.0, 0.5), (5000, 1.0, 0.5)])
+def test_auto_bounds_share_is_the_larger_where_no_column_can_be_located(n, eps, share):
+    """bounds_budget="auto": 0.5 where the histograms can locate a column (public n, d, eps), else 0.7;
+    the ledger's histogram releases carry the multiplier of that share, and the total meets epsilon."""
+    from skdp.preprocessing._standard import auto_bounds_share
+    from skdp.privacy.quantiles import calibrate_histogram, can_locate_columns, histogram_mechanism
+
+    d = 4
+    assert auto_bounds_share(n, d, eps, 1e-5, "pld") == share
+    z_half = calibrate_histogram(eps * 0.5, 1e-5 * 0.5, d, "pld", scale=True)
+    assert can_locate_columns(n, histogram_mechanism(d, z_half, True), d) == (share == 0.5)
+    X = np.random.default_rng(0).normal(5.0, 1.0, size=(n, d))
+    est = DPStandardScaler(epsilon=eps, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X)
+    z = calibrate_histogram(eps * share, 1e-5 * share, d, "pld", scale=True)
+    multipliers = sorted(e.noise_multiplier for e in est.privacy_ledger_.events)
+    assert any(m == pytest.approx(z, rel=1e-9) for m in multipliers)
+    # A declared share is used as given.
+    declared = DPStandardScaler(epsilon=eps, bounds_budget=0.5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        declared.fit(X)
+    assert any(e.noise_multiplier == pytest.approx(z_half, rel=1e-9) for e in declared.privacy_ledger_.events)
+    assert est.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-3)
+
+
 def test_auto_bounds_run_under_secure_noise():
     # The histograms are Laplace or Gaussian releases: exact samplers exist.
     X = np.random.default_rng(0).normal(size=(300, 2))
@@ -398,6 +426,7 @@ def test_chunked_input_matches_in_memory():
         (DPStandardScaler(bounds=([0, 0], [1, 1])), "bounds"),  # 2 columns for 3 features
         (DPStandardScaler(bounds="everything"), "bounds"),
         (DPStandardScaler(bounds_budget=1.0), "bounds_budget"),
+        (DPStandardScaler(bounds_budget="half"), "bounds_budget"),
         (DPMinMaxScaler(quantiles=(0.9, 0.1)), "quantiles"),
         (DPMinMaxScaler(feature_range=(1, 0)), "feature_range"),
         (DPMinMaxScaler(grid=[0.0, 2.0, 1.0]), "grid"),
