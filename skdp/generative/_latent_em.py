@@ -55,7 +55,7 @@ from ._marginals import (
     marginals_attributes,
     marginals_from_release,
 )
-from ._tree import fit_tree_generator, release_split_size, warn_outside_count
+from ._tree import fit_tree_generator, release_split_size, tree_capacity, warn_outside_count
 
 __all__ = [
     "EM_ITERATIONS",
@@ -260,7 +260,9 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
             # The count split by whether the record left the declared box: the
             # same event (a record adds one to one of two counts), and the
             # tree's out-of-domain estimate.
-            n_tilde, outside = release_split_size(X[:, cont], declared[0][cont], declared[1][cont], std, rng, ledger)
+            n_tilde, outside = release_split_size(
+                X[:, cont], declared[0][cont], declared[1][cont], std, rng, ledger
+            )
         else:
             n_tilde = release_dataset_size(X.shape[0], std, rng, ledger)
         events.append(dataset_size_event(std))
@@ -284,18 +286,24 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
         else:
             low[cont], high[cont] = declared[0][cont], declared[1][cont]
     mode = est._partition_mode()
-    if tree_possible and mode in ("em", "categorical"):
-        # structure="tree", or "auto" with the number of classes left to the
-        # rule: the tree of 2-way marginals (skdp.generative._tree).
-        fitted = fit_tree_generator(est, X, low, high, cont, blocks, n_tilde, events, plan, rng, ledger, rtol)
-        for name, value in fitted.items():
-            setattr(est, name, value)
-        est.bounds_ = (low, high)
-        if outside is not None:
-            warn_outside_count(outside, plan.settings.count_noise_std)
-        return
     n_groups = len(blocks[0]) if mode == "categorical" else 1
     k_sub, n_bins, n_iter = marginals_capacity(est, mode, n_tilde, m, blocks, cont.size, n_groups)
+    if tree_possible and mode in ("em", "categorical"):
+        z, tree_grid, tree_cells = tree_capacity(est, m, cont.size, n_tilde, events, plan, rtol)
+        if est.structure == "tree" or tree_cells >= classes_cells(
+            est, mode, m, blocks, cont.size, k_sub, n_bins
+        ):
+            # structure="tree", or "auto" where a tree of 2-way marginals
+            # can release at least as many cells as the latent classes the
+            # capacity rule allows (skdp.generative._tree; the user guide,
+            # "Tree or latent classes").
+            fitted = fit_tree_generator(est, X, low, high, z, tree_grid, n_tilde, rng, ledger, plan)
+            for name, value in fitted.items():
+                setattr(est, name, value)
+            est.bounds_ = (low, high)
+            if outside is not None:
+                warn_outside_count(outside, plan.settings.count_noise_std)
+            return
     indicator = declared is not None and cont.size > 0
     G = max(n_bins, 2)
     mapped, encoded = est._encode(X, low, high, G, indicator)
@@ -347,6 +355,26 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
     est.bounds_ = (low, high)
     if flag is not None:
         warn_outside_bounds(est.cluster_sizes_, est.marginals_, est.noise_std_, flag)
+
+
+def classes_cells(est, mode, m, blocks, n_continuous, k_sub, n_bins):
+    """Cells the latent classes release: every class's weight and its distribution of every attribute.
+
+    ``k_sub`` classes per group (``n_groups`` categories of the partition
+    block with ``mode="categorical"``, else one group), each releasing one
+    weight and ``G`` cells per continuous column, 2 per binary column and
+    one per category of every other declared block.  Compared with
+    :func:`~skdp.generative._tree.tree_capacity`'s cells by
+    ``structure="auto"``: both sizes come from the same noise calculus (a
+    cell is released only where the rule deems it estimable), so the model
+    that can release more of them holds more of the data's dependence.
+    Public quantities only.
+    """
+    n_groups = len(blocks[0]) if mode == "categorical" else 1
+    released = [len(b) for i, b in enumerate(blocks) if not (mode == "categorical" and i == 0)]
+    n_binary = m - n_continuous - sum(len(b) for b in blocks)
+    per_class = 1 + n_continuous * max(n_bins, 2) + 2 * n_binary + sum(released)
+    return k_sub * n_groups * per_class
 
 
 def marginals_capacity(est, mode, n_tilde, m, blocks, n_continuous, n_groups):

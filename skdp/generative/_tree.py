@@ -73,6 +73,7 @@ from ..privacy import (
 from ..privacy.sensitivity import row_sum_sensitivity
 
 __all__ = [
+    "tree_capacity",
     "fitted_tree_log_likelihood",
     "sample_fitted_tree",
     "ALL_PAIRS_MAX_ATTRIBUTES",
@@ -551,23 +552,39 @@ def tree_attributes(est, n_features):
     return attributes(cont, binary, declared_blocks(est.categorical, n_features))
 
 
-def fit_tree_generator(est, X, low, high, cont, blocks, n_tilde, prior_events, plan, rng, ledger, rtol):
-    """The tree's fit of :class:`~skdp.generative.DPGenerativeMixture` ``est``; returns its fitted attributes.
+def tree_capacity(est, n_features, n_continuous, n_tilde, prior_events, plan, rtol):
+    """``(z, G, cells)``: the tree's multiplier, grid and the most cells a tree of its attributes releases.
 
-    The multiplier ``z`` is calibrated with the events already on the
-    ledger (the count, the private box); the grid ``G`` from the released
-    size and the public cell noise std (:func:`tree_bins`, unless
-    ``n_bins`` is declared); then the releases of :func:`fit_tree`.
+    ``z`` is calibrated with the events already on the ledger (the count,
+    the private box); the grid ``G`` comes from the released size and the
+    public cell noise std (:func:`tree_bins`, unless ``n_bins`` is
+    declared; None without continuous columns).  ``cells`` bounds the
+    2-way cells of any spanning tree of the attributes: with edge weights
+    ``s_i s_j`` the maximum spanning tree is the star on the largest
+    attribute, ``s_max (sum(s) - s_max)``.  Public quantities only.
     """
     from ._domain import MAX_BINS
 
-    attrs = tree_attributes(est, X.shape[1])
+    attrs = tree_attributes(est, n_features)
     method = tree_method(len(attrs), plan.secure_noise)
     z = calibrate_tree(prior_events, method, len(attrs), plan, rtol)
     n_bins = None
-    if cont.size:
+    if n_continuous:
         std = cell_noise_std(z, method, len(attrs))
         n_bins = int(est.n_bins) if est.n_bins != "auto" else tree_bins(n_tilde, std, MAX_BINS)
+    sizes = attribute_sizes(attrs, n_bins)
+    largest = max(sizes)
+    return z, n_bins, largest * (sum(sizes) - largest)
+
+
+def fit_tree_generator(est, X, low, high, z, n_bins, n_tilde, rng, ledger, plan):
+    """The tree's fit of :class:`~skdp.generative.DPGenerativeMixture` ``est``; returns its fitted attributes.
+
+    ``z`` and the grid ``n_bins`` come from :func:`tree_capacity`; then the
+    releases of :func:`fit_tree`.
+    """
+    attrs = tree_attributes(est, X.shape[1])
+    method = tree_method(len(attrs), plan.secure_noise)
     sizes = attribute_sizes(attrs, n_bins)
     codes = attribute_codes(X, attrs, low, high, n_bins)
     marginals, tree, joint, noise_std = fit_tree(codes, sizes, method, z, rng, ledger)

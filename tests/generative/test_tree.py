@@ -142,7 +142,7 @@ def test_tree_plan_is_public():
 
 def test_tree_learns_the_chain_and_samples_in_the_data_units():
     X = chain_data(20000, 4)
-    gm = DPGenerativeMixture(epsilon=8.0, bounds=(0.0, 10.0), random_state=0).fit(X)
+    gm = DPGenerativeMixture(epsilon=8.0, bounds=(0.0, 10.0), structure="tree", random_state=0).fit(X)
     S = gm.sample(20000, random_state=0)
     assert S.min() >= 0.0 and S.max() <= 10.0
     for j in range(3):
@@ -162,7 +162,9 @@ def test_tree_with_declared_blocks_and_binary_columns():
     y = rng.integers(0, 3, n)
     bits = (rng.random((n, 4)) < (0.1 + 0.4 * y)[:, None]).astype(float)
     Z = np.hstack([bits, np.eye(3)[y]])
-    gm = DPGenerativeMixture(categorical=[[4, 5, 6]], binary=[0, 1, 2, 3], epsilon=4.0, random_state=0).fit(Z)
+    gm = DPGenerativeMixture(
+        categorical=[[4, 5, 6]], binary=[0, 1, 2, 3], epsilon=4.0, structure="tree", random_state=0
+    ).fit(Z)
     assert gm.structure_ == "tree" and gm.n_bins_ is None
     S = gm.sample(6000, random_state=0)
     assert set(np.unique(S)) <= {0.0, 1.0}
@@ -241,3 +243,32 @@ def test_the_fit_releases_its_tables_at_the_recorded_noise(monkeypatch):
     assert 0.9 < noise.std() < 1.1 and abs(noise.mean()) < 0.1
     # The recorded std is the calibrated multiplier times sqrt(P), P = 6 tables.
     assert stds[0] == pytest.approx(gm.noise_multiplier_ * math.sqrt(6))
+
+
+def test_auto_structure_fits_the_model_that_releases_more_cells():
+    # structure="auto": the tree where a spanning tree of the attributes can
+    # release at least as many cells as the latent classes the capacity rule
+    # allows, else the classes (public sizes only: the rule never reads a value).
+    from skdp.generative._latent_em import classes_cells, marginals_capacity
+    from skdp.generative._tree import attribute_sizes, tree_attributes
+
+    rng = np.random.default_rng(0)
+    n = 6000
+    y = rng.integers(0, 3, n)
+    bits = (rng.random((n, 4)) < (0.1 + 0.4 * y)[:, None]).astype(float)
+    Z = np.hstack([bits, np.eye(3)[y]])
+    # 4 bits and a 3-category label: a tree holds at most 3 * (8 + 3 - 3) = 24
+    # cells (the star on the label), one class per label 3 * (1 + 8) = 27.
+    blocks_model = DPGenerativeMixture(
+        categorical=[[4, 5, 6]], binary=[0, 1, 2, 3], epsilon=4.0, random_state=0
+    )
+    sizes = attribute_sizes(tree_attributes(blocks_model, 7), None)
+    assert max(sizes) * (sum(sizes) - max(sizes)) == 24
+    mode = blocks_model._partition_mode()
+    k_sub = marginals_capacity(blocks_model, mode, float(n), 7, blocks_model._blocks(7), 0, 3)[0]
+    assert classes_cells(blocks_model, mode, 7, blocks_model._blocks(7), 0, k_sub, 0) >= 27 > 24
+    assert blocks_model.fit(Z).structure_ == "classes"
+    # Two continuous columns on 300 rows: G^2 cells for the tree's one edge,
+    # a handful of classes of 2 G cells each: the tree.
+    X = chain_data(300, 2)
+    assert DPGenerativeMixture(epsilon=1.0, bounds=(0.0, 10.0), random_state=0).fit(X).structure_ == "tree"
