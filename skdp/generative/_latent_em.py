@@ -290,13 +290,16 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
     k_sub, n_bins, n_iter = marginals_capacity(est, mode, n_tilde, m, blocks, cont.size, n_groups)
     if tree_possible and mode in ("em", "categorical"):
         z, tree_grid, tree_cells = tree_capacity(est, m, cont.size, n_tilde, events, plan, rtol)
-        if est.structure == "tree" or tree_cells >= classes_cells(
-            est, mode, m, blocks, cont.size, k_sub, n_bins
+        if (
+            est.structure == "tree"
+            or cont.size
+            or tree_cells >= classes_cells(est, mode, m, blocks, cont.size, k_sub, n_bins)
         ):
-            # structure="tree", or "auto" where a tree of 2-way marginals
+            # structure="tree", or "auto" where the tree's capacity grows
+            # with n * eps (continuous columns: its grid G does), or where it
             # can release at least as many cells as the latent classes the
             # capacity rule allows (skdp.generative._tree; the user guide,
-            # "Tree or latent classes").
+            # "Which structure").
             fitted = fit_tree_generator(est, X, low, high, z, tree_grid, n_tilde, rng, ledger, plan)
             for name, value in fitted.items():
                 setattr(est, name, value)

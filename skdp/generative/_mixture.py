@@ -276,9 +276,10 @@ class DPGenerativeMixture(
     structure : {"auto", "tree", "classes"}, default="auto"
         Model of ``generator="marginals"``: a tree of privately selected and
         measured 2-way marginals (MST, McKenna et al. 2021), latent classes
-        by DP-EM, or ``"auto"``: with ``n_clusters="auto"`` whichever can
-        release more cells at the rules' sizes (public sizes only; the user
-        guide, "The tree of marginals"); ``n_clusters`` is unused by the tree.
+        by DP-EM, or ``"auto"``: with ``n_clusters="auto"`` the tree on
+        continuous columns, else whichever can release more cells at the
+        rules' sizes (public sizes only; the user guide, "Which structure");
+        ``n_clusters`` is unused by the tree.
 
     Attributes
     ----------

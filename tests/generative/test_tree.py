@@ -246,9 +246,10 @@ def test_the_fit_releases_its_tables_at_the_recorded_noise(monkeypatch):
 
 
 def test_auto_structure_fits_the_model_that_releases_more_cells():
-    # structure="auto": the tree where a spanning tree of the attributes can
-    # release at least as many cells as the latent classes the capacity rule
-    # allows, else the classes (public sizes only: the rule never reads a value).
+    # structure="auto": on declared binary columns and blocks, the tree where a
+    # spanning tree of the attributes can release at least as many cells as the
+    # latent classes the capacity rule allows, else the classes; with continuous
+    # columns the tree (public sizes only: the rule never reads a value).
     from skdp.generative._latent_em import classes_cells, marginals_capacity
     from skdp.generative._tree import attribute_sizes, tree_attributes
 
@@ -268,7 +269,6 @@ def test_auto_structure_fits_the_model_that_releases_more_cells():
     k_sub = marginals_capacity(blocks_model, mode, float(n), 7, blocks_model._blocks(7), 0, 3)[0]
     assert classes_cells(blocks_model, mode, 7, blocks_model._blocks(7), 0, k_sub, 0) >= 27 > 24
     assert blocks_model.fit(Z).structure_ == "classes"
-    # Two continuous columns on 300 rows: G^2 cells for the tree's one edge,
-    # a handful of classes of 2 G cells each: the tree.
-    X = chain_data(300, 2)
-    assert DPGenerativeMixture(epsilon=1.0, bounds=(0.0, 10.0), random_state=0).fit(X).structure_ == "tree"
+    # Continuous columns: the tree, even at a budget where the classes would hold more cells.
+    X = chain_data(20000, 4)
+    assert DPGenerativeMixture(epsilon=1e3, bounds=(0.0, 10.0), random_state=0).fit(X).structure_ == "tree"
