@@ -55,7 +55,7 @@ from ._marginals import (
     marginals_attributes,
     marginals_from_release,
 )
-from ._tree import fit_tree_generator, release_split_size, tree_capacity, warn_outside_count
+from ._tree import fit_tree_generator, release_split_size, tree_cells, tree_grid, warn_outside_count
 
 __all__ = [
     "EM_ITERATIONS",
@@ -289,18 +289,19 @@ def fit_marginals_generator(est, data, plan, rng, ledger, rtol):
     n_groups = len(blocks[0]) if mode == "categorical" else 1
     k_sub, n_bins, n_iter = marginals_capacity(est, mode, n_tilde, m, blocks, cont.size, n_groups)
     if tree_possible and mode in ("em", "categorical"):
-        z, tree_grid, tree_cells = tree_capacity(est, m, cont.size, n_tilde, events, plan, rtol)
         if (
             est.structure == "tree"
             or cont.size
-            or tree_cells >= classes_cells(est, mode, m, blocks, cont.size, k_sub, n_bins)
+            or tree_cells(est, m, None) >= classes_cells(est, mode, m, blocks, cont.size, k_sub, n_bins)
         ):
             # structure="tree", or "auto" where the tree's capacity grows
             # with n * eps (continuous columns: its grid G does), or where it
             # can release at least as many cells as the latent classes the
             # capacity rule allows (skdp.generative._tree; the user guide,
-            # "Which structure").
-            fitted = fit_tree_generator(est, X, low, high, z, tree_grid, n_tilde, rng, ledger, plan)
+            # "Which structure").  Its multiplier is calibrated only once
+            # the tree is chosen (the cells of declared columns need no grid).
+            z, grid = tree_grid(est, m, cont.size, n_tilde, events, plan, rtol)
+            fitted = fit_tree_generator(est, X, low, high, z, grid, n_tilde, rng, ledger, plan)
             for name, value in fitted.items():
                 setattr(est, name, value)
             est.bounds_ = (low, high)
@@ -367,7 +368,7 @@ def classes_cells(est, mode, m, blocks, n_continuous, k_sub, n_bins):
     block with ``mode="categorical"``, else one group), each releasing one
     weight and ``G`` cells per continuous column, 2 per binary column and
     one per category of every other declared block.  Compared with
-    :func:`~skdp.generative._tree.tree_capacity`'s cells by
+    :func:`~skdp.generative._tree.tree_cells` by
     ``structure="auto"``: both sizes come from the same noise calculus (a
     cell is released only where the rule deems it estimable), so the model
     that can release more of them holds more of the data's dependence.

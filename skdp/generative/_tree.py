@@ -71,9 +71,11 @@ from ..privacy import (
     calibrate_noise_multiplier,
 )
 from ..privacy.sensitivity import row_sum_sensitivity
+from ._marginals import marginals_attributes
 
 __all__ = [
-    "tree_capacity",
+    "tree_cells",
+    "tree_grid",
     "fitted_tree_log_likelihood",
     "sample_fitted_tree",
     "ALL_PAIRS_MAX_ATTRIBUTES",
@@ -552,35 +554,42 @@ def tree_attributes(est, n_features):
     return attributes(cont, binary, declared_blocks(est.categorical, n_features))
 
 
-def tree_capacity(est, n_features, n_continuous, n_tilde, prior_events, plan, rtol):
-    """``(z, G, cells)``: the tree's multiplier, grid and the most cells a tree of its attributes releases.
+def tree_cells(est, n_features, n_bins):
+    """The most 2-way cells a spanning tree of ``est``'s attributes releases (public sizes only).
+
+    With edge weights ``s_i s_j`` the maximum spanning tree is the star on
+    the largest attribute: ``s_max (sum(s) - s_max)``.  ``n_bins`` is the
+    continuous columns' grid (unused without them).
+    """
+    sizes = attribute_sizes(tree_attributes(est, n_features), n_bins)
+    largest = max(sizes)
+    return largest * (sum(sizes) - largest)
+
+
+def tree_grid(est, n_features, n_continuous, n_tilde, prior_events, plan, rtol):
+    """``(z, G)``: the tree's multiplier and the continuous columns' grid.
 
     ``z`` is calibrated with the events already on the ledger (the count,
     the private box); the grid ``G`` comes from the released size and the
     public cell noise std (:func:`tree_bins`, unless ``n_bins`` is
-    declared; None without continuous columns).  ``cells`` bounds the
-    2-way cells of any spanning tree of the attributes: with edge weights
-    ``s_i s_j`` the maximum spanning tree is the star on the largest
-    attribute, ``s_max (sum(s) - s_max)``.  Public quantities only.
+    declared; None without continuous columns).  Public quantities only.
     """
     from ._domain import MAX_BINS
 
-    attrs = tree_attributes(est, n_features)
-    method = tree_method(len(attrs), plan.secure_noise)
-    z = calibrate_tree(prior_events, method, len(attrs), plan, rtol)
+    n_attributes = len(tree_attributes(est, n_features))
+    method = tree_method(n_attributes, plan.secure_noise)
+    z = calibrate_tree(prior_events, method, n_attributes, plan, rtol)
     n_bins = None
     if n_continuous:
-        std = cell_noise_std(z, method, len(attrs))
+        std = cell_noise_std(z, method, n_attributes)
         n_bins = int(est.n_bins) if est.n_bins != "auto" else tree_bins(n_tilde, std, MAX_BINS)
-    sizes = attribute_sizes(attrs, n_bins)
-    largest = max(sizes)
-    return z, n_bins, largest * (sum(sizes) - largest)
+    return z, n_bins
 
 
 def fit_tree_generator(est, X, low, high, z, n_bins, n_tilde, rng, ledger, plan):
     """The tree's fit of :class:`~skdp.generative.DPGenerativeMixture` ``est``; returns its fitted attributes.
 
-    ``z`` and the grid ``n_bins`` come from :func:`tree_capacity`; then the
+    ``z`` and the grid ``n_bins`` come from :func:`tree_grid`; then the
     releases of :func:`fit_tree`.
     """
     attrs = tree_attributes(est, X.shape[1])
@@ -590,19 +599,10 @@ def fit_tree_generator(est, X, low, high, z, n_bins, n_tilde, rng, ledger, plan)
     marginals, tree, joint, noise_std = fit_tree(codes, sizes, method, z, rng, ledger)
     del codes
     size = max(float(n_tilde), 1.0)
+    # One class of the released size: the marginals generator's attributes
+    # with no class marginals, then the tree's own.
     return {
-        "clusterer_": None,
-        "generators_": None,
-        "marginals_": None,
-        "weights_": np.ones(1),
-        "cluster_sizes_": np.array([size]),
-        "sampling_rates_": None,
-        "n_steps_": 0,
-        "cluster_steps_": None,
-        "noise_multiplier_": float(z),
-        "noise_std_": float(noise_std),
-        "clip_noise_multiplier_": None,
-        "clipping_mode_": None,
+        **marginals_attributes(None, None, np.array([size]), z, noise_std),
         "n_iter_": 1,
         "n_bins_": n_bins,
         "structure_": "tree",
