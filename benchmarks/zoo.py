@@ -925,8 +925,12 @@ class _Now:
         return self.value
 
 
-def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=print, pool=None):
+def run_family(
+    family, sets, seeds, epsilons, peers=True, ceiling=True, log=print, pool=None, estimators=None
+):
     """Rows of one family on ``sets``; with ``pool`` (a process pool) every fit, peer run and ceiling is a task.
+
+    ``estimators`` (names) keeps only those of the family's cases.
 
     The rows are the same either way: each task reruns the same case
     (the family's cases are rebuilt from the same data in the worker).
@@ -947,6 +951,8 @@ def run_family(family, sets, seeds, epsilons, peers=True, ceiling=True, log=prin
             return pool.submit(_worker_task, family, ds.name, name, what, args)
 
         for name, case in cases.items():
+            if estimators and name not in estimators:
+                continue
             fits = {eps: [task(name, "fit", (eps, seed), case) for seed in seeds] for eps in epsilons}
             peer = (
                 task(name, "peer", (list(epsilons), list(seeds)), case)
@@ -1106,11 +1112,28 @@ def print_verdicts(verdicts, log=print):
 # ----------------------------------------------------------------------------
 # Output: JSON (merged per family) and the docs page
 # ----------------------------------------------------------------------------
-def write_results(rows, families, meta):
+def write_results(rows, families, meta, estimators=None):
+    """Replace the rows of ``families`` (only those of ``estimators`` when given) in the results file.
+
+    A run of some estimators keeps the family's run record and records its
+    own under ``meta[family]["estimator_runs"]``, which the docs print.
+    """
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"rows": [], "meta": {}}
-    kept = [r for r in old.get("rows", []) if r["family"] not in families]
+    if estimators:
+        kept = [
+            r for r in old.get("rows", []) if r["family"] not in families or r["estimator"] not in estimators
+        ]
+        meta_all = dict(old.get("meta", {}))
+        for f in families:
+            record = dict(meta_all.get(f, {}))
+            runs = dict(record.get("estimator_runs", {}))
+            runs.update({e: meta for e in estimators if any(r["estimator"] == e for r in rows)})
+            record["estimator_runs"] = runs
+            meta_all[f] = record
+    else:
+        kept = [r for r in old.get("rows", []) if r["family"] not in families]
+        meta_all = {**old.get("meta", {}), **{f: meta for f in families}}
     merged = kept + rows
-    meta_all = {**old.get("meta", {}), **{f: meta for f in families}}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"rows": merged, "meta": meta_all}, indent=1, default=float))
     return merged, meta_all
@@ -1147,6 +1170,14 @@ def write_docs(rows, meta):
             ),
             "",
         ]
+        for est, run in sorted(m.get("estimator_runs", {}).items()):
+            lines += [
+                f"{est}'s rows: seeds {run.get('seeds', '?')}; run: {run.get('date', '?')}, "
+                f"commit {run.get('commit', '?')}, {run.get('seconds', '?')} s"
+                + (f", {run['jobs']} worker processes" if run.get("jobs", 1) > 1 else "")
+                + ".",
+                "",
+            ]
         eps = [e for e in EPSILONS if any(str(e) in r["scores"] for r in mine)]
         head = "| estimator | data (n x d) | metric | " + " | ".join(f"eps {e:g}" for e in eps)
         head += " | peer eps 1 | twin | free | ceiling |"
@@ -1233,6 +1264,11 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a few data sets, 2 seeds")
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5; 2 with --quick)")
     parser.add_argument("--data", action="append", help="only these data sets (names)")
+    parser.add_argument(
+        "--estimator",
+        action="append",
+        help="only these estimators (class names); written results replace only their rows",
+    )
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument(
         "--stored-peers",
@@ -1265,11 +1301,20 @@ def main(argv=None):
     if args.merge:
         other = json.loads(Path(args.merge).read_text())
         for family in families:
-            rows = [r for r in other["rows"] if r["family"] == family]
+            rows = [
+                r
+                for r in other["rows"]
+                if r["family"] == family and (not args.estimator or r["estimator"] in args.estimator)
+            ]
             if not rows:
                 raise SystemExit(f"--merge: {args.merge} has no rows of the family {family!r}")
             print_verdicts(judge(rows))
-            merged, meta_all = write_results(rows, [family], other["meta"][family])
+            record = other["meta"][family]
+            if args.estimator:
+                # A partial run elsewhere: its own record for those estimators, if it kept one.
+                record = {**record, **record.get("estimator_runs", {}).get(args.estimator[0], {})}
+                record.pop("estimator_runs", None)
+            merged, meta_all = write_results(rows, [family], record, args.estimator)
             write_docs(merged, meta_all)
         return []
     pool = None
@@ -1282,7 +1327,14 @@ def main(argv=None):
         start = time.perf_counter()
         print(f"== {family}: {len(sets)} data sets, seeds {seeds}, eps {EPSILONS}", flush=True)
         rows = run_family(
-            family, sets, seeds, EPSILONS, peers=not args.no_peers, ceiling=not args.no_ceiling, pool=pool
+            family,
+            sets,
+            seeds,
+            EPSILONS,
+            peers=not args.no_peers,
+            ceiling=not args.no_ceiling,
+            pool=pool,
+            estimators=args.estimator,
         )
         stored = _stored_peers(rows) if args.stored_peers else None
         print_verdicts(judge(rows))
@@ -1299,7 +1351,7 @@ def main(argv=None):
             meta["peer"] = stored
         all_rows += rows
         if not args.no_write:
-            merged, meta_all = write_results(rows, [family], meta)
+            merged, meta_all = write_results(rows, [family], meta, args.estimator)
             write_docs(merged, meta_all)
     return all_rows
 
