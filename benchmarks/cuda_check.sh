@@ -16,13 +16,8 @@ set -u
 OUT_DIR=${1:-benchmarks/results}
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/skdp_site .whl/*.whl || exit 1
-    export PYTHONPATH="$PWD:/tmp/skdp_site"
-else
-    export PYTHONPATH="$PWD"
-fi
+# skdp's dependencies from .whl/ (benchmarks/remote_wheels.sh).
+source benchmarks/remote_wheels.sh
 {
     date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

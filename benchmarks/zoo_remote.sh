@@ -21,13 +21,8 @@ JOBS=$2
 shift 2
 mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/skdp_site .whl/*.whl || exit 1
-    export PYTHONPATH="$PWD:/tmp/skdp_site"
-else
-    export PYTHONPATH="$PWD"
-fi
+# skdp's dependencies from .whl/ (benchmarks/remote_wheels.sh).
+source benchmarks/remote_wheels.sh
 if [ -d .whl_peer ]; then
     # diffprivlib wants scikit-learn 1.7.2: its own site directory, put first by a wrapper
     # interpreter (the peer runs as a subprocess; skdp's processes keep their scikit-learn).
