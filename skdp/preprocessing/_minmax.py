@@ -6,16 +6,25 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, private_fit_context
 from ..privacy import DEFAULT_COMPOSITION, GaussianMechanism, LaplaceMechanism
 from ..privacy.quantiles import (
+    REFINE_BINS,
     announced_histogram_box,
     calibrate_histogram,
     check_quantiles,
+    extreme_hidden_share,
+    extreme_threshold,
     histogram_mechanism,
 )
+
+#: ``quantiles="auto"`` keeps the linear stage where the rows its noise hides at a
+#: typical end (:func:`~skdp.privacy.quantiles.extreme_hidden_share`) are at most this
+#: share of ``n``; above it, one log histogram on the whole budget gives the ranges.
+AUTO_HIDDEN_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class MinMaxSettings:
     """
 
     mechanism: object
+    ends: str = "quantiles"
 
 
 class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -162,7 +172,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "feature_range": [tuple, list],
-        "quantiles": [tuple, list],
+        "quantiles": [tuple, list, StrOptions({"auto"})],
         "clip": ["boolean"],
         "grid": ["array-like", None],
     }
@@ -172,7 +182,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         epsilon=1.0,
         delta=1e-5,
         feature_range=(0, 1),
-        quantiles=(0.01, 0.99),
+        quantiles="auto",
         clip=True,
         grid=None,
         accountant=None,
@@ -201,7 +211,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     # The template's steps (skdp.base.DPEstimatorMixin._private_fit).
     def _check_params(self):
         self._feature_range()
-        check_quantiles(self.quantiles)
+        if not (isinstance(self.quantiles, str) and self.quantiles == "auto"):
+            check_quantiles(self.quantiles)
         if self.grid is not None:
             raise ValueError("grid must be None: the histogram's bins are fixed and public.")
 
@@ -213,24 +224,49 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         return PrivacyPlan(self.epsilon, self.delta, composition)
 
     def _calibrate(self, data, plan):
-        z = calibrate_histogram(
-            plan.epsilon, plan.delta, data.n_features, plan.composition, plan.secure_noise
-        )
-        return plan.with_settings(MinMaxSettings(histogram_mechanism(data.n_features, z, plan.delta > 0)))
+        def multiplier(releases):
+            return calibrate_histogram(
+                plan.epsilon,
+                plan.delta,
+                data.n_features,
+                plan.composition,
+                plan.secure_noise,
+                releases=releases,
+            )
+
+        gaussian = plan.delta > 0
+        mechanism = histogram_mechanism(data.n_features, multiplier(2), gaussian)
+        if not isinstance(self.quantiles, str):
+            return plan.with_settings(MinMaxSettings(mechanism, "quantiles"))
+        # quantiles="auto": keep the linear stage only where its noise can resolve the ends
+        # (a public rule: n, d, epsilon, delta); else one log histogram on the whole budget.
+        if extreme_hidden_share(data.n_samples, mechanism) <= AUTO_HIDDEN_SHARE:
+            return plan.with_settings(MinMaxSettings(mechanism, "extreme"))
+        mechanism = histogram_mechanism(data.n_features, multiplier(1), gaussian)
+        return plan.with_settings(MinMaxSettings(mechanism, "range"))
 
     def _fit_private(self, data, plan, rng, ledger):
+        mechanism, ends = plan.settings.mechanism, plan.settings.ends
+        if ends == "quantiles":
+            quantiles = check_quantiles(self.quantiles)
+        else:
+            # The extension's test (rows the range should hold): all but the rows the
+            # noise can hide, at most the 1st and 99th percentiles.
+            q = min(0.01, extreme_threshold(mechanism, REFINE_BINS) / max(int(data.n_samples), 1))
+            quantiles = (q, 1.0 - q)
         # A pooled range can be orders of magnitude wider than a column's values: say so.
         low, high, located, pooled = announced_histogram_box(
             data.reduce,
             data.n_samples,
             data.n_features,
-            plan.settings.mechanism,
-            check_quantiles(self.quantiles),
+            mechanism,
+            quantiles,
             rng,
             ledger,
             epsilon=plan.epsilon,
             advice="Raise epsilon, or scale by declared ranges (DPStandardScaler(bounds=...)).",
             extend=True,
+            ends=ends,
         )
         self.n_samples_seen_ = int(data.n_samples)
         self.data_min_, self.data_max_ = low, high
