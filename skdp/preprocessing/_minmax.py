@@ -1,4 +1,4 @@
-"""DPMinMaxScaler: min-max scaling from private quantiles, with no bounds to declare."""
+"""DPMinMaxScaler: min-max scaling from private ends (or quantiles), with no bounds to declare."""
 
 from __future__ import annotations
 
@@ -47,9 +47,11 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     scikit-learn's :class:`~sklearn.preprocessing.MinMaxScaler` maps each
     column's minimum and maximum to ``feature_range``.  A minimum or maximum
     cannot be released privately without a declared bound (one record moves
-    it arbitrarily far), so this scaler maps two private *quantiles* of each
-    column (``quantiles``, the 1st and 99th percentiles by default) found by
-    :func:`~skdp.privacy.quantiles.private_histogram_box`, in the style of
+    it arbitrarily far), so this scaler maps two private ends of each column
+    found by :func:`~skdp.privacy.quantiles.private_histogram_box`: by default
+    (``quantiles="auto"``) the most extreme rows the noise can resolve, which
+    approach the minimum and maximum as ``n * epsilon`` grows; with a tuple,
+    two fixed quantiles.  In the style of
     Google's ``ApproxBounds``: no bound on the data is declared and none is
     read off the data.
 
@@ -65,8 +67,22 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
        extended towards 0, then to the pool's range (``extend`` of
        :func:`~skdp.privacy.quantiles.private_histogram_box`).
     2. A histogram over 32 equal bins inside that range is released the
-       same way; the quantiles of its noisy prefix and suffix sums give the
-       released ends, always inside the stage-1 range.
+       same way; its noisy prefix and suffix sums give the released ends,
+       always inside the stage-1 range.  ``quantiles="auto"``: the first
+       bin whose prefix sum over ``k`` bins passes ``sqrt(k)`` times a
+       noise threshold (:func:`~skdp.privacy.quantiles.extreme_threshold`),
+       moved outward by the rows the noisy prefix before it still counts over
+       that bin's density (a sparse tail moves the end out, a wall of rows
+       keeps it); with a tuple, the bins of the quantiles.
+
+    ``quantiles="auto"`` decides from public ``n``, ``d``, epsilon and
+    delta whether stage 2 is worth its release: where the rows its noise
+    hides at a typical end (:func:`~skdp.privacy.quantiles.extreme_hidden_share`)
+    exceed a quarter of ``n`` (``AUTO_HIDDEN_SHARE``), the stage-1 log
+    histogram alone is released, on the whole budget, and its range is the
+    answer (fewer, larger releases; a range that holds the column's values,
+    within a factor 2 of their magnitude, rather than ends set by noise).
+    See :doc:`/bounds`, "DPMinMaxScaler's ends".
 
     Worst case: with probability at least 0.9 every released end lies in a
     bin that holds data of its column (or of the pool), so a released range
@@ -74,7 +90,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     ``n`` and epsilon.  When the noise hides a column's tails the range
     shrinks (more clipping), it does not explode.
 
-    Budget.  Two releases of ``d x n_bins`` counts; replacing one record
+    Budget.  Two releases of ``d x n_bins`` counts (one where the
+    ``"auto"`` rule drops stage 2); replacing one record
     moves one count of each column down and one up (L1 sensitivity ``2 d``,
     L2 ``sqrt(2 d)``).  ``delta > 0`` (default): Gaussian noise, calibrated
     by the core under ``"pld"``; ``delta == 0``: Laplace noise and pure
@@ -86,8 +103,9 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     Transform.  ``X * scale_ + min_`` as in scikit-learn, with ``scale_`` and
     ``min_`` from the released quantiles; ``clip=True`` (default, unlike
     scikit-learn, whose range holds every training value) clips the output to
-    ``feature_range``, since about ``q_low + 1 - q_high`` of the training
-    values lie outside the quantiles by construction.  A released pair with
+    ``feature_range``, since the training values beyond the released ends
+    (about ``q_low + 1 - q_high`` of them with a tuple; the rows the noise
+    hides with ``"auto"``) fall outside it.  A released pair with
     ``high <= low`` (noise) is reordered, and equal ends give scale 1 (both
     post-processing).
 
@@ -102,8 +120,13 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         ``"pld"``); 0 for Laplace noise and pure epsilon-DP.
     feature_range : tuple (min, max), default=(0, 1)
         Desired range of the transformed data.
-    quantiles : tuple (q_low, q_high), default=(0.01, 0.99)
-        The quantiles mapped to ``feature_range``; ``0 <= q_low < q_high <= 1``.
+    quantiles : "auto" or tuple (q_low, q_high), default="auto"
+        ``"auto"``: the most extreme rows the noise resolves (the ends
+        approach the minimum and maximum as ``n * epsilon`` grows), or the
+        stage-1 log-bin range where the public rule says stage 2 cannot
+        resolve them.  A tuple: the quantiles mapped to ``feature_range``,
+        ``0 <= q_low < q_high <= 1`` (the default until 2026-11-27 was
+        ``(0.01, 0.99)``).
     clip : bool, default=True
         Clip transformed values to ``feature_range``.
     grid : None
@@ -121,9 +144,9 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     Attributes
     ----------
     data_min_, data_max_ : ndarray of shape (n_features,)
-        The released lower and upper quantiles (reordered if needed); named
-        as scikit-learn's for drop-in use, but they are quantiles, not the
-        minimum and maximum.
+        The released lower and upper ends (reordered if needed); named as
+        scikit-learn's for drop-in use, but they are private estimates (or
+        quantiles), not the exact minimum and maximum.
     data_range_ : ndarray of shape (n_features,)
         ``data_max_ - data_min_``.
     scale_, min_ : ndarray of shape (n_features,)
@@ -134,7 +157,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     feature_names_in_ : ndarray of shape (n_features,)
     privacy_spent_ : PrivacySpent
     privacy_ledger_ : PrivacyLedger
-        Two histogram releases (Gaussian or Laplace events).
+        Two histogram releases, or one where ``quantiles="auto"`` drops
+        stage 2 (Gaussian or Laplace events).
 
     See Also
     --------

@@ -471,7 +471,9 @@ def _quantile_ends(noisy, quantiles, n_samples):
 
 
 #: Chance, at most, that an end of :func:`_extreme_ends` moves outward past bins that hold no
-#: rows (per end, over all its prefix sums); such an end stays inside the stage-1 range.
+#: rows (per end, union bound over its prefix sums).  Such an end stays inside the stage-1
+#: range, and a higher threshold holds every end back from a sparse tail (clipping it), so
+#: the chance is set for both errors, not at the occupied-bin test's HISTOGRAM_FAILURE.
 EXTREME_FAILURE = 0.5
 
 
@@ -738,6 +740,16 @@ def private_histogram_box(
         or miss half of them.  A range from the pool is announced (as
         pooled) where it reaches more than two log bins beyond the column's
         own largest magnitude, ``[-S, S]`` always.  Post-processing.
+    ends : {"quantiles", "extreme", "range"}, default="quantiles"
+        How the released ends are read (post-processing; the events are the
+        plan's).  ``"quantiles"``: the bins of ``quantiles`` in the noisy
+        prefix and suffix sums of the linear stage (:func:`_quantile_ends`).
+        ``"extreme"``: the most extreme rows the noise resolves, extrapolated
+        by the passing bin's density (:func:`_extreme_ends`;
+        ``DPMinMaxScaler(quantiles="auto")``), ``quantiles`` then only
+        setting the extension's test.  ``"range"``: no linear stage (one
+        release, planned so by the caller); the stage-1 range is returned.
+        Every other caller keeps the default, and its releases.
 
     Returns
     -------
