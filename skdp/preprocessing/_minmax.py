@@ -1,4 +1,4 @@
-"""DPMinMaxScaler: min-max scaling from private quantiles, with no bounds to declare."""
+"""DPMinMaxScaler: min-max scaling from private ends (or quantiles), with no bounds to declare."""
 
 from __future__ import annotations
 
@@ -6,16 +6,25 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ..base import PRIVACY_PARAMETER_CONSTRAINTS, DPEstimatorMixin, PrivacyPlan, private_fit_context
 from ..privacy import DEFAULT_COMPOSITION, GaussianMechanism, LaplaceMechanism
 from ..privacy.quantiles import (
+    REFINE_BINS,
     announced_histogram_box,
     calibrate_histogram,
     check_quantiles,
+    extreme_hidden_share,
+    extreme_threshold,
     histogram_mechanism,
 )
+
+#: ``quantiles="auto"`` keeps the linear stage where the rows its noise hides at a
+#: typical end (:func:`~skdp.privacy.quantiles.extreme_hidden_share`) are at most this
+#: share of ``n``; above it, one log histogram on the whole budget gives the ranges.
+AUTO_HIDDEN_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class MinMaxSettings:
     """
 
     mechanism: object
+    ends: str = "quantiles"
 
 
 class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -37,9 +47,11 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     scikit-learn's :class:`~sklearn.preprocessing.MinMaxScaler` maps each
     column's minimum and maximum to ``feature_range``.  A minimum or maximum
     cannot be released privately without a declared bound (one record moves
-    it arbitrarily far), so this scaler maps two private *quantiles* of each
-    column (``quantiles``, the 1st and 99th percentiles by default) found by
-    :func:`~skdp.privacy.quantiles.private_histogram_box`, in the style of
+    it arbitrarily far), so this scaler maps two private ends of each column
+    found by :func:`~skdp.privacy.quantiles.private_histogram_box`: by default
+    (``quantiles="auto"``) the most extreme rows the noise can resolve, which
+    approach the minimum and maximum as ``n * epsilon`` grows; with a tuple,
+    two fixed quantiles.  In the style of
     Google's ``ApproxBounds``: no bound on the data is declared and none is
     read off the data.
 
@@ -55,8 +67,22 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
        extended towards 0, then to the pool's range (``extend`` of
        :func:`~skdp.privacy.quantiles.private_histogram_box`).
     2. A histogram over 32 equal bins inside that range is released the
-       same way; the quantiles of its noisy prefix and suffix sums give the
-       released ends, always inside the stage-1 range.
+       same way; its noisy prefix and suffix sums give the released ends,
+       always inside the stage-1 range.  ``quantiles="auto"``: the first
+       bin whose prefix sum over ``k`` bins passes ``sqrt(k)`` times a
+       noise threshold (:func:`~skdp.privacy.quantiles.extreme_threshold`),
+       moved outward by the rows the noisy prefix before it still counts over
+       that bin's density (a sparse tail moves the end out, a wall of rows
+       keeps it); with a tuple, the bins of the quantiles.
+
+    ``quantiles="auto"`` decides from public ``n``, ``d``, epsilon and
+    delta whether stage 2 is worth its release: where the rows its noise
+    hides at a typical end (:func:`~skdp.privacy.quantiles.extreme_hidden_share`)
+    exceed a quarter of ``n`` (``AUTO_HIDDEN_SHARE``), the stage-1 log
+    histogram alone is released, on the whole budget, and its range is the
+    answer (fewer, larger releases; a range that holds the column's values,
+    within a factor 2 of their magnitude, rather than ends set by noise).
+    See :doc:`/bounds`, "DPMinMaxScaler's ends".
 
     Worst case: with probability at least 0.9 every released end lies in a
     bin that holds data of its column (or of the pool), so a released range
@@ -64,7 +90,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     ``n`` and epsilon.  When the noise hides a column's tails the range
     shrinks (more clipping), it does not explode.
 
-    Budget.  Two releases of ``d x n_bins`` counts; replacing one record
+    Budget.  Two releases of ``d x n_bins`` counts (one where the
+    ``"auto"`` rule drops stage 2); replacing one record
     moves one count of each column down and one up (L1 sensitivity ``2 d``,
     L2 ``sqrt(2 d)``).  ``delta > 0`` (default): Gaussian noise, calibrated
     by the core under ``"pld"``; ``delta == 0``: Laplace noise and pure
@@ -76,8 +103,9 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     Transform.  ``X * scale_ + min_`` as in scikit-learn, with ``scale_`` and
     ``min_`` from the released quantiles; ``clip=True`` (default, unlike
     scikit-learn, whose range holds every training value) clips the output to
-    ``feature_range``, since about ``q_low + 1 - q_high`` of the training
-    values lie outside the quantiles by construction.  A released pair with
+    ``feature_range``, since the training values beyond the released ends
+    (about ``q_low + 1 - q_high`` of them with a tuple; the rows the noise
+    hides with ``"auto"``) fall outside it.  A released pair with
     ``high <= low`` (noise) is reordered, and equal ends give scale 1 (both
     post-processing).
 
@@ -92,8 +120,13 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         ``"pld"``); 0 for Laplace noise and pure epsilon-DP.
     feature_range : tuple (min, max), default=(0, 1)
         Desired range of the transformed data.
-    quantiles : tuple (q_low, q_high), default=(0.01, 0.99)
-        The quantiles mapped to ``feature_range``; ``0 <= q_low < q_high <= 1``.
+    quantiles : "auto" or tuple (q_low, q_high), default="auto"
+        ``"auto"``: the most extreme rows the noise resolves (the ends
+        approach the minimum and maximum as ``n * epsilon`` grows), or the
+        stage-1 log-bin range where the public rule says stage 2 cannot
+        resolve them.  A tuple: the quantiles mapped to ``feature_range``,
+        ``0 <= q_low < q_high <= 1`` (the default until 2026-11-27 was
+        ``(0.01, 0.99)``).
     clip : bool, default=True
         Clip transformed values to ``feature_range``.
     grid : None
@@ -111,9 +144,9 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     Attributes
     ----------
     data_min_, data_max_ : ndarray of shape (n_features,)
-        The released lower and upper quantiles (reordered if needed); named
-        as scikit-learn's for drop-in use, but they are quantiles, not the
-        minimum and maximum.
+        The released lower and upper ends (reordered if needed); named as
+        scikit-learn's for drop-in use, but they are private estimates (or
+        quantiles), not the exact minimum and maximum.
     data_range_ : ndarray of shape (n_features,)
         ``data_max_ - data_min_``.
     scale_, min_ : ndarray of shape (n_features,)
@@ -124,7 +157,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     feature_names_in_ : ndarray of shape (n_features,)
     privacy_spent_ : PrivacySpent
     privacy_ledger_ : PrivacyLedger
-        Two histogram releases (Gaussian or Laplace events).
+        Two histogram releases, or one where ``quantiles="auto"`` drops
+        stage 2 (Gaussian or Laplace events).
 
     See Also
     --------
@@ -162,7 +196,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     _parameter_constraints = {
         **PRIVACY_PARAMETER_CONSTRAINTS,
         "feature_range": [tuple, list],
-        "quantiles": [tuple, list],
+        "quantiles": [tuple, list, StrOptions({"auto"})],
         "clip": ["boolean"],
         "grid": ["array-like", None],
     }
@@ -172,7 +206,7 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         epsilon=1.0,
         delta=1e-5,
         feature_range=(0, 1),
-        quantiles=(0.01, 0.99),
+        quantiles="auto",
         clip=True,
         grid=None,
         accountant=None,
@@ -201,7 +235,8 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
     # The template's steps (skdp.base.DPEstimatorMixin._private_fit).
     def _check_params(self):
         self._feature_range()
-        check_quantiles(self.quantiles)
+        if not (isinstance(self.quantiles, str) and self.quantiles == "auto"):
+            check_quantiles(self.quantiles)
         if self.grid is not None:
             raise ValueError("grid must be None: the histogram's bins are fixed and public.")
 
@@ -213,24 +248,49 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
         return PrivacyPlan(self.epsilon, self.delta, composition)
 
     def _calibrate(self, data, plan):
-        z = calibrate_histogram(
-            plan.epsilon, plan.delta, data.n_features, plan.composition, plan.secure_noise
-        )
-        return plan.with_settings(MinMaxSettings(histogram_mechanism(data.n_features, z, plan.delta > 0)))
+        def multiplier(releases):
+            return calibrate_histogram(
+                plan.epsilon,
+                plan.delta,
+                data.n_features,
+                plan.composition,
+                plan.secure_noise,
+                releases=releases,
+            )
+
+        gaussian = plan.delta > 0
+        mechanism = histogram_mechanism(data.n_features, multiplier(2), gaussian)
+        if not isinstance(self.quantiles, str):
+            return plan.with_settings(MinMaxSettings(mechanism, "quantiles"))
+        # quantiles="auto": keep the linear stage only where its noise can resolve the ends
+        # (a public rule: n, d, epsilon, delta); else one log histogram on the whole budget.
+        if extreme_hidden_share(data.n_samples, mechanism) <= AUTO_HIDDEN_SHARE:
+            return plan.with_settings(MinMaxSettings(mechanism, "extreme"))
+        mechanism = histogram_mechanism(data.n_features, multiplier(1), gaussian)
+        return plan.with_settings(MinMaxSettings(mechanism, "range"))
 
     def _fit_private(self, data, plan, rng, ledger):
+        mechanism, ends = plan.settings.mechanism, plan.settings.ends
+        if ends == "quantiles":
+            quantiles = check_quantiles(self.quantiles)
+        else:
+            # The extension's test (rows the range should hold): all but the rows the
+            # noise can hide, at most the 1st and 99th percentiles.
+            q = min(0.01, extreme_threshold(mechanism, REFINE_BINS) / max(int(data.n_samples), 1))
+            quantiles = (q, 1.0 - q)
         # A pooled range can be orders of magnitude wider than a column's values: say so.
         low, high, located, pooled = announced_histogram_box(
             data.reduce,
             data.n_samples,
             data.n_features,
-            plan.settings.mechanism,
-            check_quantiles(self.quantiles),
+            mechanism,
+            quantiles,
             rng,
             ledger,
             epsilon=plan.epsilon,
             advice="Raise epsilon, or scale by declared ranges (DPStandardScaler(bounds=...)).",
             extend=True,
+            ends=ends,
         )
         self.n_samples_seen_ = int(data.n_samples)
         self.data_min_, self.data_max_ = low, high

@@ -69,6 +69,9 @@ __all__ = [
     "log_histogram",
     "private_histogram_box",
     "warn_unlocated_columns",
+    "EXTREME_FAILURE",
+    "extreme_hidden_share",
+    "extreme_threshold",
 ]
 
 #: Candidates per decade of the default grid.
@@ -467,6 +470,74 @@ def _quantile_ends(noisy, quantiles, n_samples):
     return min(first, last), max(first, last)
 
 
+#: Chance, at most, that an end of :func:`_extreme_ends` moves outward past bins that hold no
+#: rows (per end, union bound over its prefix sums).  Such an end stays inside the stage-1
+#: range, and a higher threshold holds every end back from a sparse tail (clipping it), so
+#: the chance is set for both errors, not at the occupied-bin test's HISTOGRAM_FAILURE.
+EXTREME_FAILURE = 0.5
+
+
+def extreme_threshold(mechanism, n_bins, failure=EXTREME_FAILURE):
+    """Noisy count one bin of nothing passes with probability at most ``failure / n_bins`` (public plan).
+
+    The prefix sum of ``k`` empty bins is compared with ``sqrt(k)`` times this
+    (:func:`_extreme_ends`): its noise std is ``sqrt(k)`` times one count's, and
+    a sum of ``k`` Laplace draws has lighter tails than ``sqrt(k)`` times one, so
+    each of the ``n_bins`` prefix sums passes with probability at most
+    ``failure / n_bins`` (union bound: ``failure`` per end).
+    """
+    return histogram_threshold(mechanism, n_bins, failure)
+
+
+def _extreme_ends(noisy, step):
+    """Ends of a column's rows in stage-2 bin units (``quantiles="auto"``): resolved, then extrapolated.
+
+    The low end: ``Q`` is the first bin whose noisy prefix sum passes
+    ``step sqrt(k)`` (``k`` bins summed; :func:`extreme_threshold`): rows
+    certainly lie at or below it, and the prefix sum's noise hides at most
+    about that many beyond it.  The rows the noisy prefix sum before ``Q``
+    still counts (``max(S_{Q-1}, 0)``) are placed beyond ``Q`` at the density
+    of bin ``Q`` (its noisy count, at least ``step``): the end moves outward by
+    their count over that density, at most to the stage-1 edge.  A column
+    whose rows stop at a wall (a dense bin) keeps ``Q``; one with a sparse
+    tail moves out.  As ``n epsilon`` grows the threshold falls, ``Q``
+    reaches the extreme row's bin and the shift vanishes: the ends approach
+    the minimum and maximum.  The high end is the same from the top.  Where
+    not even the whole column passes, the whole stage-1 range ``(0,
+    n_bins)``.  Post-processing of the released counts and the public plan.
+    """
+    n_bins = noisy.size
+    limit = step * np.sqrt(np.arange(1, n_bins + 1))
+
+    def end(counts):
+        sums = np.cumsum(counts)
+        sure = sums > limit
+        if not sure.any():
+            return None
+        q = int(np.argmax(sure))
+        before = max(float(sums[q - 1]), 0.0) if q > 0 else 0.0
+        density = max(float(counts[q]), step)
+        return max(q - before / density, 0.0)
+
+    low, top = end(noisy), end(noisy[::-1])
+    if low is None or top is None:
+        return 0.0, float(n_bins)
+    high = n_bins - top
+    return min(low, high), max(low, high)
+
+
+def extreme_hidden_share(n_samples, mechanism, n_bins=REFINE_BINS):
+    """Share of ``n`` the stage-2 noise hides at a typical end: ``step sqrt(n_bins / 2) / n`` (public).
+
+    ``step`` is :func:`extreme_threshold`: a prefix sum over half the
+    stage-2 bins (an end halfway into the stage-1 range) must pass ``step
+    sqrt(n_bins / 2)`` before :func:`_extreme_ends` places an end there, so
+    about that many rows lie beyond an end it cannot resolve.  A function of
+    the public ``n`` and plan only.
+    """
+    return extreme_threshold(mechanism, n_bins) * math.sqrt(n_bins / 2) / max(int(n_samples), 1)
+
+
 def can_locate_columns(n_samples, mechanism, n_features):
     """Whether a column holding its ``n`` values in two log bins passes the threshold (public quantities)."""
     n_bins = 2 * (LOG2_RANGE[1] - LOG2_RANGE[0] + 1) + 1
@@ -490,7 +561,7 @@ def scale_noise_weight(n_features):
     return math.sqrt(max(int(n_features), 1)) / 2.0
 
 
-def histogram_events(n_features, multiplier, gaussian, scale=False):
+def histogram_events(n_features, multiplier, gaussian, scale=False, releases=2):
     """The events of :func:`private_histogram_box`: two histogram releases at noise multiplier ``multiplier``.
 
     ``scale=True`` adds the row-scale histogram's release (multiplier
@@ -499,7 +570,7 @@ def histogram_events(n_features, multiplier, gaussian, scale=False):
     from .events import GaussianEvent, LaplaceEvent
 
     event = GaussianEvent if gaussian else LaplaceEvent
-    events = [event(count=2, neighbouring=REPLACE_ONE, noise_multiplier=multiplier)]
+    events = [event(count=releases, neighbouring=REPLACE_ONE, noise_multiplier=multiplier)]
     if scale:
         events.append(
             event(
@@ -553,7 +624,7 @@ def histogram_mechanism(n_features, multiplier, gaussian):
     return LaplaceMechanism(sensitivity, multiplier * sensitivity)
 
 
-def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=False, scale=False):
+def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=False, scale=False, releases=2):
     """Noise multiplier of the two histogram releases costing ``(epsilon, delta)`` (the core's calibration).
 
     Laplace noise when ``delta == 0`` (pure DP), Gaussian otherwise.
@@ -562,7 +633,7 @@ def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=Fa
     gaussian = delta > 0
 
     def events(z):
-        return histogram_events(n_features, z, gaussian, scale)
+        return histogram_events(n_features, z, gaussian, scale, releases)
 
     return calibrate_noise_multiplier(
         events, epsilon, delta, composition if gaussian else "basic", secure_noise=secure_noise
@@ -581,6 +652,7 @@ def private_histogram_box(
     return_pooled=False,
     scale_mechanism=None,
     extend=False,
+    ends="quantiles",
 ):
     """Private column bounds that degrade gracefully: a log histogram, then a linear one inside it.
 
@@ -668,6 +740,16 @@ def private_histogram_box(
         or miss half of them.  A range from the pool is announced (as
         pooled) where it reaches more than two log bins beyond the column's
         own largest magnitude, ``[-S, S]`` always.  Post-processing.
+    ends : {"quantiles", "extreme", "range"}, default="quantiles"
+        How the released ends are read (post-processing; the events are the
+        plan's).  ``"quantiles"``: the bins of ``quantiles`` in the noisy
+        prefix and suffix sums of the linear stage (:func:`_quantile_ends`).
+        ``"extreme"``: the most extreme rows the noise resolves, extrapolated
+        by the passing bin's density (:func:`_extreme_ends`;
+        ``DPMinMaxScaler(quantiles="auto")``), ``quantiles`` then only
+        setting the extension's test.  ``"range"``: no linear stage (one
+        release, planned so by the caller); the stage-1 range is returned.
+        Every other caller keeps the default, and its releases.
 
     Returns
     -------
@@ -747,13 +829,21 @@ def private_histogram_box(
             low[j], high[j], located[j] = 0.0, 1.0, False
         else:
             low[j], high[j] = lower_edges[first], upper_edges[last]
+    if ends == "range":
+        # One release (planned so): the stage-1 range is the answer.
+        return (low, high) + ((located,) if return_located else ()) + ((pooled,) if return_pooled else ())
     counts = reduce(linear_histogram, low, high, REFINE_BINS)
     noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
     # The quantiles inside the stage-1 range: an error here stays within that range.
     width = (high - low) / REFINE_BINS
+    step = extreme_threshold(mechanism, REFINE_BINS) if ends == "extreme" else None
     for j in np.flatnonzero(located):
-        first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
-        low[j], high[j] = low[j] + first * width[j], low[j] + (last + 1) * width[j]
+        if ends == "extreme":
+            first, stop = _extreme_ends(noisy[j], step)
+        else:
+            first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
+            stop = last + 1
+        low[j], high[j] = low[j] + first * width[j], low[j] + stop * width[j]
     out = (low, high) + ((located,) if return_located else ()) + ((pooled,) if return_pooled else ())
     return out
 
@@ -837,6 +927,7 @@ def announced_histogram_box(
     advice,
     scale_mechanism=None,
     extend=False,
+    ends="quantiles",
 ):
     """:func:`private_histogram_box` with ``(low, high, located, pooled)``, unlocated columns announced.
 
@@ -857,6 +948,7 @@ def announced_histogram_box(
         return_pooled=True,
         scale_mechanism=scale_mechanism,
         extend=extend,
+        ends=ends,
     )
     warn_unlocated_columns(located, pooled, n_samples, epsilon, advice)
     return low, high, located, pooled

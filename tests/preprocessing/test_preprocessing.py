@@ -199,8 +199,12 @@ def test_exponential_quantile_probabilities():
         (DPStandardScaler(bounds=(-1, 1), delta=0.0, random_state=0), [LaplaceEvent]),
         (DPStandardScaler(bounds="auto", random_state=0), [GaussianEvent] * 4),
         (DPStandardScaler(bounds="auto", delta=0.0, random_state=0), [LaplaceEvent] * 4),
-        (DPMinMaxScaler(delta=0.0, random_state=0), [LaplaceEvent] * 2),
-        (DPMinMaxScaler(random_state=0), [GaussianEvent] * 2),
+        (DPMinMaxScaler(delta=0.0, quantiles=(0.01, 0.99), random_state=0), [LaplaceEvent] * 2),
+        (DPMinMaxScaler(quantiles=(0.01, 0.99), random_state=0), [GaussianEvent] * 2),
+        # quantiles="auto" at n = 400, d = 3, epsilon = 1: the linear stage's noise would hide
+        # more than a quarter of the rows, so one log histogram takes the whole budget.
+        (DPMinMaxScaler(delta=0.0, random_state=0), [LaplaceEvent]),
+        (DPMinMaxScaler(random_state=0), [GaussianEvent]),
         (DPPCA(data_norm=3.0, random_state=0), [GaussianEvent, GaussianEvent]),
         (DPPCA(data_norm=3.0, centered=True, random_state=0), [GaussianEvent]),
     ],
@@ -218,8 +222,10 @@ def test_ledger_privacy_spent_and_accountant(est, events):
     assert 0.8 * eps < budget.spent[0] <= eps * (1 + 1e-6)
     if isinstance(est, DPMinMaxScaler) and est.delta == 0:
         # Basic composition of two Laplace histograms: epsilon / 2 each, L1 sensitivity 2d.
+        # (one histogram on the whole budget: multiplier 1).
         multipliers = [e.noise_multiplier for e in est.privacy_ledger_.events]
-        assert len(multipliers) == 2 and multipliers == pytest.approx([2.0, 2.0], rel=1e-5)
+        expected = [2.0, 2.0] if est.quantiles != "auto" else [1.0]
+        assert multipliers == pytest.approx(expected, rel=1e-5)
 
 
 @pytest.mark.parametrize(("n", "eps", "share"), [(150, 1.0, 0.7), (150, 3.0, 0.5), (5000, 1.0, 0.5)])
@@ -310,7 +316,7 @@ def test_min_max_scaler_needs_no_bounds_and_finds_the_quantiles():
     n = 20000
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.normal(1000.0, 100.0, n), rng.exponential(0.01, n)])
-    scaler = DPMinMaxScaler(epsilon=1.0, random_state=0).fit(X)
+    scaler = DPMinMaxScaler(epsilon=1.0, quantiles=(0.01, 0.99), random_state=0).fit(X)
     true = np.quantile(X, [0.01, 0.99], axis=0)
     spread = true[1] - true[0]
     # The stage-1 range is at most 4x the column's largest magnitude; one
@@ -321,6 +327,84 @@ def test_min_max_scaler_needs_no_bounds_and_finds_the_quantiles():
     assert np.all(scaler.data_range_ < 3 * spread)
     Xt = scaler.transform(X)
     assert Xt.min() == 0.0 and Xt.max() == 1.0
+
+
+def _min_max_error(scaler, X):
+    low, high = X.min(axis=0), X.max(axis=0)
+    return (np.abs(scaler.data_min_ - low) + np.abs(scaler.data_max_ - high)) / (high - low)
+
+
+def test_min_max_auto_ends_approach_the_minimum_and_maximum_as_n_epsilon_grows():
+    # quantiles="auto" releases the most extreme rows the noise can resolve: at large
+    # n * epsilon the ends reach the minimum and maximum (within a fraction of one of
+    # the 32 linear bins), where the fixed 1st and 99th percentiles stay ~2 sd inside.
+    rng = np.random.default_rng(1)
+    n = 50_000
+    X = np.column_stack([rng.uniform(3.0, 50.0, n), rng.normal(-200.0, 30.0, n), rng.uniform(-1, 1, n)])
+    err = {}
+    for eps in (1.0, 10.0):
+        err[eps] = np.mean(
+            [_min_max_error(DPMinMaxScaler(epsilon=eps, random_state=s).fit(X), X) for s in range(3)], axis=0
+        )
+    fixed = np.mean(
+        [
+            _min_max_error(DPMinMaxScaler(epsilon=10.0, quantiles=(0.01, 0.99), random_state=s).fit(X), X)
+            for s in range(3)
+        ],
+        axis=0,
+    )
+    # Within about one linear bin (1/32 of a stage-1 range up to ~2x the column's extent)
+    # per end; the percentiles are off by ~1.8 sd per end on the normal column (0.43).
+    assert np.all(err[10.0] < 0.08), err[10.0]
+    assert np.all(err[10.0] <= err[1.0] + 0.01), (err[1.0], err[10.0])
+    assert err[10.0][1] < fixed[1] / 3, (err[10.0], fixed)
+    assert np.all(err[10.0] <= fixed + 1e-3), (err[10.0], fixed)
+
+
+def test_min_max_auto_ends_unit_rules():
+    from skdp.privacy.quantiles import _extreme_ends
+
+    # Noise-free counts (a threshold below one row): the ends are the outer edges of the
+    # first and last occupied bins.
+    counts = np.zeros(32)
+    counts[5:20] = 10.0
+    assert _extreme_ends(counts, 0.5) == (5.0, 20.0)
+    # A sparse tail below a wall: the prefix before the first passing bin still holds rows,
+    # and the end moves out by their count over the passing bin's density.
+    counts = np.zeros(32)
+    counts[3], counts[4], counts[5:20] = 2.0, 2.0, 40.0
+    low, high = _extreme_ends(counts, 5.0)
+    assert high == 20.0 and low == pytest.approx(5 - 4.0 / 40.0)
+    # Nothing passes (the whole column hidden by the noise): the whole stage-1 range.
+    assert _extreme_ends(np.ones(32), 100.0) == (0.0, 32.0)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_min_max_auto_falls_back_to_one_log_histogram_where_the_public_rule_says(delta):
+    # The public rule: the linear stage is kept iff the rows its noise hides at a typical
+    # end (extreme_hidden_share of n, d, epsilon, delta) are at most AUTO_HIDDEN_SHARE.
+    from skdp.preprocessing._minmax import AUTO_HIDDEN_SHARE
+    from skdp.privacy.quantiles import calibrate_histogram, extreme_hidden_share, histogram_mechanism
+
+    d, eps = 4, 1.0
+    composition = "basic" if delta == 0 else "pld"
+    mechanism = histogram_mechanism(d, calibrate_histogram(eps, delta, d, composition), delta > 0)
+    share_n = extreme_hidden_share(1, mechanism)  # the share is this over n
+    n_switch = int(np.ceil(share_n / AUTO_HIDDEN_SHARE))  # smallest n that keeps the linear stage
+    rng = np.random.default_rng(0)
+    for n, releases in ((n_switch - 1, 1), (n_switch, 2)):
+        X = rng.normal(100.0, 10.0, size=(n, d))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scaler = DPMinMaxScaler(epsilon=eps, delta=delta, random_state=0).fit(X)
+        events = scaler.privacy_ledger_.events
+        assert sum(e.count for e in events) == releases, (n, events)
+        assert scaler.privacy_spent_[0] == pytest.approx(eps, rel=1e-3)
+        if releases == 1:
+            # The ends are the log bins' edges: [64, 128) holds every value near 100.
+            edges = 2.0 ** np.arange(-20, 41)
+            ends = np.abs(np.concatenate([scaler.data_min_, scaler.data_max_]))
+            assert np.all(np.isin(ends, np.concatenate([edges, [0.0]])))
 
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 10.0])
@@ -362,10 +446,11 @@ def test_histogram_bounds_warn_when_a_column_takes_the_pooled_range():
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.uniform(1000, 4000, (400, 8)), rng.uniform(0.001, 0.05, 400)])
     with pytest.warns(UserWarning, match="pooled over all columns"):
-        scaler = DPMinMaxScaler(epsilon=0.5, random_state=0).fit(X)
+        scaler = DPMinMaxScaler(epsilon=0.5, quantiles=(0.01, 0.99), random_state=0).fit(X)
     assert scaler.data_max_[-1] > 100 * 0.05  # the pooled range: why the warning is needed
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # every column located: silent
+        DPMinMaxScaler(epsilon=0.5, quantiles=(0.01, 0.99), random_state=0).fit(X[:, :8])
         DPMinMaxScaler(epsilon=0.5, random_state=0).fit(X[:, :8])
 
 
