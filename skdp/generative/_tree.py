@@ -48,12 +48,26 @@ proportional fitting, so that sampling down the tree reproduces them.
 
 The grid ``G`` of a continuous column is chosen a priori from the released
 size ``n~`` and the public noise std ``s`` of one cell of a 2-way table
-(:func:`tree_bins`): ``G = sqrt(n~ / s)`` in ``[2, MAX_BINS]``.  A column's
-binned distribution errs by the noise of the ``G`` or so cells that hold
-its mass (total variation about ``G s / n~``; the projection sets most
-empty cells to zero) and by the bias of ``G`` bins (about ``1 / G``), which
-balance at ``G ~ sqrt(n~ / s)``: the grid, hence the resolution of every
-dependence, grows with ``n * epsilon``.
+(:func:`tree_bins`): ``G = min(sqrt(2 n~ / s), sqrt(n~))`` in
+``[2, MAX_BINS]``.  A column's binned distribution errs by the noise of the
+``G`` or so cells that hold its mass (total variation about ``G s / n~``;
+the projection sets most empty cells to zero) and by the bias of ``G`` bins
+(about ``1 / G``), which balance at ``G ~ sqrt(n~ / s)`` (the constant 2
+from a sweep, docs/generative.md).  That balance weighs the noise of a cell
+only, not its sampling error: a cell of a 2-way table holding a share ``p``
+of ``n~`` records errs with variance ``n~ p + s^2``, and as ``s`` falls the
+noise rule lets ``G^2`` exceed ``n~``, fewer than one expected record per
+cell of a table spread over its cells, where each cell's count is mostly
+sampling error (relative error ``sqrt(G^2 / n~) > 1``) and a finer grid
+only spreads the same records over more cells whose noise must be paid
+for.  The cap ``G^2 <= n~`` binds where ``s < 2`` (large ``n epsilon``
+per table).  The grid, hence the resolution of every dependence, grows with
+``n`` and ``epsilon``.
+
+A continuous value is placed within its bin by a linear density that keeps
+the bin's released mass (:func:`within_bin_offsets`): second-order error in
+the bin width for a smooth density, instead of the first-order error of a
+uniform placement.
 """
 
 from __future__ import annotations
@@ -182,8 +196,17 @@ def cell_noise_std(z, method, n_attributes):
 
 
 def tree_bins(n_tilde, noise_std, max_bins):
-    """``G = round(sqrt(BIN_SCALE n~ / s))`` in ``[2, max_bins]`` (module docstring); public inputs only."""
-    return int(np.clip(round(math.sqrt(BIN_SCALE * max(float(n_tilde), 1.0) / noise_std)), 2, max_bins))
+    """``G = min(round(sqrt(BIN_SCALE n~ / s)), floor(sqrt(n~)))`` in ``[2, max_bins]``; public inputs only.
+
+    The first term balances the bias of ``G`` bins against the noise of the
+    cells that hold a column's mass; the second keeps ``G^2 <= n~``, at
+    least one expected record per cell of a 2-way table on uniform data,
+    beyond which the table's cells are mostly sampling error (module
+    docstring).
+    """
+    n = max(float(n_tilde), 1.0)
+    noise_rule = round(math.sqrt(BIN_SCALE * n / noise_std))
+    return int(np.clip(min(noise_rule, math.floor(math.sqrt(n))), 2, max_bins))
 
 
 def project_simplex(v, total=1.0):

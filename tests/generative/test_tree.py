@@ -348,3 +348,23 @@ def test_tree_sample_and_score_samples_use_the_within_bin_density():
     s = gm.score_samples(pts)
     np.testing.assert_allclose(s[0] - s[1], math.log(ga / gb), rtol=1e-9, atol=1e-9)
     assert abs(math.log(ga / gb)) > 0.05
+
+
+def test_tree_grid_balances_noise_and_keeps_one_expected_record_per_cell():
+    """``G = min(round(sqrt(2 n~ / s)), floor(sqrt(n~)))`` in ``[2, 32]``: the noise rule, capped at ``G^2 <= n~``.
+
+    With ``s = 8`` the noise rule binds (``sqrt(2 * 400 / 8) = 10 < 20``); with
+    ``s = 0.5`` (``sqrt(1600) = 40``) the cap ``G^2 <= 400`` gives 20, and on 112
+    records at ``s = 0.5`` (noise rule 21) it gives 10; the cap binds only below ``s = 2``.
+    """
+    from skdp.generative._tree import tree_bins
+
+    assert tree_bins(400.0, 8.0, 32) == 10
+    assert tree_bins(400.0, 0.5, 32) == 20
+    assert tree_bins(112.0, 0.5, 32) == 10
+    assert tree_bins(112.0, 3.75, 32) == 8
+    assert tree_bins(1e6, 0.5, 32) == 32 and tree_bins(3.0, 0.1, 32) == 2
+    for n in (50.0, 300.0, 5000.0):
+        for s in (0.3, 1.0, 2.5, 10.0):
+            g = tree_bins(n, s, 1000)
+            assert g * g <= n and (g == round(math.sqrt(2 * n / s)) or s < 2.0)
