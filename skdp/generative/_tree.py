@@ -48,12 +48,26 @@ proportional fitting, so that sampling down the tree reproduces them.
 
 The grid ``G`` of a continuous column is chosen a priori from the released
 size ``n~`` and the public noise std ``s`` of one cell of a 2-way table
-(:func:`tree_bins`): ``G = sqrt(n~ / s)`` in ``[2, MAX_BINS]``.  A column's
-binned distribution errs by the noise of the ``G`` or so cells that hold
-its mass (total variation about ``G s / n~``; the projection sets most
-empty cells to zero) and by the bias of ``G`` bins (about ``1 / G``), which
-balance at ``G ~ sqrt(n~ / s)``: the grid, hence the resolution of every
-dependence, grows with ``n * epsilon``.
+(:func:`tree_bins`): ``G = min(sqrt(2 n~ / s), sqrt(n~))`` in
+``[2, MAX_BINS]``.  A column's binned distribution errs by the noise of the
+``G`` or so cells that hold its mass (total variation about ``G s / n~``;
+the projection sets most empty cells to zero) and by the bias of ``G`` bins
+(about ``1 / G``), which balance at ``G ~ sqrt(n~ / s)`` (the constant 2
+from a sweep, docs/generative.md).  That balance weighs the noise of a cell
+only, not its sampling error: a cell of a 2-way table holding a share ``p``
+of ``n~`` records errs with variance ``n~ p + s^2``, and as ``s`` falls the
+noise rule lets ``G^2`` exceed ``n~``, fewer than one expected record per
+cell of a table spread over its cells, where each cell's count is mostly
+sampling error (relative error ``sqrt(G^2 / n~) > 1``) and a finer grid
+only spreads the same records over more cells whose noise must be paid
+for.  The cap ``G^2 <= n~`` binds where ``s < 2`` (large ``n epsilon``
+per table).  The grid, hence the resolution of every dependence, grows with
+``n`` and ``epsilon``.
+
+A continuous value is placed within its bin by a linear density that keeps
+the bin's released mass (:func:`within_bin_offsets`): second-order error in
+the bin width for a smooth density, instead of the first-order error of a
+uniform placement.
 """
 
 from __future__ import annotations
@@ -94,6 +108,8 @@ __all__ = [
     "fit_tree",
     "sample_tree",
     "tree_log_likelihood",
+    "within_bin_offsets",
+    "within_bin_slopes",
 ]
 
 #: Largest number of attributes measured by all pairs (``P <= 3 (a - 1)``); MST above.
@@ -180,8 +196,17 @@ def cell_noise_std(z, method, n_attributes):
 
 
 def tree_bins(n_tilde, noise_std, max_bins):
-    """``G = round(sqrt(BIN_SCALE n~ / s))`` in ``[2, max_bins]`` (module docstring); public inputs only."""
-    return int(np.clip(round(math.sqrt(BIN_SCALE * max(float(n_tilde), 1.0) / noise_std)), 2, max_bins))
+    """``G = min(round(sqrt(BIN_SCALE n~ / s)), floor(sqrt(n~)))`` in ``[2, max_bins]``; public inputs only.
+
+    The first term balances the bias of ``G`` bins against the noise of the
+    cells that hold a column's mass; the second keeps ``G^2 <= n~``, at
+    least one expected record per cell of a 2-way table on uniform data,
+    beyond which the table's cells are mostly sampling error (module
+    docstring).
+    """
+    n = max(float(n_tilde), 1.0)
+    noise_rule = round(math.sqrt(BIN_SCALE * n / noise_std))
+    return int(np.clip(min(noise_rule, math.floor(math.sqrt(n))), 2, max_bins))
 
 
 def project_simplex(v, total=1.0):
@@ -480,13 +505,61 @@ def sample_tree(marginals, tree, joint, n_samples, rng, balanced=True):
     return codes
 
 
-def decode_tree(codes, attrs, n_features, low, high, n_bins, rng):
-    """Records in the data's units: a continuous value uniform in its bin, a binary value, a one-hot block."""
+def within_bin_slopes(codes, probs):
+    """The linear density of each record's position within its bin: ``(a, b)``, its values at the bin's two ends.
+
+    A bin ``j`` of a column's ``G`` equal bins holds the released mass
+    ``p_j``; uniform within the bin (a histogram) errs at first order in the
+    bin width wherever the density slopes.  Here the density within the bin
+    is linear, its ends proportional to the means of neighbouring bins'
+    masses, ``f_L = (p_{j-1} + p_j) / 2`` and ``f_R = (p_j + p_{j+1}) / 2``
+    (at the domain's ends the missing neighbour is ``p_j``: nothing lies
+    outside), scaled so that the bin keeps its mass: on the offset ``t`` in
+    ``[0, 1)``, ``g(t) = a + (b - a) t`` with ``a = 2 f_L / (f_L + f_R)``,
+    ``b = 2 - a`` (both in ``[0, 2]``).  For a smooth density ``f`` the ends
+    estimate ``f`` at the bin's edges to second order, so the placement
+    within bins errs at second order in the bin width (the idea of the
+    frequency polygon, Scott 1985), while the released tables are reproduced
+    exactly at the grid (a frequency polygon moves mass across bins).
+    Post-processing of the released 1-way distribution ``probs``.
+    """
+    padded = np.concatenate([[probs[0]], probs, [probs[-1]]])
+    left = 0.5 * (padded[:-2] + padded[1:-1])[codes]
+    right = 0.5 * (padded[1:-1] + padded[2:])[codes]
+    total = left + right
+    a = np.where(total > 0, 2.0 * left / np.where(total > 0, total, 1.0), 1.0)
+    return a, 2.0 - a
+
+
+def within_bin_offsets(codes, probs, rng):
+    """Each record's offset ``t`` in ``[0, 1)`` within its bin, drawn from :func:`within_bin_slopes`' density.
+
+    Inverse CDF of ``g(t) = a + (b - a) t``: ``a t + (b - a) t^2 / 2 = U``,
+    ``t = 2 U / (a + sqrt(a^2 + 2 (b - a) U))`` (the root in ``[0, 1]``,
+    written without dividing by ``b - a``); one uniform per record.
+    """
+    a, b = within_bin_slopes(codes, probs)
+    u = rng.random(len(codes))
+    root = a + np.sqrt(np.maximum(a * a + 2.0 * (b - a) * u, 0.0))
+    return np.clip(2.0 * u / np.maximum(root, 1e-300), 0.0, 1.0 - 1e-12)
+
+
+def decode_tree(codes, attrs, n_features, low, high, n_bins, rng, marginals=None):
+    """Records in the data's units: a continuous value within its bin, a binary value, a one-hot block.
+
+    A continuous value's offset within its bin follows
+    :func:`within_bin_offsets` on its attribute's 1-way distribution
+    (``marginals``); without them, uniform.
+    """
     out = np.zeros((len(codes), n_features))
     for i, (kind, cols) in enumerate(attrs):
         if kind == "cont":
             c = cols[0]
-            u = (codes[:, i] + rng.random(len(codes))) / n_bins
+            if marginals is None:
+                t = rng.random(len(codes))
+            else:
+                t = within_bin_offsets(codes[:, i], np.asarray(marginals[i], dtype=float), rng)
+            u = (codes[:, i] + t) / n_bins
             out[:, c] = low[c] + u * (high[c] - low[c])
         elif kind == "bin":
             out[:, cols[0]] = codes[:, i]
@@ -495,12 +568,23 @@ def decode_tree(codes, attrs, n_features, low, high, n_bins, rng):
     return out
 
 
-def tree_log_likelihood(codes, attrs, marginals, tree, joint, n_bins, floor=1e-12):
-    """``log f(x)`` of every record under the tree; a continuous column's density on its domain mapped to ``[0, 1]``."""
+def tree_log_likelihood(codes, attrs, marginals, tree, joint, n_bins, offsets=None, floor=1e-12):
+    """``log f(x)`` of every record under the tree; a continuous column's density on its domain mapped to ``[0, 1]``.
+
+    ``offsets`` (shape ``(n, a)``, the records' positions ``t`` within their
+    bins) adds the log of :func:`within_bin_slopes`' density, the one
+    ``sample`` draws from; without them the density is uniform within bins.
+    """
     out = np.log(np.maximum(marginals[0][codes[:, 0]], floor))
     for (parent, child), table in zip(tree, joint, strict=True):
         out += np.log(np.maximum(_conditional(table)[codes[:, parent], codes[:, child]], floor))
-    out += math.log(n_bins) * sum(kind == "cont" for kind, _ in attrs)
+    for i, (kind, _) in enumerate(attrs):
+        if kind != "cont":
+            continue
+        out += math.log(n_bins)
+        if offsets is not None:
+            a, b = within_bin_slopes(codes[:, i], np.asarray(marginals[i], dtype=float))
+            out += np.log(np.maximum(a + (b - a) * offsets[:, i], floor))
     return out
 
 
@@ -627,8 +711,17 @@ def fitted_tree_log_likelihood(est, X):
     log_f : ndarray of shape (n_samples,)
     """
     attrs = tree_attributes(est, est.n_features_in_)
-    codes = attribute_codes(X, attrs, *est.bounds_, est.n_bins_)
-    return tree_log_likelihood(codes, attrs, est.tree_marginals_, est.tree_, est.tree_tables_, est.n_bins_)
+    low, high = est.bounds_
+    codes = attribute_codes(X, attrs, low, high, est.n_bins_)
+    offsets = np.zeros(codes.shape)
+    for i, (kind, cols) in enumerate(attrs):
+        if kind == "cont":
+            c = cols[0]
+            u = np.clip((X[:, c] - low[c]) / (high[c] - low[c]), 0.0, 1.0)
+            offsets[:, i] = np.clip(u * est.n_bins_ - codes[:, i], 0.0, 1.0)
+    return tree_log_likelihood(
+        codes, attrs, est.tree_marginals_, est.tree_, est.tree_tables_, est.n_bins_, offsets
+    )
 
 
 def sample_fitted_tree(est, n_samples, rng, balanced):
@@ -639,4 +732,4 @@ def sample_fitted_tree(est, n_samples, rng, balanced):
     """
     codes = sample_tree(est.tree_marginals_, est.tree_, est.tree_tables_, n_samples, rng, balanced)
     attrs = tree_attributes(est, est.n_features_in_)
-    return decode_tree(codes, attrs, est.n_features_in_, *est.bounds_, est.n_bins_, rng)
+    return decode_tree(codes, attrs, est.n_features_in_, *est.bounds_, est.n_bins_, rng, est.tree_marginals_)

@@ -272,3 +272,99 @@ def test_auto_structure_fits_the_model_that_releases_more_cells():
     # Continuous columns: the tree, even at a budget where the classes would hold more cells.
     X = chain_data(20000, 4)
     assert DPGenerativeMixture(epsilon=1e3, bounds=(0.0, 10.0), random_state=0).fit(X).structure_ == "tree"
+
+
+def test_within_bin_density_keeps_the_mass_and_slopes_toward_the_heavier_neighbour():
+    """The linear density within a bin: ends at the means of neighbouring masses, integral 1, drawn exactly.
+
+    Bin 1 of masses (.1, .2, .3, .4): ends f_L = .15, f_R = .25 (bin 0: f_L = p_0 = .1), so
+    a = 2 f_L / (f_L + f_R) = .75 and b = 1.25; a uniform column gives a = b = 1
+    everywhere (uniform within bins).  Offsets drawn from g(t) = a + (b - a) t have
+    mean a / 2 + (b - a) / 3 = 0.5417 (uniform: 0.5) and CDF a t + (b - a) t^2 / 2.
+    """
+    from skdp.generative._tree import within_bin_offsets, within_bin_slopes
+
+    probs = np.array([0.1, 0.2, 0.3, 0.4])
+    a, b = within_bin_slopes(np.array([0, 1, 2, 3]), probs)
+    np.testing.assert_allclose(a, [2 * 0.1 / 0.25, 0.75, 2 * 0.25 / 0.6, 2 * 0.35 / 0.75])
+    np.testing.assert_allclose(a + b, 2.0)  # each bin keeps its mass: the integral of g is (a + b) / 2
+    a_u, b_u = within_bin_slopes(np.arange(5), np.full(5, 0.2))
+    np.testing.assert_allclose([a_u, b_u], 1.0)
+    n = 200_000
+    t = within_bin_offsets(np.ones(n, dtype=np.intp), probs, np.random.default_rng(0))
+    assert t.min() >= 0.0 and t.max() < 1.0
+    sd = math.sqrt(1.0 / 12.0 / n)  # at most about the uniform's std of the mean
+    assert abs(t.mean() - (0.375 + 0.5 / 3.0)) < 5 * sd
+    assert abs(t.mean() - 0.5) > 20 * sd  # not uniform within the bin
+    for q in (0.25, 0.5, 0.75):
+        cdf = 0.75 * q + 0.5 * q * q / 2.0
+        assert abs(np.mean(t <= q) - cdf) < 5 * math.sqrt(cdf * (1 - cdf) / n)
+
+
+def test_tree_samples_keep_their_bins_and_score_samples_is_the_sampled_density():
+    """Decoded values fall in the bins drawn (the tables are reproduced at the grid); the density integrates to 1."""
+    from skdp.generative._tree import attribute_codes, attributes, decode_tree
+
+    attrs = attributes([0, 1], [], [])
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 6, size=(5000, 2))
+    marginals = [np.array([0.05, 0.1, 0.4, 0.3, 0.1, 0.05])] * 2
+    low, high = np.array([-1.0, 0.0]), np.array([1.0, 10.0])
+    X = decode_tree(codes, attrs, 2, low, high, 6, rng, marginals)
+    np.testing.assert_array_equal(attribute_codes(X, attrs, low, high, 6), codes)
+    gm = DPGenerativeMixture(epsilon=3.0, bounds=(0.0, 10.0), structure="tree", random_state=0)
+    gm.fit(chain_data(2000, 2))
+    grid = (np.arange(400) + 0.5) / 400 * 10.0
+    pts = np.column_stack([np.repeat(grid, 400), np.tile(grid, 400)])
+    # score_samples is per unit of the domain mapped onto [0, 1]: its mean over the square is the integral.
+    assert abs(np.exp(gm.score_samples(pts)).mean() - 1.0) < 0.01
+
+
+def test_tree_sample_and_score_samples_use_the_within_bin_density():
+    """``sample`` places values within bins by that density, and ``score_samples`` scores the same density.
+
+    On a skewed column (mass falling to the right) the mean offset within bins is
+    ``sum_j p_j (a_j / 2 + (b_j - a_j) / 3)`` (the sample's is within 5 of its
+    standard errors), far from the uniform's 0.5; two points of one bin differ in
+    log-density by ``log(g(t1) / g(t2))``.
+    """
+    from skdp.generative._tree import within_bin_slopes
+
+    rng = np.random.default_rng(1)
+    X = np.column_stack([10 * rng.beta(1.0, 4.0, 20000), rng.uniform(0, 10, 20000)])
+    gm = DPGenerativeMixture(epsilon=8.0, bounds=(0.0, 10.0), structure="tree", random_state=0).fit(X)
+    G, p = gm.n_bins_, np.asarray(gm.tree_marginals_[0])
+    a, b = within_bin_slopes(np.arange(G), p)
+    expected = float(np.sum(p * (a / 2 + (b - a) / 3)))
+    n = 200_000
+    u = gm.sample(n, random_state=0)[:, 0] / 10.0 * G
+    t = u - np.floor(u)
+    sd = math.sqrt(1.0 / 12.0 / n)
+    assert abs(expected - 0.5) > 10 * sd
+    assert abs(t.mean() - expected) < 5 * sd
+    j = 1
+    pts = np.array([[(j + 0.1) * 10.0 / G, 5.0], [(j + 0.9) * 10.0 / G, 5.0]])
+    ga, gb = a[j] + (b[j] - a[j]) * 0.1, a[j] + (b[j] - a[j]) * 0.9
+    s = gm.score_samples(pts)
+    np.testing.assert_allclose(s[0] - s[1], math.log(ga / gb), rtol=1e-9, atol=1e-9)
+    assert abs(math.log(ga / gb)) > 0.05
+
+
+def test_tree_grid_balances_noise_and_keeps_one_expected_record_per_cell():
+    """``G = min(round(sqrt(2 n~ / s)), floor(sqrt(n~)))`` in ``[2, 32]``: the noise rule, capped at ``G^2 <= n~``.
+
+    With ``s = 8`` the noise rule binds (``sqrt(2 * 400 / 8) = 10 < 20``); with
+    ``s = 0.5`` (``sqrt(1600) = 40``) the cap ``G^2 <= 400`` gives 20, and on 112
+    records at ``s = 0.5`` (noise rule 21) it gives 10; the cap binds only below ``s = 2``.
+    """
+    from skdp.generative._tree import tree_bins
+
+    assert tree_bins(400.0, 8.0, 32) == 10
+    assert tree_bins(400.0, 0.5, 32) == 20
+    assert tree_bins(112.0, 0.5, 32) == 10
+    assert tree_bins(112.0, 3.75, 32) == 8
+    assert tree_bins(1e6, 0.5, 32) == 32 and tree_bins(3.0, 0.1, 32) == 2
+    for n in (50.0, 300.0, 5000.0):
+        for s in (0.3, 1.0, 2.5, 10.0):
+            g = tree_bins(n, s, 1000)
+            assert g * g <= n and (g == round(math.sqrt(2 * n / s)) or s < 2.0)
