@@ -307,7 +307,11 @@ def sep_sites(
     finite.  With a :class:`SiteWorkspace` the sites are written into its
     arrays (valid until the next call with the same workspace).
     """
-    (m, v, alpha, beta), cavity = project_cavity(theta_f, theta_0, n_samples, floors)
+    # The cavity as project_cavity forms it; only its Gamma entries are
+    # read below (the weights' sites use the moments m, v directly).
+    cavity = theta_0 + (n_samples - 1) * theta_f
+    m, v, alpha, beta = from_natural(cavity, *floors)
+    cavity_shape, cavity_rate = alpha - 1.0, -beta
     X = np.asarray(X, dtype=float)
     n_rows, n_weights = X.shape[0], m.size
     if workspace is None:
@@ -337,9 +341,9 @@ def sep_sites(
         # zero where the matched Gamma is undefined (NaN) or improper.
         gamma_m, gamma_v = site[:, -2], site[:, -1]
         np.subtract(alpha_new, 1.0, out=gamma_m)
-        gamma_m -= cavity[-2]
+        gamma_m -= cavity_shape
         np.negative(beta_new, out=gamma_v)
-        gamma_v -= cavity[-1]
+        gamma_v -= cavity_rate
         good = alpha_new > 0
         good &= beta_new > 0
         if not (good.all() and np.isfinite(gamma_m).all() and np.isfinite(gamma_v).all()):
