@@ -169,6 +169,9 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
     log_z : ndarray of shape (batch,)
         ``log Z = log N(y | m_L, v_L + beta / (alpha - 1))``.
     """
+    # Every expression below is evaluated in the order written in the
+    # comments (the same operations, operand by operand, rounded the same),
+    # into arrays of this call instead of a new temporary per operation.
     zm = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
     n = zm.shape[0]
@@ -184,22 +187,46 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
         if zv is None:  # inputs are deterministic
             zv_a = None
             zsq = zm_a * zm_a
-            av = (zsq @ V.T) * (scale * scale)
+            av = zsq @ V.T
+            av *= scale * scale
         else:
-            zv_a = np.zeros((n, n_in))
+            zv_a = np.empty((n, n_in))
             zv_a[:, :-1] = zv
-            zsq = zm_a * zm_a + zv_a
-            av = (zsq @ V.T + zv_a @ (M * M).T) * (scale * scale)
-        am = (zm_a @ M.T) * scale
+            zv_a[:, -1] = 0.0
+            # zsq = zm_a^2 + zv_a; av = (zsq V^T + zv_a (M^2)^T) scale^2
+            zsq = zm_a * zm_a
+            zsq += zv_a
+            av = zsq @ V.T
+            av += zv_a @ (M * M).T
+            av *= scale * scale
+        am = zm_a @ M.T
+        am *= scale
         relu = None
         if layer < n_layers - 1:
-            av = np.maximum(av, _MIN_VARIANCE)
+            # The moments of a rectified Gaussian (relu_moments):
+            # s = sqrt(max(av, floor)), ratio = am / s, cdf = Phi(ratio),
+            # pdf = c exp((-0.5 ratio) ratio), zm = am cdf + s pdf,
+            # zv = max((am^2 + av) cdf + (am s) pdf - zm^2, floor).
+            np.maximum(av, _MIN_VARIANCE, out=av)
             s = np.sqrt(av)
             ratio = am / s
             cdf = ndtr(ratio)
-            pdf = _INV_SQRT_2PI * np.exp(-0.5 * ratio * ratio)
-            zm = am * cdf + s * pdf
-            zv = np.maximum((am * am + av) * cdf + am * s * pdf - zm * zm, _MIN_VARIANCE)
+            pdf = np.multiply(ratio, -0.5)
+            pdf *= ratio
+            np.exp(pdf, out=pdf)
+            pdf *= _INV_SQRT_2PI
+            zm = am * cdf
+            tmp = s * pdf
+            zm += tmp
+            zv = np.multiply(am, am)
+            zv += av
+            zv *= cdf
+            np.multiply(am, s, out=tmp)
+            tmp *= pdf
+            zv += tmp
+            np.multiply(zm, zm, out=tmp)
+            zv -= tmp
+            np.maximum(zv, _MIN_VARIANCE, out=zv)
             relu = (cdf, pdf, s, zm)
         cache.append((zm_a, zv_a, zsq, scale, relu))
 
@@ -210,10 +237,18 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
     # (the Gamma update below), as one (3, batch) array: the same
     # operations on each entry, a third of the calls.
     spreads = v_out + np.array([beta / (alpha - 1.0), beta / alpha, beta / (alpha + 1.0)])[:, None]
-    log_zs = -0.5 * (_LOG_2PI + np.log(spreads) + resid2 / spreads)
+    # log_zs = -0.5 (log 2 pi + log spreads + resid2 / spreads)
+    log_zs = np.log(spreads)
+    log_zs += _LOG_2PI
+    log_zs += resid2 / spreads
+    log_zs *= -0.5
     s0, log_z = spreads[0], log_zs[0]
     g_am = (resid / s0)[:, None]
-    g_av = (0.5 * (resid2 / (s0 * s0) - 1.0 / s0))[:, None]
+    # g_av = 0.5 (resid2 / s0^2 - 1 / s0)
+    g_av = resid2 / (s0 * s0)
+    g_av -= 1.0 / s0
+    g_av *= 0.5
+    g_av = g_av[:, None]
 
     factors = [None] * n_layers
     for layer in range(n_layers - 1, -1, -1):
@@ -221,7 +256,14 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
         zm_a, zv_a, zsq, scale, _ = cache[layer]
         scale2 = scale * scale
         if zv_a is None:
-            g_v = (g_av - 0.5 * g_am * g_am) * scale2 if half_curvature else g_av * scale2
+            if half_curvature:
+                # g_v = (g_av - (0.5 g_am) g_am) scale2
+                g_v = np.multiply(g_am, 0.5)
+                g_v *= g_am
+                np.subtract(g_av, g_v, out=g_v)
+                g_v *= scale2
+            else:
+                g_v = g_av * scale2
             factors[layer] = LayerFactors(g_am * scale, zm_a, g_v, zsq, None, None, None)
         else:
             factors[layer] = LayerFactors(
@@ -229,6 +271,9 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
             )
         if layer == 0:
             break
+        # Only the layer's inputs that are units of the layer below (not
+        # the bias) pass the gradient on: every product is taken on them.
+        M, V, zm_a = M[:, :-1], V[:, :-1], zm_a[:, :-1]
         if M.shape[0] == 1:
             # One unit (the output layer): each product below has a single
             # term, so broadcasting gives the matrix products' numbers
@@ -236,24 +281,57 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
             back_v, back_m, back_mm = g_av * V, g_am * M, g_av * (M * M)
         else:
             back_v, back_m, back_mm = g_av @ V, g_am @ M, g_av @ (M * M)
-        g_zm = (scale * back_m + (2.0 * scale2) * back_v * zm_a)[:, :-1]
-        g_zv = (scale2 * (back_v + back_mm))[:, :-1]
+        # g_zm = scale back_m + ((2 scale2) back_v) zm_a
+        g_zm = np.multiply(back_m, scale, out=back_m)
+        tmp = np.multiply(back_v, 2.0 * scale2)
+        tmp *= zm_a
+        g_zm += tmp
+        # g_zv = scale2 (back_v + back_mm)
+        g_zv = np.add(back_v, back_mm, out=back_mm)
+        g_zv *= scale2
         cdf, pdf, s, zm_out = cache[layer - 1][4]
         # d mean/d m = Phi, d mean/d v = phi / (2 s); d E[z^2]/d m = 2 mean and
-        # d E[z^2]/d v = Phi, whence the variance derivatives below.
-        g_am = g_zm * cdf + g_zv * 2.0 * zm_out * (1.0 - cdf)
-        g_av = g_zm * pdf / (2.0 * s) + g_zv * (cdf - zm_out * pdf / s)
+        # d E[z^2]/d v = Phi, whence the variance derivatives below:
+        # g_am = g_zm cdf + ((g_zv 2) zm_out) (1 - cdf),
+        # g_av = (g_zm pdf) / (2 s) + g_zv (cdf - (zm_out pdf) / s).
+        g_am = g_zm * cdf
+        np.multiply(g_zv, 2.0, out=tmp)
+        tmp *= zm_out
+        tmp *= 1.0 - cdf
+        g_am += tmp
+        g_av = g_zm * pdf
+        g_av /= 2.0 * s
+        np.multiply(zm_out, pdf, out=tmp)
+        tmp /= s
+        np.subtract(cdf, tmp, out=tmp)
+        tmp *= g_zv
+        g_av += tmp
 
     # Noise precision tau: E[tau] = alpha/beta Z(alpha+1)/Z(alpha) and
     # E[tau^2] = alpha (alpha+1)/beta^2 Z(alpha+2)/Z(alpha) (PBP, Eq. 7-8).
-    ratios = np.exp(log_zs[1:] - log_z)
-    e1 = ratios[0] * alpha / beta
-    e2 = ratios[1] * alpha * (alpha + 1.0) / (beta * beta)
-    var_tau = e2 - e1 * e1
-    ok = (var_tau > 0) & np.isfinite(var_tau)
-    safe = np.where(ok, var_tau, 1.0)
-    alpha_new = np.where(ok, e1 * e1 / safe, np.nan)
-    beta_new = np.where(ok, e1 / safe, np.nan)
+    ratios = log_zs[1:] - log_z
+    np.exp(ratios, out=ratios)
+    e1 = ratios[0] * alpha
+    e1 /= beta
+    e2 = ratios[1] * alpha
+    e2 *= alpha + 1.0
+    e2 /= beta * beta
+    var_tau = e1 * e1
+    np.subtract(e2, var_tau, out=var_tau)
+    ok = np.isfinite(var_tau)
+    ok &= var_tau > 0
+    # alpha_new = e1^2 / var_tau, beta_new = e1 / var_tau (nan where undefined).
+    alpha_new = e1 * e1
+    if ok.all():
+        alpha_new /= var_tau
+        beta_new = e1 / var_tau
+    else:
+        safe = np.where(ok, var_tau, 1.0)
+        alpha_new /= safe
+        beta_new = e1 / safe
+        bad = ~ok
+        alpha_new[bad] = np.nan
+        beta_new[bad] = np.nan
     return factors, alpha_new, beta_new, log_z
 
 

@@ -307,7 +307,11 @@ def sep_sites(
     finite.  With a :class:`SiteWorkspace` the sites are written into its
     arrays (valid until the next call with the same workspace).
     """
-    (m, v, alpha, beta), cavity = project_cavity(theta_f, theta_0, n_samples, floors)
+    # The cavity as project_cavity forms it; only its Gamma entries are
+    # read below (the weights' sites use the moments m, v directly).
+    cavity = theta_0 + (n_samples - 1) * theta_f
+    m, v, alpha, beta = from_natural(cavity, *floors)
+    cavity_shape, cavity_rate = alpha - 1.0, -beta
     X = np.asarray(X, dtype=float)
     n_rows, n_weights = X.shape[0], m.size
     if workspace is None:
@@ -333,9 +337,21 @@ def sep_sites(
             work = workspace.layer(index, n_rows, M.shape)
             _layer_sites(f, M, V, block_m, block_v, work, transposed)
             start = stop
-        good = (alpha_new > 0) & (beta_new > 0) & np.isfinite(alpha_new) & np.isfinite(beta_new)
-        site[:, -2] = np.where(good, alpha_new - 1.0 - cavity[-2], 0.0)
-        site[:, -1] = np.where(good, -beta_new - cavity[-1], 0.0)
+        # The Gamma's site: alpha_new - 1 - cavity's, -beta_new - cavity's,
+        # zero where the matched Gamma is undefined (NaN) or improper.
+        gamma_m, gamma_v = site[:, -2], site[:, -1]
+        np.subtract(alpha_new, 1.0, out=gamma_m)
+        gamma_m -= cavity_shape
+        np.negative(beta_new, out=gamma_v)
+        gamma_v -= cavity_rate
+        good = alpha_new > 0
+        good &= beta_new > 0
+        if not (good.all() and np.isfinite(gamma_m).all() and np.isfinite(gamma_v).all()):
+            good &= np.isfinite(alpha_new)
+            good &= np.isfinite(beta_new)
+            bad = ~good
+            gamma_m[bad] = 0.0
+            gamma_v[bad] = 0.0
         if scale is not None:
             # Only the coordinates D rescales (x * 1 is x): DP-SEP's one
             # column, a column at a time.
