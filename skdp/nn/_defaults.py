@@ -3,8 +3,9 @@
 A function of public quantities only: the declared or noisy dataset size
 ``n`` (under add/remove neighbours ``len(X)`` is private), the number of
 features ``d`` and outputs ``k`` (the data's shape), and the target
-``epsilon``.  Nothing here reads a value of the data, and nothing was tuned on
-an evaluation set: each constant is argued below and in :doc:`/nn`.
+``epsilon``.  Nothing here reads a value of the data: each constant is
+argued below and in :doc:`/nn`, which also names the few alternatives
+compared on the zoo's data sets before these were kept.
 
 **Why the schedule barely matters, and the width does.**  Linearise DP-SGD
 around its path: ``T`` steps of the mean clipped gradient (norm at most
