@@ -57,10 +57,9 @@ width for the noise:
   unit of (clipped, norm at most ``C = 1``) gradient, so the rate is
   derived from the scale: ``lr = FUNCTION_STEP / INPUT_RMS^2`` with
   ``FUNCTION_STEP = 1/8``, the step with which plain SGD neither diverges
-  nor stalls on softmax and squared losses (inputs at 0.5 to 0.75 per
-  coordinate and ``lr = 0.5`` was the regime the old rule reached on small
-  data, where it trained; there the median and the old quantile agree).
-  ``lr = 0.5``;
+  nor stalls on softmax and squared losses: ``lr = 0.5`` with inputs at
+  0.5 to 0.75 per coordinate is the regime in which the previous rule (a
+  clip-bound quantile for the scale) trained on small data.  ``lr = 0.5``;
 * the hidden width ``h`` keeps the signal-to-noise ratio above
   ``TARGET_SNR = 8``: ``P ~ h (d + k)`` parameters, so
   ``h = (n epsilon / (8 sqrt(2 log(1/delta))))^2 / (d + k)``, rounded down
