@@ -772,9 +772,11 @@ NOTES = {
         "(the calibration overflows at 1e6)."
     ),
     "nn": (
-        "Notes. All 13 sets of at most 20,000 rows, 5 seeds, run in 16 worker processes on a lent "
-        "16-core machine (`bash benchmarks/zoo_remote.sh OUT 16 nn`; diffprivlib 0.6.6 with scikit-learn "
-        "1.7.2 and scipy 1.17.1 from wheels, as in its own environment here) and merged with `--merge`. "
+        "Notes. All 13 sets of at most 20,000 rows, 5 seeds, run here in one process "
+        "(`--no-peers --stored-peers`: diffprivlib 0.6.6's results of the 14:08 UTC run on a lent "
+        "16-core machine, same rows and seeds). The same rule run there on 16 cores gave the same "
+        "medians except friedman-2000x10 (.645 and .889 at eps 1 and 10: torch's CPU arithmetic "
+        "differs between the machines). "
         "The defaults' input scale is a released median of the centred row norms mapped to 0.5 per "
         "coordinate, the lr (0.5) derived from that scale, and the steps grow from 400 to at most 1,600 "
         "with rho = n * eps / sqrt(2 log(1/delta)) above 512 (docs/nn.md). Before that rule the nets "
@@ -788,7 +790,7 @@ NOTES = {
         "majority share at eps 1 (the two cases below diffprivlib's .658; n * eps ~ 112 cannot train "
         "a net), blobs-150x2 at eps 3 .947 -> .921, iris at eps 10 .974 -> .947, digits at eps 10 .956 "
         "-> .947, while digits at eps 1 .762 -> .804, breast_cancer at eps 1 .832 -> .874, "
-        "friedman-2000x10 at eps 10 .757 -> .889, diabetes at eps 1 .129 -> .28. diabetes at eps 0.3 "
+        "friedman-2000x10 at eps 10 .757 -> .897, diabetes at eps 1 .129 -> .28. diabetes at eps 0.3 "
         "(-3.49, -0.44 before; rule 1 starts at eps 1) is noise-dominated output at n * eps ~ 99: "
         "on 70/30 splits, seeds 0-4, the previous rule's better seeds were those whose scale release "
         "failed (inputs at 0.003 and 0.03 rms: a near-constant prediction), its others scored -49 and "
