@@ -3,8 +3,9 @@
 A function of public quantities only: the declared or noisy dataset size
 ``n`` (under add/remove neighbours ``len(X)`` is private), the number of
 features ``d`` and outputs ``k`` (the data's shape), and the target
-``epsilon``.  Nothing here reads a value of the data, and nothing was tuned on
-an evaluation set: each constant is argued below and in :doc:`/nn`.
+``epsilon``.  Nothing here reads a value of the data: each constant is
+argued below and in :doc:`/nn`, which also names the few alternatives
+compared on the zoo's data sets before these were kept.
 
 **Why the schedule barely matters, and the width does.**  Linearise DP-SGD
 around its path: ``T`` steps of the mean clipped gradient (norm at most
@@ -19,18 +20,46 @@ neither ``T`` nor ``B`` moves it, the number of parameters ``P`` does.  The
 schedule is therefore chosen for the optimiser and the wall clock, and the
 width for the noise:
 
-* ``TARGET_STEPS = 400`` steps: enough for SGD at the learning rate below to
-  converge on a small MLP with inputs of unit scale, few enough that the
-  fit and its PLD calibration stay in seconds;
+* ``TARGET_STEPS = 400`` steps at small ``n epsilon``, enough for SGD at
+  the learning rate below to converge on a small MLP with inputs at the
+  scale below, few enough that the fit and its PLD calibration stay in
+  seconds; more steps where the budget has room for them (next item);
+* **steps grow with the budget**: ``T = TARGET_STEPS * g``, ``g = rho /
+  STEPS_SNR`` within ``[1, MAX_STEP_GAIN] = [1, 4]``, for ``rho = n epsilon
+  / sqrt(2 log(1/delta))``.  The ratio over the whole run does not depend
+  on ``T`` (above), but the noise of *one* step relative to its signal is
+  ``sqrt(T P log(1/delta)) / (n epsilon)``, which grows like ``sqrt(T)``: a
+  noisy step through a non-convex loss (dead or saturated units) costs
+  more than the linearisation says, so the steps are not raised
+  everywhere.  With ``T`` proportional to ``rho`` the per-step ratio falls
+  like ``1 / sqrt(rho)`` as ``n epsilon`` grows: more budget never gets
+  fewer steps nor noisier ones.  ``STEPS_SNR = TARGET_SNR * MAX_WIDTH =
+  512``: the ``rho`` at which the widest default net (``h = 64``) on ``d + k
+  = 64`` inputs and outputs meets the width rule's signal-to-noise target;
+  below it the budget buys width, above it steps too.  ``MAX_STEP_GAIN``
+  bounds the wall clock (1,600 steps).  A function of ``n``, ``epsilon``
+  and ``delta`` only, never of ``d``: with a declared ``n_samples`` the
+  steps are planned, and their noise calibrated, before the data's shape
+  is read;
 * ``B = n / STEPS_PER_EPOCH`` (``STEPS_PER_EPOCH = 25``) within
   ``[MIN_BATCH, MAX_BATCH] = [32, 1024]``: a sampling rate of about 4 %,
   in the amplified regime, and batches large enough that the noise of one
   step is averaged over many records;
-* ``epochs = ceil(TARGET_STEPS B / n)``, at most ``MAX_EPOCHS = 100``;
-* ``lr = LEARNING_RATE = 0.5`` (plain SGD): the mean of gradients clipped
-  to ``C = 1`` has norm at most 1, and with inputs of unit scale (the nets'
-  private input scaling) a step of at most 0.5 in parameter space is the
-  size that neither diverges nor stalls on softmax and squared losses;
+* ``epochs = ceil(T B / n)``, at most ``MAX_EPOCHS = 100``;
+* **inputs at a fixed scale, lr from that scale**.  The nets' private
+  input scaling (``scale_inputs``) divides ``x - c`` by a released median
+  of ``||x - c||`` (``INPUT_SCALE_QUANTILE = 0.5``: a level that does not
+  move with ``n epsilon``, unlike the core's clip-bound quantile, which
+  rises to 0.99 as the budget grows and would shrink the inputs with it)
+  and maps it to ``INPUT_RMS sqrt(d)``: a typical row reaches the module
+  at about ``INPUT_RMS = 0.5`` per coordinate whatever the budget.  The
+  first layer's step in function space is about ``lr * INPUT_RMS^2`` per
+  unit of (clipped, norm at most ``C = 1``) gradient, so the rate is
+  derived from the scale: ``lr = FUNCTION_STEP / INPUT_RMS^2`` with
+  ``FUNCTION_STEP = 1/8``, the step with which plain SGD neither diverges
+  nor stalls on softmax and squared losses: ``lr = 0.5`` with inputs at
+  0.5 to 0.75 per coordinate is the regime in which the previous rule (a
+  clip-bound quantile for the scale) trained on small data.  ``lr = 0.5``;
 * the hidden width ``h`` keeps the signal-to-noise ratio above
   ``TARGET_SNR = 8``: ``P ~ h (d + k)`` parameters, so
   ``h = (n epsilon / (8 sqrt(2 log(1/delta))))^2 / (d + k)``, rounded down
@@ -50,9 +79,19 @@ TARGET_STEPS = 400
 STEPS_PER_EPOCH = 25
 MIN_BATCH, MAX_BATCH = 32, 1024
 MAX_EPOCHS = 100
-LEARNING_RATE = 0.5
 TARGET_SNR = 8.0
 MIN_WIDTH, MAX_WIDTH = 8, 64
+#: ``rho = n epsilon / sqrt(2 log(1/delta))`` above which the steps grow (module docstring).
+STEPS_SNR = TARGET_SNR * MAX_WIDTH
+#: Largest factor on ``TARGET_STEPS`` (the wall clock).
+MAX_STEP_GAIN = 4.0
+#: Quantile of ``||x - c||`` the nets' input scale is released at: fixed, not the clip bound's level.
+INPUT_SCALE_QUANTILE = 0.5
+#: Rms per coordinate of a typical scaled row: ``x - c`` is mapped to ``INPUT_RMS sqrt(d) (x - c) / R``.
+INPUT_RMS = 0.5
+#: ``lr * INPUT_RMS**2``: the first layer's step in function space per unit of clipped gradient.
+FUNCTION_STEP = 0.125
+LEARNING_RATE = FUNCTION_STEP / INPUT_RMS**2
 #: Width when no epsilon drives the plan (``noise_multiplier`` given).
 DEFAULT_WIDTH = 32
 
@@ -73,10 +112,23 @@ def auto_batch_size(n_samples):
     return int(max(1, min(max(round(n / STEPS_PER_EPOCH), MIN_BATCH), MAX_BATCH, math.ceil(n))))
 
 
-def auto_epochs(n_samples, batch_size):
-    """``ceil(TARGET_STEPS B / n)`` within ``[1, MAX_EPOCHS]``."""
+def auto_steps(n_samples, epsilon, delta):
+    """``TARGET_STEPS`` times ``rho / STEPS_SNR`` within ``[1, MAX_STEP_GAIN]`` (module docstring).
+
+    ``rho = n epsilon / sqrt(2 log(1/delta))``: public ``n``, ``epsilon`` and
+    ``delta`` only; ``TARGET_STEPS`` without epsilon (``noise_multiplier`` given).
+    """
+    if epsilon is None:
+        return float(TARGET_STEPS)
+    rho = max(1.0, float(n_samples)) * float(epsilon) / math.sqrt(2.0 * math.log(1.0 / float(delta)))
+    return TARGET_STEPS * min(max(rho / STEPS_SNR, 1.0), MAX_STEP_GAIN)
+
+
+def auto_epochs(n_samples, batch_size, epsilon=None, delta=1e-5):
+    """``ceil(T B / n)`` within ``[1, MAX_EPOCHS]``, ``T`` from :func:`auto_steps`."""
     n = max(1.0, float(n_samples))
-    return int(min(max(math.ceil(TARGET_STEPS * batch_size / n), 1), MAX_EPOCHS))
+    steps = auto_steps(n_samples, epsilon, delta)
+    return int(min(max(math.ceil(steps * batch_size / n), 1), MAX_EPOCHS))
 
 
 def auto_width(n_samples, n_features, n_outputs, epsilon, delta):
@@ -117,7 +169,7 @@ def auto_schedule(
         A value given by the user is kept.
     """
     b = auto_batch_size(n_samples) if _auto(batch_size) else batch_size
-    e = auto_epochs(n_samples, b if b != -1 else n_samples) if _auto(max_epochs) else max_epochs
+    e = auto_epochs(n_samples, b if b != -1 else n_samples, epsilon, delta) if _auto(max_epochs) else max_epochs
     rate = LEARNING_RATE if _auto(lr) else lr
     if _auto(hidden_units):
         h = (

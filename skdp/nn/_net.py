@@ -66,7 +66,7 @@ from ..privacy.norm_selection import DPNormOptions
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._checks import _is_auto, check_net_params
-from ._defaults import auto_schedule
+from ._defaults import INPUT_RMS, INPUT_SCALE_QUANTILE, auto_schedule
 from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
 from ._losses import KeyedBatchLoss, batch_loss_key, unreduced_loss
 from ._per_example import manual_seed
@@ -483,11 +483,13 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         then all of ``X``), the noisy count of ``n_samples='auto'`` is
         released here rather than in ``fit_loop``: the ``"auto"`` width and
         the input scaling need the public size.  ``scale_inputs`` then
-        releases the centre ``c`` and a norm quantile ``R`` of ``x - c``
-        (:func:`~skdp.privacy.centring.private_centring`, add/remove
-        neighbours, public size in the rank target) and the module is
-        trained on ``(x - c) sqrt(d) / R``, rows of unit scale per
-        coordinate; ``predict`` applies the same released map.
+        releases the centre ``c`` and the median ``R`` of ``||x - c||``
+        (:func:`~skdp.privacy.centring.private_centring` at the fixed
+        ``scale_quantile=INPUT_SCALE_QUANTILE`` of :mod:`skdp.nn._defaults`,
+        add/remove neighbours, public size in the rank target) and the
+        module is trained on ``INPUT_RMS (x - c) sqrt(d) / R``, a typical
+        row at about ``INPUT_RMS = 0.5`` per coordinate at every budget;
+        ``predict`` applies the same released map.
         """
         self.input_centre_ = self.input_scale_ = None
         X = data.X
@@ -510,9 +512,10 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
                 state.input_bounds,
                 state.rng,
                 state.ledger,
+                scale_quantile=INPUT_SCALE_QUANTILE,
             )
         self.input_centre_ = np.asarray(centre, dtype=np.float64)
-        self.input_scale_ = float(bound) / math.sqrt(n_features)
+        self.input_scale_ = float(bound) / (INPUT_RMS * math.sqrt(n_features))
         return self._scale(X)
 
     def _public_size(self, state, n_rows):
@@ -962,11 +965,13 @@ _COMMON_DOC = """
         Scale the inputs privately, as part of the model: a share
         ``bounds_budget`` of ``(epsilon, delta)`` releases a centre ``c``
         (noisy mean of rows clipped to a private norm quantile) and a private
-        quantile ``R`` of ``||x - c||`` (add/remove neighbours;
+        median ``R`` of ``||x - c||`` (add/remove neighbours;
         :mod:`skdp.privacy.centring`), and the module sees
-        ``(x - c) sqrt(d) / R`` in ``fit`` and ``predict`` (``input_centre_``,
-        ``input_scale_``).  Inputs of any scale or offset then reach the
-        module at unit scale, which the default learning rate assumes.
+        ``0.5 (x - c) sqrt(d) / R`` in ``fit`` and ``predict``
+        (``input_centre_``, ``input_scale_``).  Inputs of any scale or offset
+        then reach the module at about 0.5 per coordinate, at every epsilon
+        (the median does not move with the budget), which the default
+        learning rate assumes.
         ``"auto"``: with the default module (``module=None``) when epsilon
         drives the plan (``noise_multiplier=None``); ``True``: also with a
         given module (needs epsilon); ``False``: inputs as given (already
@@ -977,11 +982,14 @@ _COMMON_DOC = """
         calibrated to spend the rest (composed with it by ``composition``).
     lr : float or "auto", default="auto"
         skorch's learning rate.  ``"auto"``: ``0.5`` (plain SGD on the mean of
-        gradients clipped to ``clip_norm``; see :doc:`/nn`).
+        gradients clipped to ``clip_norm``, derived from the input scale of
+        ``scale_inputs``; see :doc:`/nn`).
     max_epochs : int or "auto", default="auto"
-        Epochs of the plan.  ``"auto"``: about 400 steps,
-        ``ceil(400 batch_size / n)`` epochs for the public size ``n``
-        (declared ``n_samples`` or the noisy count), at most 100.
+        Epochs of the plan.  ``"auto"``: about ``T`` steps,
+        ``ceil(T batch_size / n)`` epochs for the public size ``n``
+        (declared ``n_samples`` or the noisy count), at most 100; ``T = 400``
+        up to ``n epsilon / sqrt(2 log(1/delta)) = 512``, then growing in
+        proportion to it up to 1,600 (:doc:`/nn`).
     batch_size : int, -1 or "auto", default="auto"
         Expected Poisson batch size ``L``.  ``"auto"``: ``n / 25`` within
         ``[32, 1024]`` (a sampling rate of about 4 %).
@@ -1021,7 +1029,8 @@ _COMMON_DOC = """
     input_centre_ : ndarray of shape (n_features,) or None
         The released centre of ``scale_inputs`` (None when inputs are not scaled).
     input_scale_ : float or None
-        The released scale ``R / sqrt(d)`` of ``scale_inputs``.
+        The released scale ``R / (0.5 sqrt(d))`` of ``scale_inputs`` (``R``
+        the released median of ``||x - c||``).
     history_ : skorch History
         skorch's history with only released columns: ``train_batch_count``
         (the plan's) per epoch, ``clip_norm`` per batch, and with

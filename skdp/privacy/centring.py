@@ -275,7 +275,7 @@ def _norm_bound(counts, n_samples, quantile, epsilon, grid, rng, ledger, neighbo
     return float(grid[1:][mechanism.select(-distance, rng, ledger)])
 
 
-def private_centring(reduce, n_samples, n_features, bounds, rng, ledger):
+def private_centring(reduce, n_samples, n_features, bounds, rng, ledger, *, scale_quantile=None):
     """Release ``(c, R)``: a private centre and a private bound on ``||x - c||`` (module docstring).
 
     Parameters
@@ -290,6 +290,14 @@ def private_centring(reduce, n_samples, n_features, bounds, rng, ledger):
     bounds : AutoBounds
     rng : numpy.random.Generator
     ledger : PrivacyLedger
+    scale_quantile : float in (0, 1) or None, default=None
+        The quantile of ``||x - c||`` that ``R`` estimates; None: the
+        ``"auto"`` level (:func:`auto_norm_quantile`, which rises with
+        ``epsilon n``).  A fixed level suits a caller that divides by ``R``
+        (a scale, not a clip bound: the DP nets' ``scale_inputs``), whose
+        inputs would otherwise shrink as the budget grows.  The clip bound
+        ``R0`` of the centre's sum keeps the ``"auto"`` level either way.
+        The events are the same (one exponential mechanism per quantile).
 
     Returns
     -------
@@ -298,6 +306,8 @@ def private_centring(reduce, n_samples, n_features, bounds, rng, ledger):
     bound : float
         Released, positive.
     """
+    if scale_quantile is not None and not 0.0 < float(scale_quantile) < 1.0:
+        raise ValueError(f"scale_quantile must be in (0, 1) or None, got {scale_quantile!r}.")
     grid = norm_grid()
     eps = bounds.quantile_epsilon
     quantile = auto_norm_quantile(n_samples, eps, grid.size - 1)
@@ -317,6 +327,8 @@ def private_centring(reduce, n_samples, n_features, bounds, rng, ledger):
         total = bounds.centre_mechanism(raw, n_features).release(reduce(clipped_sum, raw), rng, ledger)
         # Post-processing: the mean of rows clipped to R0 lies in that ball.
         centre = clip_rows((total / n_samples)[None, :], raw)[0]
+    if scale_quantile is not None:
+        quantile = float(scale_quantile)
     counts = reduce(centred_norm_counts, centre, grid)
     bound = _norm_bound(counts, n_samples, quantile, eps, grid, rng, ledger, bounds.neighbouring)
     return centre, bound

@@ -1089,14 +1089,60 @@ def test_auto_schedule_is_a_public_rule():
 
     small, large = auto_schedule(500, 8, 2, 1.0, 1e-5), auto_schedule(50_000, 8, 2, 1.0, 1e-5)
     assert small.batch_size == 32 and large.batch_size == 1024
-    # About 400 steps either way.
-    for s, n in ((small, 500), (large, 50_000)):
-        assert 400 <= s.max_epochs * math.ceil(n / s.batch_size) <= 800
+    # About 400 steps at a small n epsilon, 1,600 (the cap) at a large one.
+    assert 400 <= small.max_epochs * math.ceil(500 / small.batch_size) <= 800
+    assert 1600 <= large.max_epochs * math.ceil(50_000 / large.batch_size) <= 1700
     # More budget never narrows the net.
     widths = [auto_schedule(2000, 30, 2, e, 1e-5).hidden_units for e in (0.1, 0.3, 1, 3, 10)]
     assert widths == sorted(widths) and widths[0] == 8
     # A value given by the user is kept.
     assert auto_schedule(500, 8, 2, 1.0, 1e-5, lr=0.1, batch_size=7).batch_size == 7
+
+
+def test_auto_steps_grow_with_the_budget_and_not_with_the_shape():
+    """T = 400 max(1, min(rho / 512, 4)), rho = n eps / sqrt(2 log(1/delta)); never of d or k."""
+    from skdp.nn._defaults import MAX_STEP_GAIN, STEPS_SNR, TARGET_STEPS, auto_schedule, auto_steps
+
+    scale = math.sqrt(2 * math.log(1e5))
+    assert STEPS_SNR == 512 and MAX_STEP_GAIN == 4
+    assert auto_steps(1000, 1.0, 1e-5) == TARGET_STEPS  # rho = 208: below the threshold
+    assert auto_steps(20_000, 1.0, 1e-5) == 4 * TARGET_STEPS  # rho = 4,160: the cap
+    n = 2 * STEPS_SNR * scale  # rho = 1,024 at epsilon 1: twice the steps
+    assert auto_steps(n, 1.0, 1e-5) == pytest.approx(2 * TARGET_STEPS)
+    assert auto_steps(n, None, 1e-5) == TARGET_STEPS  # noise_multiplier given: no epsilon
+    # Monotone in epsilon: more budget never gets fewer steps.
+    steps = [auto_steps(14_000, e, 1e-5) for e in (0.1, 0.3, 1, 3, 10, 100)]
+    assert steps == sorted(steps) and steps[0] < steps[-1]
+    # The plan of a declared n_samples is made before d and k are known: the same epochs.
+    for n, eps in ((300, 1.0), (14_000, 0.3), (14_000, 10.0)):
+        unknown = auto_schedule(n, None, None, eps, 1e-5)
+        assert all(auto_schedule(n, d, k, eps, 1e-5).max_epochs == unknown.max_epochs for d, k in ((2, 3), (64, 10)))
+
+
+def test_input_scale_is_a_median_and_does_not_shrink_with_epsilon():
+    """scale_inputs releases the median of ||x - c|| and maps it to 0.5 sqrt(d): a typical row at 0.5 rms.
+
+    With the clip bound's "auto" level, which rises with n epsilon, the old
+    map ``(x - c) sqrt(d) / R`` gives these rows an rms of 0.92 at eps 0.5
+    and 0.59 at eps 20 (a third smaller), both outside the bracket below.
+    """
+    from skdp.nn._defaults import INPUT_RMS, LEARNING_RATE
+
+    assert LEARNING_RATE * INPUT_RMS**2 == 0.125
+    rng = np.random.default_rng(0)
+    n, d = 4000, 8
+    X = (rng.normal(size=(n, d)) * 1e3 + 5e3).astype(np.float32)
+    y = (X[:, 0] > 5e3).astype(np.int64)
+    rms = {}
+    for eps in (0.5, 20.0):
+        net = DPNeuralNetClassifier(classes=[0, 1], epsilon=eps, max_epochs=1, random_state=0).fit(X, y)
+        scaled = (X - net.input_centre_) / net.input_scale_
+        norms = np.linalg.norm(scaled, axis=1)
+        # The median row norm is 0.5 sqrt(d), up to the grid's 5 % cells and the mechanism's rank error.
+        assert 0.5 * math.sqrt(d) / 1.1 <= np.median(norms) <= 0.5 * math.sqrt(d) * 1.1
+        rms[eps] = float(np.sqrt(np.mean(scaled**2)))
+        assert 0.45 <= rms[eps] <= 0.56
+    assert rms[20.0] == pytest.approx(rms[0.5], rel=0.1)
 
 
 def test_repr_shows_the_privacy_target_like_scikit_learn():
