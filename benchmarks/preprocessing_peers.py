@@ -127,10 +127,8 @@ def skdp_rows(k, bounds, norm, mark):
         'skdp DPStandardScaler(bounds="auto")': lambda e, s: DPStandardScaler(
             epsilon=e, delta=DELTA, bounds="auto", random_state=s
         ),
-        "skdp DPMinMaxScaler() (delta=0)": lambda e, s: DPMinMaxScaler(epsilon=e, random_state=s),
-        "skdp DPMinMaxScaler(delta=1e-5)": lambda e, s: DPMinMaxScaler(
-            epsilon=e, delta=DELTA, random_state=s
-        ),
+        "skdp DPMinMaxScaler()": lambda e, s: DPMinMaxScaler(epsilon=e, random_state=s),
+        "skdp DPMinMaxScaler(delta=0)": lambda e, s: DPMinMaxScaler(epsilon=e, delta=0.0, random_state=s),
         f"skdp DPPCA({k}, data_norm={norm:g}){mark}": lambda e, s: DPPCA(
             k, epsilon=e, delta=DELTA, data_norm=norm, random_state=s
         ),
