@@ -829,23 +829,21 @@ def private_histogram_box(
             low[j], high[j], located[j] = 0.0, 1.0, False
         else:
             low[j], high[j] = lower_edges[first], upper_edges[last]
-    if ends == "range":
-        # One release (planned so): the stage-1 range is the answer.
-        return (low, high) + ((located,) if return_located else ()) + ((pooled,) if return_pooled else ())
-    counts = reduce(linear_histogram, low, high, REFINE_BINS)
-    noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
-    # The quantiles inside the stage-1 range: an error here stays within that range.
-    width = (high - low) / REFINE_BINS
-    step = extreme_threshold(mechanism, REFINE_BINS) if ends == "extreme" else None
-    for j in np.flatnonzero(located):
-        if ends == "extreme":
-            first, stop = _extreme_ends(noisy[j], step)
-        else:
-            first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
-            stop = last + 1
-        low[j], high[j] = low[j] + first * width[j], low[j] + stop * width[j]
-    out = (low, high) + ((located,) if return_located else ()) + ((pooled,) if return_pooled else ())
-    return out
+    # ends="range": one release (planned so), the stage-1 range is the answer.
+    if ends != "range":
+        counts = reduce(linear_histogram, low, high, REFINE_BINS)
+        noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
+        # The ends inside the stage-1 range: an error here stays within that range.
+        width = (high - low) / REFINE_BINS
+        step = extreme_threshold(mechanism, REFINE_BINS) if ends == "extreme" else None
+        for j in np.flatnonzero(located):
+            if ends == "extreme":
+                first, stop = _extreme_ends(noisy[j], step)
+            else:
+                first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
+                stop = last + 1
+            low[j], high[j] = low[j] + first * width[j], low[j] + stop * width[j]
+    return (low, high) + ((located,) if return_located else ()) + ((pooled,) if return_pooled else ())
 
 
 #: Shares of ``(epsilon, delta)`` a private histogram box may take when the
