@@ -327,8 +327,7 @@ def private_centring(reduce, n_samples, n_features, bounds, rng, ledger, *, scal
         total = bounds.centre_mechanism(raw, n_features).release(reduce(clipped_sum, raw), rng, ledger)
         # Post-processing: the mean of rows clipped to R0 lies in that ball.
         centre = clip_rows((total / n_samples)[None, :], raw)[0]
-    if scale_quantile is not None:
-        quantile = float(scale_quantile)
+    scale_level = quantile if scale_quantile is None else float(scale_quantile)
     counts = reduce(centred_norm_counts, centre, grid)
-    bound = _norm_bound(counts, n_samples, quantile, eps, grid, rng, ledger, bounds.neighbouring)
+    bound = _norm_bound(counts, n_samples, scale_level, eps, grid, rng, ledger, bounds.neighbouring)
     return centre, bound
