@@ -166,15 +166,20 @@ def factor_sensitivity(clip_norm, damping, n_samples):
     return 2.0 * damping * clip_norm / n_samples
 
 
+def cavity_moments(theta_f, theta_0, n_samples, floors):
+    """Moments ``(m, v, alpha, beta)`` of the cavity ``q_-1 = p0 f^(N-1)`` (Eq. 3), made proper by :func:`from_natural`."""
+    return from_natural(theta_0 + (n_samples - 1) * theta_f, *floors)
+
+
 def project_cavity(theta_f, theta_0, n_samples, floors):
     """Cavity ``q_-1 = p0 f^(N-1)`` (Eq. 3), made proper by :func:`from_natural`.
 
-    Returns its moments ``(m, v, alpha, beta)`` and its natural parameters
-    after the projection (``m / v`` is kept, so only the precisions and the
-    Gamma may change).
+    Returns its moments ``(m, v, alpha, beta)`` (:func:`cavity_moments`) and
+    its natural parameters after the projection (``m / v`` is kept, so only
+    the precisions and the Gamma may change).
     """
-    cavity = theta_0 + (n_samples - 1) * theta_f
-    m, v, alpha, beta = from_natural(cavity, *floors)
+    m, v, alpha, beta = cavity_moments(theta_f, theta_0, n_samples, floors)
+    cavity = np.empty(theta_f.shape)
     n_weights = m.size
     cavity[:n_weights] = m / v
     cavity[n_weights : 2 * n_weights] = -0.5 / v
@@ -307,16 +312,15 @@ def sep_sites(
     finite.  With a :class:`SiteWorkspace` the sites are written into its
     arrays (valid until the next call with the same workspace).
     """
-    # The cavity as project_cavity forms it; only its Gamma entries are
-    # read below (the weights' sites use the moments m, v directly).
-    cavity = theta_0 + (n_samples - 1) * theta_f
-    m, v, alpha, beta = from_natural(cavity, *floors)
+    # Only the projected cavity's Gamma entries are read below (the
+    # weights' sites use the moments m, v directly): no project_cavity.
+    m, v, alpha, beta = cavity_moments(theta_f, theta_0, n_samples, floors)
     cavity_shape, cavity_rate = alpha - 1.0, -beta
     X = np.asarray(X, dtype=float)
     n_rows, n_weights = X.shape[0], m.size
     if workspace is None:
         workspace = SiteWorkspace()
-    site = workspace.site(n_rows, cavity.size)
+    site = workspace.site(n_rows, np.size(theta_0))
     means, variances = split_layers(m, shapes), split_layers(v, shapes)
     with np.errstate(all="ignore"):
         factors, alpha_new, beta_new, _ = log_z_factors(
