@@ -112,6 +112,11 @@ def auto_batch_size(n_samples):
     return int(max(1, min(max(round(n / STEPS_PER_EPOCH), MIN_BATCH), MAX_BATCH, math.ceil(n))))
 
 
+def budget_rho(n_samples, epsilon, delta):
+    """``rho = n epsilon / sqrt(2 log(1/delta))``: the budget that both the width and the steps rules read."""
+    return max(1.0, float(n_samples)) * float(epsilon) / math.sqrt(2.0 * math.log(1.0 / float(delta)))
+
+
 def auto_steps(n_samples, epsilon, delta):
     """``TARGET_STEPS`` times ``rho / STEPS_SNR`` within ``[1, MAX_STEP_GAIN]`` (module docstring).
 
@@ -120,8 +125,7 @@ def auto_steps(n_samples, epsilon, delta):
     """
     if epsilon is None:
         return float(TARGET_STEPS)
-    rho = max(1.0, float(n_samples)) * float(epsilon) / math.sqrt(2.0 * math.log(1.0 / float(delta)))
-    return TARGET_STEPS * min(max(rho / STEPS_SNR, 1.0), MAX_STEP_GAIN)
+    return TARGET_STEPS * min(max(budget_rho(n_samples, epsilon, delta) / STEPS_SNR, 1.0), MAX_STEP_GAIN)
 
 
 def auto_epochs(n_samples, batch_size, epsilon=None, delta=1e-5):
@@ -135,8 +139,7 @@ def auto_width(n_samples, n_features, n_outputs, epsilon, delta):
     """Hidden width from the signal-to-noise rule (module docstring); ``DEFAULT_WIDTH`` without epsilon."""
     if epsilon is None:
         return DEFAULT_WIDTH
-    noise = TARGET_SNR * math.sqrt(2.0 * math.log(1.0 / float(delta)))
-    raw = (max(1.0, float(n_samples)) * float(epsilon) / noise) ** 2 / max(1, n_features + n_outputs)
+    raw = (budget_rho(n_samples, epsilon, delta) / TARGET_SNR) ** 2 / max(1, n_features + n_outputs)
     width = 2 ** math.floor(math.log2(max(raw, 1.0)))
     return int(min(max(width, MIN_WIDTH), MAX_WIDTH))
 
