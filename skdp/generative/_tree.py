@@ -96,6 +96,7 @@ __all__ = [
     "IPF_ITERATIONS",
     "attributes",
     "attribute_codes",
+    "grid_position",
     "tree_method",
     "tree_plan_events",
     "calibrate_tree",
@@ -138,14 +139,19 @@ def attribute_sizes(attrs, n_bins):
     return [n_bins if kind == "cont" else (2 if kind == "bin" else len(cols)) for kind, cols in attrs]
 
 
+def grid_position(column, low, high, n_bins):
+    """A continuous column's values on its grid of ``n_bins`` bins, in ``[0, n_bins]`` (clipped into the domain)."""
+    return np.clip((column - low) / (high - low), 0.0, 1.0) * n_bins
+
+
 def attribute_codes(X, attrs, low, high, n_bins):
     """Each record's value of every attribute, shape ``(n, a)`` (records clipped into the domain)."""
     codes = np.empty((X.shape[0], len(attrs)), dtype=np.intp)
     for i, (kind, cols) in enumerate(attrs):
         if kind == "cont":
             c = cols[0]
-            u = np.clip((X[:, c] - low[c]) / (high[c] - low[c]), 0.0, 1.0)
-            codes[:, i] = np.minimum((u * n_bins).astype(np.intp), n_bins - 1)
+            position = grid_position(X[:, c], low[c], high[c], n_bins)
+            codes[:, i] = np.minimum(position.astype(np.intp), n_bins - 1)
         elif kind == "bin":
             codes[:, i] = np.clip(X[:, cols[0]], 0.0, 1.0) >= 0.5
         else:
@@ -544,21 +550,18 @@ def within_bin_offsets(codes, probs, rng):
     return np.clip(2.0 * u / np.maximum(root, 1e-300), 0.0, 1.0 - 1e-12)
 
 
-def decode_tree(codes, attrs, n_features, low, high, n_bins, rng, marginals=None):
+def decode_tree(codes, attrs, n_features, low, high, n_bins, rng, marginals):
     """Records in the data's units: a continuous value within its bin, a binary value, a one-hot block.
 
     A continuous value's offset within its bin follows
     :func:`within_bin_offsets` on its attribute's 1-way distribution
-    (``marginals``); without them, uniform.
+    (``marginals``).
     """
     out = np.zeros((len(codes), n_features))
     for i, (kind, cols) in enumerate(attrs):
         if kind == "cont":
             c = cols[0]
-            if marginals is None:
-                t = rng.random(len(codes))
-            else:
-                t = within_bin_offsets(codes[:, i], np.asarray(marginals[i], dtype=float), rng)
+            t = within_bin_offsets(codes[:, i], np.asarray(marginals[i], dtype=float), rng)
             u = (codes[:, i] + t) / n_bins
             out[:, c] = low[c] + u * (high[c] - low[c])
         elif kind == "bin":
@@ -568,12 +571,12 @@ def decode_tree(codes, attrs, n_features, low, high, n_bins, rng, marginals=None
     return out
 
 
-def tree_log_likelihood(codes, attrs, marginals, tree, joint, n_bins, offsets=None, floor=1e-12):
+def tree_log_likelihood(codes, attrs, marginals, tree, joint, n_bins, offsets, floor=1e-12):
     """``log f(x)`` of every record under the tree; a continuous column's density on its domain mapped to ``[0, 1]``.
 
     ``offsets`` (shape ``(n, a)``, the records' positions ``t`` within their
-    bins) adds the log of :func:`within_bin_slopes`' density, the one
-    ``sample`` draws from; without them the density is uniform within bins.
+    bins) add the log of :func:`within_bin_slopes`' density, the one
+    ``sample`` draws from.
     """
     out = np.log(np.maximum(marginals[0][codes[:, 0]], floor))
     for (parent, child), table in zip(tree, joint, strict=True):
@@ -582,9 +585,8 @@ def tree_log_likelihood(codes, attrs, marginals, tree, joint, n_bins, offsets=No
         if kind != "cont":
             continue
         out += math.log(n_bins)
-        if offsets is not None:
-            a, b = within_bin_slopes(codes[:, i], np.asarray(marginals[i], dtype=float))
-            out += np.log(np.maximum(a + (b - a) * offsets[:, i], floor))
+        a, b = within_bin_slopes(codes[:, i], np.asarray(marginals[i], dtype=float))
+        out += np.log(np.maximum(a + (b - a) * offsets[:, i], floor))
     return out
 
 
@@ -717,8 +719,8 @@ def fitted_tree_log_likelihood(est, X):
     for i, (kind, cols) in enumerate(attrs):
         if kind == "cont":
             c = cols[0]
-            u = np.clip((X[:, c] - low[c]) / (high[c] - low[c]), 0.0, 1.0)
-            offsets[:, i] = np.clip(u * est.n_bins_ - codes[:, i], 0.0, 1.0)
+            position = grid_position(X[:, c], low[c], high[c], est.n_bins_)
+            offsets[:, i] = np.clip(position - codes[:, i], 0.0, 1.0)
     return tree_log_likelihood(
         codes, attrs, est.tree_marginals_, est.tree_, est.tree_tables_, est.n_bins_, offsets
     )
