@@ -156,12 +156,16 @@ def test_tree_learns_the_chain_and_samples_in_the_data_units():
     assert gm.transform(X[:3]).shape == (3, 1)
 
 
-def test_tree_with_declared_blocks_and_binary_columns():
-    rng = np.random.default_rng(0)
-    n = 6000
+def labelled_bits(n=6000, seed=0):
+    """4 bits whose rates depend on a 3-category label, then the label one-hot (columns 4-6)."""
+    rng = np.random.default_rng(seed)
     y = rng.integers(0, 3, n)
     bits = (rng.random((n, 4)) < (0.1 + 0.4 * y)[:, None]).astype(float)
-    Z = np.hstack([bits, np.eye(3)[y]])
+    return np.hstack([bits, np.eye(3)[y]])
+
+
+def test_tree_with_declared_blocks_and_binary_columns():
+    Z = labelled_bits()
     gm = DPGenerativeMixture(
         categorical=[[4, 5, 6]], binary=[0, 1, 2, 3], epsilon=4.0, structure="tree", random_state=0
     ).fit(Z)
@@ -253,11 +257,8 @@ def test_auto_structure_fits_the_model_that_releases_more_cells():
     from skdp.generative._latent_em import classes_cells, marginals_capacity
     from skdp.generative._tree import attribute_sizes, tree_attributes
 
-    rng = np.random.default_rng(0)
     n = 6000
-    y = rng.integers(0, 3, n)
-    bits = (rng.random((n, 4)) < (0.1 + 0.4 * y)[:, None]).astype(float)
-    Z = np.hstack([bits, np.eye(3)[y]])
+    Z = labelled_bits(n)
     # 4 bits and a 3-category label: a tree holds at most 3 * (8 + 3 - 3) = 24
     # cells (the star on the label), one class per label 3 * (1 + 8) = 27.
     blocks_model = DPGenerativeMixture(
