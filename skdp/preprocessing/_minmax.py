@@ -24,7 +24,7 @@ from ..privacy.quantiles import (
 #: ``quantiles="auto"`` keeps the linear stage where the rows its noise hides at a
 #: typical end (:func:`~skdp.privacy.quantiles.extreme_hidden_share`) are at most this
 #: share of ``n``; above it, one log histogram on the whole budget gives the ranges.
-AUTO_HIDDEN_SHARE = 0.25
+AUTO_HIDDEN_SHARE = 0.5
 
 
 @dataclass(frozen=True)

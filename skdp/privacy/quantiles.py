@@ -517,7 +517,10 @@ def _extreme_ends(noisy, step):
         q = int(np.argmax(sure))
         before = max(float(sums[q - 1]), 0.0) if q > 0 else 0.0
         density = max(float(counts[q]), step)
-        return max(q - before / density, 0.0)
+        # The tail's decay length is before / density; a log-concave tail keeps one row
+        # within ln(before) of them (never less than the flat tail's one length).
+        reach = math.log(before) if before > math.e else 1.0
+        return max(q - before / density * reach, 0.0)
 
     low, top = end(noisy), end(noisy[::-1])
     if low is None or top is None:

@@ -201,10 +201,11 @@ def test_exponential_quantile_probabilities():
         (DPStandardScaler(bounds="auto", delta=0.0, random_state=0), [LaplaceEvent] * 4),
         (DPMinMaxScaler(delta=0.0, quantiles=(0.01, 0.99), random_state=0), [LaplaceEvent] * 2),
         (DPMinMaxScaler(quantiles=(0.01, 0.99), random_state=0), [GaussianEvent] * 2),
-        # quantiles="auto" at n = 400, d = 3, epsilon = 1: the linear stage's noise would hide
-        # more than a quarter of the rows, so one log histogram takes the whole budget.
-        (DPMinMaxScaler(delta=0.0, random_state=0), [LaplaceEvent]),
-        (DPMinMaxScaler(random_state=0), [GaussianEvent]),
+        # quantiles="auto" at n = 400, d = 3, epsilon = 1: the linear stage's noise hides at
+        # most half the rows at a typical end (0.42 Laplace, 0.28 Gaussian), so both stages
+        # are released (the one-histogram plan is test_min_max_auto_falls_back_...).
+        (DPMinMaxScaler(delta=0.0, random_state=0), [LaplaceEvent] * 2),
+        (DPMinMaxScaler(random_state=0), [GaussianEvent] * 2),
         (DPPCA(data_norm=3.0, random_state=0), [GaussianEvent, GaussianEvent]),
         (DPPCA(data_norm=3.0, centered=True, random_state=0), [GaussianEvent]),
     ],
@@ -222,9 +223,8 @@ def test_ledger_privacy_spent_and_accountant(est, events):
     assert 0.8 * eps < budget.spent[0] <= eps * (1 + 1e-6)
     if isinstance(est, DPMinMaxScaler) and est.delta == 0:
         # Basic composition of two Laplace histograms: epsilon / 2 each, L1 sensitivity 2d.
-        # (one histogram on the whole budget: multiplier 1).
         multipliers = [e.noise_multiplier for e in est.privacy_ledger_.events]
-        expected = [2.0, 2.0] if est.quantiles != "auto" else [1.0]
+        expected = [2.0, 2.0]
         assert multipliers == pytest.approx(expected, rel=1e-5)
 
 
@@ -374,7 +374,13 @@ def test_min_max_auto_ends_unit_rules():
     counts = np.zeros(32)
     counts[3], counts[4], counts[5:20] = 2.0, 2.0, 40.0
     low, high = _extreme_ends(counts, 5.0)
-    assert high == 20.0 and low == pytest.approx(5 - 4.0 / 40.0)
+    # 4 rows before it: the tail's decay length is 4 / 40 bins, and a log-concave tail
+    # leaves its last row within ln 4 such lengths.
+    assert high == 20.0 and low == pytest.approx(5 - 4.0 / 40.0 * math.log(4.0))
+    # Under e rows before it (here 2): one decay length, the flat tail's reach.
+    counts[3], counts[4] = 0.0, 2.0
+    low, _ = _extreme_ends(counts, 5.0)
+    assert low == pytest.approx(5 - 2.0 / 40.0)
     # Nothing passes (the whole column hidden by the noise): the whole stage-1 range.
     assert _extreme_ends(np.ones(32), 100.0) == (0.0, 32.0)
 
@@ -405,6 +411,64 @@ def test_min_max_auto_falls_back_to_one_log_histogram_where_the_public_rule_says
             edges = 2.0 ** np.arange(-20, 41)
             ends = np.abs(np.concatenate([scaler.data_min_, scaler.data_max_]))
             assert np.all(np.isin(ends, np.concatenate([edges, [0.0]])))
+
+
+def test_min_max_auto_ends_reach_a_gaussian_tails_last_row():
+    # Noise-free expected counts of a standard normal column of n = 1000 rows in 32 bins
+    # over [-4, 4]: at every threshold the released end lies within two bins (0.5) of the
+    # point one row is expected beyond (Phi^-1(1 / n) = -3.09), where the flat tail's
+    # reach (one decay length, the rule until 2026-11-27) stops short by more.
+    from scipy.stats import norm
+
+    from skdp.privacy.quantiles import _extreme_ends
+
+    n, edges = 1000, np.linspace(-4.0, 4.0, 33)
+    counts = n * np.diff(norm.cdf(edges))
+    last_row = norm.ppf(1.0 / n)
+    for step in (5.0, 10.0, 20.0, 40.0):
+        low, high = _extreme_ends(counts, step)
+        low_value, high_value = -4.0 + 0.25 * low, -4.0 + 0.25 * high
+        assert abs(low_value - last_row) < 0.5 and abs(high_value + last_row) < 0.5, (step, low_value)
+        # The flat tail's end from the same counts.
+        sums = np.cumsum(counts)
+        q = int(np.argmax(sums > step * np.sqrt(np.arange(1, 33))))
+        flat = -4.0 + 0.25 * (q - (sums[q - 1] if q else 0.0) / max(counts[q], step))
+        assert abs(low_value - last_row) < abs(flat - last_row), (step, low_value, flat)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_min_max_auto_switch_is_monotone_in_epsilon_and_public(delta):
+    # The plan keeps the linear stage iff the hidden share (n, d, epsilon, delta) is at most
+    # AUTO_HIDDEN_SHARE; the share falls as epsilon grows, so once a budget buys the
+    # linear stage every larger one does (the plan never steps back to one histogram).
+    from skdp.preprocessing._minmax import AUTO_HIDDEN_SHARE
+    from skdp.privacy.quantiles import calibrate_histogram, extreme_hidden_share, histogram_mechanism
+
+    composition = "basic" if delta == 0 else "pld"
+    epsilons = np.geomspace(0.05, 30.0, 25)
+    for n in (50, 400, 2000, 20000):
+        for d in (1, 4, 30):
+            shares = [
+                extreme_hidden_share(
+                    n, histogram_mechanism(d, calibrate_histogram(eps, delta, d, composition), delta > 0)
+                )
+                for eps in epsilons
+            ]
+            assert np.all(np.diff(shares) < 0), (n, d)
+            linear = np.array(shares) <= AUTO_HIDDEN_SHARE
+            assert np.all(np.diff(linear.astype(int)) >= 0), (n, d)
+    # The same public n, d, epsilon, delta give the same plan whatever the data: a wall of
+    # uniform values and a heavy-tailed column far from 0 record the same events.
+    rng = np.random.default_rng(1)
+    tables = (rng.uniform(0.0, 1.0, size=(600, 3)), 1e4 + 1e3 * rng.standard_t(2, size=(600, 3)))
+    for eps in (0.3, 1.0, 3.0):
+        plans = []
+        for X in tables:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                scaler = DPMinMaxScaler(epsilon=eps, delta=delta, random_state=0).fit(X)
+            plans.append([(type(e).__name__, e.count, e.noise_multiplier) for e in scaler.privacy_ledger_.events])
+        assert plans[0] == plans[1], eps
 
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 10.0])
