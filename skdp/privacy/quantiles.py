@@ -753,7 +753,10 @@ def private_histogram_box(
     largest magnitude of any column (:func:`can_locate_columns` says, from
     public quantities, when that is expected).  The linear stage only
     narrows the stage-1 range, to about the quantiles (within
-    ``1 / REFINE_BINS`` of it per end, plus the noise of the sums).
+    ``1 / REFINE_BINS`` of it per end, plus the noise of the sums); with
+    ``ends="extreme"`` an end may also reach one log bin beyond it (an
+    overflow bin, :func:`overflow_edges`): at most four times the data's
+    largest magnitude.
 
     Parameters
     ----------
@@ -810,8 +813,11 @@ def private_histogram_box(
         plan's).  ``"quantiles"``: the bins of ``quantiles`` in the noisy
         prefix and suffix sums of the linear stage (:func:`_quantile_ends`).
         ``"extreme"``: the most extreme rows the noise resolves, extrapolated
-        by the passing bin's density (:func:`_extreme_ends`;
-        ``DPMinMaxScaler(quantiles="auto")``), ``quantiles`` then only
+        along a log-concave tail from the passing bin's density
+        (:func:`_extreme_ends`; ``DPMinMaxScaler(quantiles="auto")``), with
+        an overflow bin each side of the linear stage
+        (:func:`overflow_histogram`, :func:`overflow_edges`: an end may
+        reach one log bin beyond the stage-1 range), ``quantiles`` then only
         setting the extension's test.  ``"range"``: no linear stage (one
         release, planned so by the caller); the stage-1 range is returned.
         Every other caller keeps the default, and its releases.

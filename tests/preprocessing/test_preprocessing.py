@@ -526,7 +526,9 @@ def test_min_max_auto_switch_is_monotone_in_epsilon_and_public(delta):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 scaler = DPMinMaxScaler(epsilon=eps, delta=delta, random_state=0).fit(X)
-            plans.append([(type(e).__name__, e.count, e.noise_multiplier) for e in scaler.privacy_ledger_.events])
+            plans.append(
+                [(type(e).__name__, e.count, e.noise_multiplier) for e in scaler.privacy_ledger_.events]
+            )
         assert plans[0] == plans[1], eps
 
 
