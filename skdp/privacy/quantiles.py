@@ -594,13 +594,15 @@ def _extreme_ends(noisy, step, edges):
 def extreme_hidden_share(n_samples, mechanism, n_bins=REFINE_BINS):
     """Share of ``n`` the stage-2 noise hides at a typical end: ``step sqrt(n_bins / 2) / n`` (public).
 
-    ``step`` is :func:`extreme_threshold`: a prefix sum over half the
-    stage-2 bins (an end halfway into the stage-1 range) must pass ``step
-    sqrt(n_bins / 2)`` before :func:`_extreme_ends` places an end there, so
-    about that many rows lie beyond an end it cannot resolve.  A function of
-    the public ``n`` and plan only.
+    ``step`` is :func:`extreme_threshold` over the ``n_bins + 2`` stage-2
+    counts (the linear bins and the two overflow bins): a prefix sum over
+    half the linear bins (an end halfway into the stage-1 range) must pass
+    ``step sqrt(n_bins / 2)`` before :func:`_extreme_ends` places an end
+    there, so about that many rows lie beyond an end it cannot resolve.  A
+    function of the public ``n`` and plan only; it falls as epsilon grows.
     """
-    return extreme_threshold(mechanism, n_bins) * math.sqrt(n_bins / 2) / max(int(n_samples), 1)
+    step = extreme_threshold(mechanism, n_bins + 2)
+    return step * math.sqrt(n_bins / 2) / max(int(n_samples), 1)
 
 
 def can_locate_columns(n_samples, mechanism, n_features):
