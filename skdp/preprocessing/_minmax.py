@@ -23,8 +23,11 @@ from ..privacy.quantiles import (
 
 #: ``quantiles="auto"`` keeps the linear stage where the rows its noise hides at a
 #: typical end (:func:`~skdp.privacy.quantiles.extreme_hidden_share`) are at most this
-#: share of ``n``; above it, one log histogram on the whole budget gives the ranges.
-AUTO_HIDDEN_SHARE = 0.25
+#: share of ``n``: beyond half, no prefix sum passes before the middle of the range, so
+#: the linear stage resolves no end to extrapolate from, and one log histogram on the
+#: whole budget gives the ranges.  (A quarter until 2026-11-27, when the ends moved by
+#: one decay length only; docs/bounds.md, "DPMinMaxScaler's ends".)
+AUTO_HIDDEN_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -67,28 +70,38 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
        extended towards 0, then to the pool's range (``extend`` of
        :func:`~skdp.privacy.quantiles.private_histogram_box`).
     2. A histogram over 32 equal bins inside that range is released the
-       same way; its noisy prefix and suffix sums give the released ends,
-       always inside the stage-1 range.  ``quantiles="auto"``: the first
-       bin whose prefix sum over ``k`` bins passes ``sqrt(k)`` times a
-       noise threshold (:func:`~skdp.privacy.quantiles.extreme_threshold`),
-       moved outward by the rows the noisy prefix before it still counts over
-       that bin's density (a sparse tail moves the end out, a wall of rows
-       keeps it); with a tuple, the bins of the quantiles.
+       same way; its noisy prefix and suffix sums give the released ends.
+       With a tuple, the bins of the quantiles, inside the stage-1 range.
+       ``quantiles="auto"``: the first bin whose prefix sum over ``k`` bins
+       passes ``sqrt(k)`` times a noise threshold
+       (:func:`~skdp.privacy.quantiles.extreme_threshold`), moved outward
+       by ``(N / f) ln N`` where ``N`` is the rows the noisy prefix before
+       it still counts and ``f`` that bin's density: where a log-concave
+       tail (normal, logistic, uniform) leaves its last row.  A sparse tail
+       moves the end out, a wall of rows keeps it.  The 32 bins have an
+       overflow bin each side for the rows beyond the stage-1 range, which
+       spans the next log bin outward where that bin's stage-1 noisy count
+       passes what an empty bin passes with probability 5 %
+       (:func:`~skdp.privacy.quantiles.overflow_edges`): an end can then be
+       extrapolated into a tail too thin for the occupied-bin threshold.
 
     ``quantiles="auto"`` decides from public ``n``, ``d``, epsilon and
     delta whether stage 2 is worth its release: where the rows its noise
     hides at a typical end (:func:`~skdp.privacy.quantiles.extreme_hidden_share`)
-    exceed a quarter of ``n`` (``AUTO_HIDDEN_SHARE``), the stage-1 log
-    histogram alone is released, on the whole budget, and its range is the
-    answer (fewer, larger releases; a range that holds the column's values,
-    within a factor 2 of their magnitude, rather than ends set by noise).
-    See :doc:`/bounds`, "DPMinMaxScaler's ends".
+    exceed half of ``n`` (``AUTO_HIDDEN_SHARE``; no end is resolved before
+    the middle of the range), the stage-1 log histogram alone is released,
+    on the whole budget, and its range is the answer (fewer, larger
+    releases; a range that holds the column's values, within a factor 2
+    of their magnitude, rather than ends set by noise).  The hidden share
+    falls as epsilon grows, so a larger budget never steps back to the
+    one-histogram plan.  See :doc:`/bounds`, "DPMinMaxScaler's ends".
 
-    Worst case: with probability at least 0.9 every released end lies in a
+    Worst case: with probability at least 0.9 every stage-1 end lies in a
     bin that holds data of its column (or of the pool), so a released range
-    is never wider than about twice the data's largest magnitude, whatever
-    ``n`` and epsilon.  When the noise hides a column's tails the range
-    shrinks (more clipping), it does not explode.
+    is never wider than about twice the data's largest magnitude (four
+    times with ``"auto"``, whose ends may reach one log bin further into an
+    overflow bin), whatever ``n`` and epsilon.  When the noise hides a
+    column's tails the range shrinks (more clipping), it does not explode.
 
     Budget.  Two releases of ``d x n_bins`` counts (one where the
     ``"auto"`` rule drops stage 2); replacing one record

@@ -72,6 +72,9 @@ __all__ = [
     "EXTREME_FAILURE",
     "extreme_hidden_share",
     "extreme_threshold",
+    "OVERFLOW_FAILURE",
+    "overflow_edges",
+    "overflow_histogram",
 ]
 
 #: Candidates per decade of the default grid.
@@ -477,6 +480,53 @@ def _quantile_ends(noisy, quantiles, n_samples):
 EXTREME_FAILURE = 0.5
 
 
+#: Chance, at most, that an empty log bin just beyond a column's stage-1 range passes the
+#: test that widens the linear stage's overflow bin over it (:func:`overflow_edges`, per end).
+#: A false alarm adds one empty bin's noise to a prefix sum; a miss keeps the end inside
+#: the stage-1 range (the rule until 2026-11-27).  The extension test's 5 %.
+OVERFLOW_FAILURE = MISSING_ROWS_FAILURE
+
+
+def overflow_histogram(chunk, lower, upper, n_bins):
+    """:func:`linear_histogram` with one overflow bin each side: ``n_bins + 2`` counts per column; summable.
+
+    Bin 0 counts the values below ``lower_j``, bins ``1 .. n_bins`` the equal
+    bins of ``[lower_j, upper_j]``, bin ``n_bins + 1`` the values above
+    ``upper_j``: every row in exactly one bin of its column, so a replaced
+    record moves one count down and one up, as in :func:`linear_histogram`.
+    """
+    X = np.asarray(chunk, dtype=float)
+    u = (np.clip(X, lower, upper) - lower) / (upper - lower)
+    idx = 1 + np.clip(np.floor(np.nan_to_num(u, nan=0.0) * n_bins), 0, n_bins - 1).astype(np.int64)
+    idx = np.where(X < lower, 0, np.where(X > upper, n_bins + 1, idx))
+    return _column_bincount(idx, n_bins + 2)
+
+
+def overflow_edges(low, high, log_noisy, mechanism, n_bins=REFINE_BINS):
+    """Edges of a column's overflow bins and linear bins (``quantiles="auto"``): ``n_bins + 3`` values.
+
+    The linear bins split the stage-1 range ``[low, high]``.  Where ``low``
+    is a log bin's lower edge and the next log bin outward has a stage-1
+    noisy count (``log_noisy``, released) above what an empty bin passes
+    with probability :data:`OVERFLOW_FAILURE`, the overflow bin below spans
+    that log bin, so an end can be extrapolated into it: a tail too thin for
+    the occupied-bin threshold (a normal column's last log bin) still holds
+    rows there.  Otherwise it has width 0 (its rows sit at ``low``, as
+    clipped).  The same above ``high``.  Post-processing of the stage-1
+    release and the public plan.
+    """
+    lower_edges, upper_edges = log_bin_edges()
+    gate = histogram_threshold(mechanism, 1, OVERFLOW_FAILURE)
+    outer_low, outer_high = low, high
+    a = int(np.searchsorted(lower_edges, low))
+    if 0 < a < lower_edges.size and lower_edges[a] == low and log_noisy[a - 1] > gate:
+        outer_low = float(lower_edges[a - 1])
+    b = int(np.searchsorted(upper_edges, high))
+    if b < upper_edges.size - 1 and upper_edges[b] == high and log_noisy[b + 1] > gate:
+        outer_high = float(upper_edges[b + 1])
+    return np.concatenate([[outer_low], np.linspace(low, high, n_bins + 1), [outer_high]])
+
+
 def extreme_threshold(mechanism, n_bins, failure=EXTREME_FAILURE):
     """Noisy count one bin of nothing passes with probability at most ``failure / n_bins`` (public plan).
 
@@ -489,53 +539,70 @@ def extreme_threshold(mechanism, n_bins, failure=EXTREME_FAILURE):
     return histogram_threshold(mechanism, n_bins, failure)
 
 
-def _extreme_ends(noisy, step):
-    """Ends of a column's rows in stage-2 bin units (``quantiles="auto"``): resolved, then extrapolated.
+def _extreme_ends(noisy, step, edges):
+    """Ends of a column's rows (``quantiles="auto"``): resolved by the prefix sums, then extrapolated.
 
-    The low end: ``Q`` is the first bin whose noisy prefix sum passes
-    ``step sqrt(k)`` (``k`` bins summed; :func:`extreme_threshold`): rows
-    certainly lie at or below it, and the prefix sum's noise hides at most
-    about that many beyond it.  The rows the noisy prefix sum before ``Q``
-    still counts (``max(S_{Q-1}, 0)``) are placed beyond ``Q`` at the density
-    of bin ``Q`` (its noisy count, at least ``step``): the end moves outward by
-    their count over that density, at most to the stage-1 edge.  A column
-    whose rows stop at a wall (a dense bin) keeps ``Q``; one with a sparse
-    tail moves out.  As ``n epsilon`` grows the threshold falls, ``Q``
-    reaches the extreme row's bin and the shift vanishes: the ends approach
-    the minimum and maximum.  The high end is the same from the top.  Where
-    not even the whole column passes, the whole stage-1 range ``(0,
-    n_bins)``.  Post-processing of the released counts and the public plan.
+    ``noisy`` are the stage-2 counts of the bins ``[edges[i], edges[i+1])``:
+    the overflow bin below the stage-1 range, the :data:`REFINE_BINS` linear
+    bins, the overflow bin above it (:func:`overflow_histogram`; an overflow
+    bin of width 0 where the stage-1 range is not widened).  The low end:
+    ``Q`` is the first bin whose noisy prefix sum passes ``step sqrt(k)``
+    (``k`` bins summed; :func:`extreme_threshold`), and at least the first
+    linear bin: rows certainly lie at or below it.  The rows the noisy prefix
+    before ``Q`` still counts (``N = max(S_{Q-1}, 0)``, the overflow's among
+    them) lie beyond ``Q``'s lower edge ``x_Q``.  With the density ``f`` of
+    bin ``Q`` (its noisy count, at least ``step``, over its width) their
+    tail's decay length is ``N / f``.  Under a log-concave tail (normal,
+    logistic, exponential, uniform) ``log N(x)`` lies below its tangent at
+    ``x_Q``, so ``N(x) <= N exp(-(x_Q - x) f / N)``: fewer than one row is left
+    beyond ``x_Q - (N / f) ln N``, where the end is placed (one decay length,
+    the flat tail's reach, where ``N <= e``), at most to the outer edge of
+    the overflow bin.  A column whose rows stop at a wall (a dense bin, ``N``
+    within the noise) keeps about ``x_Q``; a tail moves out.  As ``n
+    epsilon`` grows the threshold falls, ``Q`` reaches the extreme row's bin
+    and ``N`` vanishes: the ends approach the minimum and maximum.  The high
+    end is the same from the top.  Where not even the whole column passes,
+    ``(edges[0], edges[-1])``.  Post-processing of the released counts and
+    the public plan.  (Until 2026-11-27 the end moved by one decay length
+    only, and never beyond the stage-1 range.)
     """
     n_bins = noisy.size
     limit = step * np.sqrt(np.arange(1, n_bins + 1))
+    widths = np.diff(edges)
 
-    def end(counts):
+    def end(counts, inner_edges, width):
+        # Positions as distances inward from the outer edge: the same code for both ends.
         sums = np.cumsum(counts)
         sure = sums > limit
         if not sure.any():
             return None
-        q = int(np.argmax(sure))
-        before = max(float(sums[q - 1]), 0.0) if q > 0 else 0.0
-        density = max(float(counts[q]), step)
-        return max(q - before / density, 0.0)
+        q = max(int(np.argmax(sure)), 1)
+        before = max(float(sums[q - 1]), 0.0)
+        density = max(float(counts[q]), step) / width[q]
+        reach = math.log(before) if before > math.e else 1.0
+        return inner_edges[q] - before / density * reach
 
-    low, top = end(noisy), end(noisy[::-1])
+    outer_low, outer_high = float(edges[0]), float(edges[-1])
+    low = end(noisy, np.asarray(edges[:-1]) - outer_low, widths)
+    top = end(noisy[::-1], outer_high - np.asarray(edges[1:][::-1]), widths[::-1])
     if low is None or top is None:
-        return 0.0, float(n_bins)
-    high = n_bins - top
+        return outer_low, outer_high
+    low, high = outer_low + max(low, 0.0), outer_high - max(top, 0.0)
     return min(low, high), max(low, high)
 
 
 def extreme_hidden_share(n_samples, mechanism, n_bins=REFINE_BINS):
     """Share of ``n`` the stage-2 noise hides at a typical end: ``step sqrt(n_bins / 2) / n`` (public).
 
-    ``step`` is :func:`extreme_threshold`: a prefix sum over half the
-    stage-2 bins (an end halfway into the stage-1 range) must pass ``step
-    sqrt(n_bins / 2)`` before :func:`_extreme_ends` places an end there, so
-    about that many rows lie beyond an end it cannot resolve.  A function of
-    the public ``n`` and plan only.
+    ``step`` is :func:`extreme_threshold` over the ``n_bins + 2`` stage-2
+    counts (the linear bins and the two overflow bins): a prefix sum over
+    half the linear bins (an end halfway into the stage-1 range) must pass
+    ``step sqrt(n_bins / 2)`` before :func:`_extreme_ends` places an end
+    there, so about that many rows lie beyond an end it cannot resolve.  A
+    function of the public ``n`` and plan only; it falls as epsilon grows.
     """
-    return extreme_threshold(mechanism, n_bins) * math.sqrt(n_bins / 2) / max(int(n_samples), 1)
+    step = extreme_threshold(mechanism, n_bins + 2)
+    return step * math.sqrt(n_bins / 2) / max(int(n_samples), 1)
 
 
 def can_locate_columns(n_samples, mechanism, n_features):
@@ -688,7 +755,10 @@ def private_histogram_box(
     largest magnitude of any column (:func:`can_locate_columns` says, from
     public quantities, when that is expected).  The linear stage only
     narrows the stage-1 range, to about the quantiles (within
-    ``1 / REFINE_BINS`` of it per end, plus the noise of the sums).
+    ``1 / REFINE_BINS`` of it per end, plus the noise of the sums); with
+    ``ends="extreme"`` an end may also reach one log bin beyond it (an
+    overflow bin, :func:`overflow_edges`): at most four times the data's
+    largest magnitude.
 
     Parameters
     ----------
@@ -745,8 +815,11 @@ def private_histogram_box(
         plan's).  ``"quantiles"``: the bins of ``quantiles`` in the noisy
         prefix and suffix sums of the linear stage (:func:`_quantile_ends`).
         ``"extreme"``: the most extreme rows the noise resolves, extrapolated
-        by the passing bin's density (:func:`_extreme_ends`;
-        ``DPMinMaxScaler(quantiles="auto")``), ``quantiles`` then only
+        along a log-concave tail from the passing bin's density
+        (:func:`_extreme_ends`; ``DPMinMaxScaler(quantiles="auto")``), with
+        an overflow bin each side of the linear stage
+        (:func:`overflow_histogram`, :func:`overflow_edges`: an end may
+        reach one log bin beyond the stage-1 range), ``quantiles`` then only
         setting the extension's test.  ``"range"``: no linear stage (one
         release, planned so by the caller); the stage-1 range is returned.
         Every other caller keeps the default, and its releases.
@@ -830,19 +903,24 @@ def private_histogram_box(
         else:
             low[j], high[j] = lower_edges[first], upper_edges[last]
     # ends="range": one release (planned so), the stage-1 range is the answer.
-    if ends != "range":
+    if ends == "extreme":
+        # The linear bins with an overflow bin each side (the stage-1 counts say how far
+        # an end may be extrapolated beyond the range: overflow_edges).
+        log_noisy = noisy
+        counts = reduce(overflow_histogram, low, high, REFINE_BINS)
+        noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
+        step = extreme_threshold(mechanism, REFINE_BINS + 2)
+        for j in np.flatnonzero(located):
+            edges = overflow_edges(low[j], high[j], log_noisy[j], mechanism)
+            low[j], high[j] = _extreme_ends(noisy[j], step, edges)
+    elif ends != "range":
         counts = reduce(linear_histogram, low, high, REFINE_BINS)
         noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
         # The ends inside the stage-1 range: an error here stays within that range.
         width = (high - low) / REFINE_BINS
-        step = extreme_threshold(mechanism, REFINE_BINS) if ends == "extreme" else None
         for j in np.flatnonzero(located):
-            if ends == "extreme":
-                first, stop = _extreme_ends(noisy[j], step)
-            else:
-                first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
-                stop = last + 1
-            low[j], high[j] = low[j] + first * width[j], low[j] + stop * width[j]
+            first, last = _quantile_ends(noisy[j], quantiles, n_samples_public)
+            low[j], high[j] = low[j] + first * width[j], low[j] + (last + 1) * width[j]
     return (low, high) + ((located,) if return_located else ()) + ((pooled,) if return_pooled else ())
 
 

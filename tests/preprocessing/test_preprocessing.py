@@ -201,10 +201,11 @@ def test_exponential_quantile_probabilities():
         (DPStandardScaler(bounds="auto", delta=0.0, random_state=0), [LaplaceEvent] * 4),
         (DPMinMaxScaler(delta=0.0, quantiles=(0.01, 0.99), random_state=0), [LaplaceEvent] * 2),
         (DPMinMaxScaler(quantiles=(0.01, 0.99), random_state=0), [GaussianEvent] * 2),
-        # quantiles="auto" at n = 400, d = 3, epsilon = 1: the linear stage's noise would hide
-        # more than a quarter of the rows, so one log histogram takes the whole budget.
-        (DPMinMaxScaler(delta=0.0, random_state=0), [LaplaceEvent]),
-        (DPMinMaxScaler(random_state=0), [GaussianEvent]),
+        # quantiles="auto" at n = 400, d = 3, epsilon = 1: the linear stage's noise hides at
+        # most half the rows at a typical end (0.42 Laplace, 0.28 Gaussian), so both stages
+        # are released (the one-histogram plan is test_min_max_auto_falls_back_...).
+        (DPMinMaxScaler(delta=0.0, random_state=0), [LaplaceEvent] * 2),
+        (DPMinMaxScaler(random_state=0), [GaussianEvent] * 2),
         (DPPCA(data_norm=3.0, random_state=0), [GaussianEvent, GaussianEvent]),
         (DPPCA(data_norm=3.0, centered=True, random_state=0), [GaussianEvent]),
     ],
@@ -222,9 +223,8 @@ def test_ledger_privacy_spent_and_accountant(est, events):
     assert 0.8 * eps < budget.spent[0] <= eps * (1 + 1e-6)
     if isinstance(est, DPMinMaxScaler) and est.delta == 0:
         # Basic composition of two Laplace histograms: epsilon / 2 each, L1 sensitivity 2d.
-        # (one histogram on the whole budget: multiplier 1).
         multipliers = [e.noise_multiplier for e in est.privacy_ledger_.events]
-        expected = [2.0, 2.0] if est.quantiles != "auto" else [1.0]
+        expected = [2.0, 2.0]
         assert multipliers == pytest.approx(expected, rel=1e-5)
 
 
@@ -361,22 +361,110 @@ def test_min_max_auto_ends_approach_the_minimum_and_maximum_as_n_epsilon_grows()
     assert np.all(err[10.0] <= fixed + 1e-3), (err[10.0], fixed)
 
 
-def test_min_max_auto_ends_unit_rules():
+def _bin_unit_ends(counts, step):
+    # The 32 linear bins in bin units, with overflow bins of width 0 (no stage-1 widening).
     from skdp.privacy.quantiles import _extreme_ends
 
+    edges = np.concatenate([[0.0], np.arange(33.0), [32.0]])
+    return _extreme_ends(np.concatenate([[0.0], counts, [0.0]]), step, edges)
+
+
+def test_min_max_auto_ends_unit_rules():
     # Noise-free counts (a threshold below one row): the ends are the outer edges of the
     # first and last occupied bins.
     counts = np.zeros(32)
     counts[5:20] = 10.0
-    assert _extreme_ends(counts, 0.5) == (5.0, 20.0)
-    # A sparse tail below a wall: the prefix before the first passing bin still holds rows,
-    # and the end moves out by their count over the passing bin's density.
+    assert _bin_unit_ends(counts, 0.5) == (5.0, 20.0)
+    # A sparse tail below a wall: the prefix before the first passing bin still holds rows
+    # (4), the tail's decay length is 4 / 40 bins, and a log-concave tail leaves its last
+    # row within ln 4 such lengths.
     counts = np.zeros(32)
     counts[3], counts[4], counts[5:20] = 2.0, 2.0, 40.0
-    low, high = _extreme_ends(counts, 5.0)
-    assert high == 20.0 and low == pytest.approx(5 - 4.0 / 40.0)
+    low, high = _bin_unit_ends(counts, 5.0)
+    assert high == 20.0 and low == pytest.approx(5 - 4.0 / 40.0 * math.log(4.0))
+    # Under e rows before it (here 2): one decay length, the flat tail's reach.
+    counts[3] = 0.0
+    low, _ = _bin_unit_ends(counts, 5.0)
+    assert low == pytest.approx(5 - 2.0 / 40.0)
     # Nothing passes (the whole column hidden by the noise): the whole stage-1 range.
-    assert _extreme_ends(np.ones(32), 100.0) == (0.0, 32.0)
+    assert _bin_unit_ends(np.ones(32), 100.0) == (0.0, 32.0)
+    # An end never leaves the range (overflow bins of width 0): a tail whose reach (3 bins
+    # of 90 rows at 30 a bin: 3 ln 90 = 13.5 bins) passes the range's edge stops at it.
+    counts = np.zeros(32)
+    counts[0:10], counts[10:20] = 30.0, 40.0
+    low, _ = _bin_unit_ends(counts, 50.0)
+    assert low == 0.0
+
+
+def test_min_max_auto_ends_reach_a_gaussian_tails_last_row():
+    # Noise-free expected counts of a standard normal column of n = 1000 rows in 32 bins
+    # over [-4, 4]: at every threshold the released end lies within two bins (0.5) of the
+    # point one row is expected beyond (Phi^-1(1 / n) = -3.09), where the flat tail's
+    # reach (one decay length, the rule until 2026-11-27) stops short by more.
+    from scipy.stats import norm
+
+    from skdp.privacy.quantiles import _extreme_ends
+
+    n, linear = 1000, np.linspace(-4.0, 4.0, 33)
+    edges = np.concatenate([[-4.0], linear, [4.0]])
+    counts = np.concatenate([[0.0], n * np.diff(norm.cdf(linear)), [0.0]])
+    last_row = norm.ppf(1.0 / n)
+    for step in (5.0, 10.0, 20.0, 40.0):
+        low, high = _extreme_ends(counts, step, edges)
+        assert abs(low - last_row) < 0.5 and abs(high + last_row) < 0.5, (step, low)
+        # The flat tail's end from the same counts.
+        sums = np.cumsum(counts)
+        q = int(np.argmax(sums > step * np.sqrt(np.arange(1, 35))))
+        flat = edges[q] - 0.25 * sums[q - 1] / max(counts[q], step)
+        assert abs(low - last_row) < abs(flat - last_row), (step, low, flat)
+    # A stage-1 range [-2, 2] that missed the tails' log bins [-4, -2) and [2, 4): their
+    # rows land in the overflow bins, and the ends reach into them as far as the last row.
+    linear = np.linspace(-2.0, 2.0, 33)
+    edges = np.concatenate([[-4.0], linear, [4.0]])
+    inside = n * np.diff(norm.cdf(linear))
+    counts = np.concatenate([[n * norm.cdf(-2.0)], inside, [n * norm.cdf(-2.0)]])
+    for step in (5.0, 10.0, 20.0):
+        low, high = _extreme_ends(counts, step, edges)
+        assert low < -2.3 and high > 2.3, (step, low)
+        if step < 20.0:
+            assert abs(low - last_row) < 0.5 and abs(high + last_row) < 0.5, (step, low)
+        # (At 20 the first linear bin's 7.6 rows are below the threshold, whose floor on
+        # the density shortens the decay length: the end stops at -2.44.)
+
+
+def test_min_max_auto_overflow_bins():
+    from skdp.privacy.quantiles import (
+        OVERFLOW_FAILURE,
+        histogram_mechanism,
+        histogram_threshold,
+        log_bin_edges,
+        log_bin_index,
+        overflow_edges,
+        overflow_histogram,
+    )
+
+    # Every row in one bin of its column: below, 32 linear bins, above.
+    X = np.array([[-5.0, 0.5], [0.0, 1.0], [0.999, 2.0], [7.0, 0.75]])
+    counts = overflow_histogram(X, np.array([0.0, 0.5]), np.array([1.0, 1.0]), 32)
+    assert counts.shape == (2, 34) and np.all(counts.sum(axis=1) == 4)
+    assert counts[0, 0] == 1 and counts[0, 33] == 1 and counts[0, 1] == 1 and counts[0, 32] == 1
+    assert counts[1, 33] == 1 and counts[1, 1] == 1 and counts[1, 32] == 1
+    # The overflow bin spans the next log bin outward only where its stage-1 count passes
+    # what an empty bin passes with probability OVERFLOW_FAILURE.
+    mechanism = histogram_mechanism(3, 2.0, True)
+    gate = histogram_threshold(mechanism, 1, OVERFLOW_FAILURE)
+    lower, upper = log_bin_edges()
+    below, above = log_bin_index(np.array([-3.0, 3.0]))  # [-4, -2) and [2, 4)
+    log_noisy = np.zeros(lower.size)
+    edges = overflow_edges(-2.0, 2.0, log_noisy, mechanism)
+    assert edges.size == 35 and edges[0] == edges[1] == -2.0 and edges[-1] == edges[-2] == 2.0
+    log_noisy[below], log_noisy[above] = gate + 1.0, gate - 1.0
+    edges = overflow_edges(-2.0, 2.0, log_noisy, mechanism)
+    assert lower[below] == -4.0 and edges[0] == -4.0 and edges[-1] == 2.0
+    # A range that is not a log bin's edge (the pool's, the row scale's) is never widened.
+    log_noisy[:] = 1e9
+    edges = overflow_edges(-1.5, 2.5, log_noisy, mechanism)
+    assert edges[0] == -1.5 and edges[-1] == 2.5
 
 
 @pytest.mark.parametrize("delta", [0.0, 1e-5])
@@ -407,19 +495,59 @@ def test_min_max_auto_falls_back_to_one_log_histogram_where_the_public_rule_says
             assert np.all(np.isin(ends, np.concatenate([edges, [0.0]])))
 
 
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_min_max_auto_switch_is_monotone_in_epsilon_and_public(delta):
+    # The plan keeps the linear stage iff the hidden share (n, d, epsilon, delta) is at most
+    # AUTO_HIDDEN_SHARE; the share falls as epsilon grows, so once a budget buys the
+    # linear stage every larger one does (the plan never steps back to one histogram).
+    from skdp.preprocessing._minmax import AUTO_HIDDEN_SHARE
+    from skdp.privacy.quantiles import calibrate_histogram, extreme_hidden_share, histogram_mechanism
+
+    composition = "basic" if delta == 0 else "pld"
+    epsilons = np.geomspace(0.05, 30.0, 25)
+    for n in (50, 400, 2000, 20000):
+        for d in (1, 4, 30):
+            shares = [
+                extreme_hidden_share(
+                    n, histogram_mechanism(d, calibrate_histogram(eps, delta, d, composition), delta > 0)
+                )
+                for eps in epsilons
+            ]
+            assert np.all(np.diff(shares) < 0), (n, d)
+            linear = np.array(shares) <= AUTO_HIDDEN_SHARE
+            assert np.all(np.diff(linear.astype(int)) >= 0), (n, d)
+    # The same public n, d, epsilon, delta give the same plan whatever the data: a wall of
+    # uniform values and a heavy-tailed column far from 0 record the same events.
+    rng = np.random.default_rng(1)
+    tables = (rng.uniform(0.0, 1.0, size=(600, 3)), 1e4 + 1e3 * rng.standard_t(2, size=(600, 3)))
+    for eps in (0.3, 1.0, 3.0):
+        plans = []
+        for X in tables:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                scaler = DPMinMaxScaler(epsilon=eps, delta=delta, random_state=0).fit(X)
+            plans.append(
+                [(type(e).__name__, e.count, e.noise_multiplier) for e in scaler.privacy_ledger_.events]
+            )
+        assert plans[0] == plans[1], eps
+
+
 @pytest.mark.parametrize("eps", [0.3, 1.0, 10.0])
 @pytest.mark.parametrize("delta", [0.0, 1e-5])
 def test_min_max_scaler_range_never_explodes_on_small_tables(eps, delta):
     # Digits: 1,797 rows, 64 columns in 0..16.  The exponential-mechanism
     # quantiles over a grid to 1e6 released ranges like [-489908, 512997]
     # here; the histogram's ends lie in occupied bins (or are the data-free
-    # [0, 1]), so no range exceeds twice the data's largest magnitude.
+    # [0, 1]), so no range exceeds twice the data's largest magnitude; the
+    # "auto" ends may reach one log bin further (an overflow bin: four times).
     from sklearn.datasets import load_digits
 
     X = load_digits().data
     for seed in range(3):
         scaler = DPMinMaxScaler(epsilon=eps, delta=delta, random_state=seed).fit(X)
-        assert np.all(scaler.data_min_ >= -32.0) and np.all(scaler.data_max_ <= 32.0)
+        assert np.all(scaler.data_min_ >= -64.0) and np.all(scaler.data_max_ <= 64.0)
+        fixed = DPMinMaxScaler(epsilon=eps, delta=delta, quantiles=(0.01, 0.99), random_state=seed).fit(X)
+        assert np.all(fixed.data_min_ >= -32.0) and np.all(fixed.data_max_ <= 32.0)
     std = DPStandardScaler(epsilon=eps, delta=delta if delta else 0.0, random_state=0).fit(X)
     assert np.all(std.bounds_ >= -32.0) and np.all(std.bounds_ <= 32.0)
 
