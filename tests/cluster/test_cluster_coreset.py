@@ -506,3 +506,18 @@ def test_private_start_reaches_the_optimum_on_unequal_clusters():
     for seed in range(3):
         km = DPKMeans(3, epsilon=10.0, random_state=seed).fit(X)
         assert -km.score(X) <= 1.05 * twin.inertia_
+
+
+def test_private_start_chunked_releases_the_same():
+    X = unequal()
+    memory = started().fit(X)
+
+    def chunks():
+        return (X[i : i + 700] for i in range(0, len(X), 700))
+
+    chunked = started().fit(chunks)
+    assert (
+        sum(e.count for e in memory.privacy_ledger_.events) == cs.CORESET_MAX_DEPTH + 1 + 2 * memory.n_iter_
+    )
+    np.testing.assert_allclose(chunked.cluster_centers_, memory.cluster_centers_, rtol=1e-9, atol=1e-9)
+    assert chunked.privacy_spent_ == memory.privacy_spent_
