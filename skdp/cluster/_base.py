@@ -224,6 +224,22 @@ class _BaseDPLloyd(
         """The plan of the releases that locate the data before Lloyd's, composed first; None: none."""
         return None
 
+    def _start_events(self, n_iter, count_weight):
+        """Events of a private start released before the iterations, as a function of the noise multiplier.
+
+        None (the default): the start is data-independent and costs nothing.
+        """
+        return None
+
+    def _private_start(self, rows, settings, bound, project, rng, ledger):
+        """Privately chosen starting centres in the clustering space, or None (default: none).
+
+        Called on the mapped, clipped ``rows`` before the iterations, with
+        ``init="random"``; its releases must be the plan's
+        (:meth:`_start_events`).
+        """
+        return None
+
     def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
         return lloyd_noise_multiplier(
             int(n_iter),
@@ -235,6 +251,7 @@ class _BaseDPLloyd(
             self.composition,
             secure_noise=secure_noise,
             bounds=self._bounds_plan(secure_noise),
+            start=self._start_events(n_iter, count_weight),
         )
 
     @private_fit_context(prefer_skip_nested_validation=True)
@@ -388,7 +405,13 @@ class _BaseDPLloyd(
                     return split_largest(idx, centres, noisy_counts, bound, rng)
 
                 noise = relative_centre_noise(noise_multiplier, self.mechanism, rows.n_samples, k, dim)
-                if box is not None and noise > DIAGONAL_START_NOISE:
+                start = self._private_start(rows, s, bound, project, rng, ledger)
+                if start is not None:
+                    # A privately chosen start (accounted in the plan): every
+                    # iteration is a Lloyd step.
+                    centres = start
+                    n_remaining = n_iter
+                elif box is not None and noise > DIAGONAL_START_NOISE:
                     # A declared box: public centres spread along its diagonal,
                     # so every iteration is a Lloyd step (no release is spent on
                     # a random partition, whose cells all share the global mean).

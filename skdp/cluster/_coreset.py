@@ -154,6 +154,65 @@ def coreset_noise_multiplier(
     )
 
 
+#: Share of the budget (under zCDP for Gaussian noise, basic composition for
+#: Laplace) that DP Lloyd's private start spends on its coreset
+#: (:func:`start_noise_ratio`).  Fixed a priori: with DPKMeans' ``T = 5``
+#: iterations it is what the random partition's release (one iteration of
+#: five) cost, so the iterations keep about their noise.
+CORESET_START_SHARE = 0.2
+
+
+def start_noise_ratio(
+    n_iter,
+    lloyd_count_weight,
+    mechanism="gaussian",
+    share=CORESET_START_SHARE,
+    max_depth=CORESET_MAX_DEPTH,
+    count_weight=CORESET_COUNT_WEIGHT,
+):
+    """Noise multiplier of the start's coreset over that of DP Lloyd's sums (public quantities).
+
+    The start's releases (:func:`coreset_events` at multiplier ``a z``)
+    cost ``share`` of those of the whole fit when ``z`` is the iterations'
+    multiplier.  A Gaussian release at multiplier ``z`` costs ``1 / (2 z^2)``
+    in zCDP, a Laplace one ``1 / z`` in epsilon (``p = 2`` or ``1``): the
+    coreset costs ``(D / w^p + 1) / (a z)^p`` and the ``T`` iterations
+    ``T (1 / w_L^p + 1) / z^p`` (``w_L`` the sizes' weight), so
+    ``a^p = (1 - share) (D / w^p + 1) / (share T (1 / w_L^p + 1))``.
+    The accountant then composes the whole plan exactly; the share is only
+    how the budget is divided.
+    """
+    p = {"gaussian": 2.0, "laplace": 1.0}[mechanism]
+    coreset_cost = max_depth / count_weight**p + 1.0
+    lloyd_cost = n_iter * (1.0 / lloyd_count_weight**p + 1.0)
+    return ((1.0 - share) * coreset_cost / (share * lloyd_cost)) ** (1.0 / p)
+
+
+#: Leaves per cluster of average size (``n / k`` rows) that the start's coreset must afford.
+CORESET_START_LEAVES = 4
+
+
+def start_resolves(noise_multiplier, mechanism, n_samples, n_clusters, dim):
+    """Whether a coreset at ``noise_multiplier`` can give every average cluster several leaves.
+
+    The smallest leaf whose noisy mean is within a tenth of ``C``
+    (:func:`tree_thresholds` before its cap) must hold at most ``n / (L k)``
+    rows, ``L =`` :data:`CORESET_START_LEAVES`: an average cluster then
+    splits into ``L`` leaves whose means are accurate, and k-means++ on the
+    leaves seeds the clusters (smaller ones included) instead of the noise.
+    Where it cannot (small ``n * epsilon``), the leaves are a few coarse
+    cones of the data and a start from them is worse than the random
+    partition.  Public quantities only.
+    """
+    low_noise = relative_centre_noise(noise_multiplier, mechanism, 1, 1, dim) / CORESET_LEAF_NOISE_RATIO
+    return low_noise <= n_samples / (CORESET_START_LEAVES * n_clusters)
+
+
+def start_events(noise_multiplier, ratio, mechanism="gaussian"):
+    """The private start's events at the iterations' ``noise_multiplier``: the coreset's at ``ratio`` times it."""
+    return coreset_events(noise_multiplier * ratio, CORESET_MAX_DEPTH, mechanism)
+
+
 def tree_thresholds(noise_multiplier, mechanism, n_samples, n_clusters, dim):
     """``(min_node, min_branch)``: smallest kept and smallest branching noisy count.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from numbers import Real
 
@@ -23,7 +24,13 @@ from ..privacy.quantiles import (
     calibrate_histogram_bounds,
     histogram_box_share,
 )
-from ._base import LloydSettings, _BaseDPLloyd, _blas_threads
+from ._base import (
+    _MECHANISMS,
+    DIAGONAL_START_NOISE,
+    LloydSettings,
+    _BaseDPLloyd,
+    _blas_threads,
+)
 from ._blas import threadpool_limits
 from ._coreset import (
     ALGORITHMS,
@@ -32,6 +39,9 @@ from ._coreset import (
     choose_algorithm,
     coreset_noise_multiplier,
     private_coreset,
+    start_events,
+    start_noise_ratio,
+    start_resolves,
     tree_thresholds,
     weighted_kmeans,
 )
@@ -42,7 +52,10 @@ from ._lloyd import (
     BoxBallProjection,
     BoxShift,
     Shift,
+    count_sensitivity,
+    relative_centre_noise,
     row_norms,
+    sum_sensitivity,
 )
 
 
@@ -62,12 +75,16 @@ class KMeansSettings(LloydSettings):
     max_depth : int or None
         Depth of the coreset's tree (``"coreset"``).
     thresholds : object or None
-        The coreset tree's split thresholds (``"coreset"``), from public quantities.
+        The coreset tree's split thresholds (``"coreset"``, or the private start's).
+    start_ratio : float or None
+        ``"lloyd"`` with the private start: its coreset's noise multiplier over the
+        iterations' (:func:`~skdp.cluster._coreset.start_noise_ratio`); None: no private start.
     """
 
     algorithm: str = "lloyd"
     max_depth: int | None = None
     thresholds: object = None
+    start_ratio: float | None = None
 
 
 class DPKMeans(_BaseDPLloyd):
@@ -79,7 +96,9 @@ class DPKMeans(_BaseDPLloyd):
     noise, Acs et al. 2018, Alg. 2, lines 6-11).  All ``max_iter``
     iterations run, and the noise multiplier of their ``2 * max_iter``
     releases is calibrated once, before the data, so that their composition
-    meets ``(epsilon, delta)``.  With many clusters in high dimension
+    meets ``(epsilon, delta)``.  Where ``n * epsilon`` allows, Lloyd starts
+    from k-means++ on a private coreset released first (its releases in the
+    same plan).  With many clusters in high dimension
     (``algorithm="auto"``) a private coreset is clustered instead.
 
     The fitted model holds only releases and public quantities: no
@@ -124,10 +143,12 @@ class DPKMeans(_BaseDPLloyd):
         declared one; elsewhere ``"auto"`` is ``None``
         (:ref:`kmeans-auto-box`).
     init : "random" or array-like of shape (n_clusters, n_features), default="random"
-        ``"random"``: a data-independent start (a random partition, or public
-        centres on the box's diagonal under heavy noise with ``bounds``).  An
-        array gives public centres; it must not be computed from the private
-        data.
+        ``"random"``: a privately chosen start where ``n * epsilon`` allows it
+        (k-means++ on a private coreset released with a fifth of the budget,
+        accounted; :ref:`cluster-private-start`), else a data-independent one
+        (a random partition, or public centres on the box's diagonal under
+        heavy noise with ``bounds``).  An array gives public centres; it must
+        not be computed from the private data.
     algorithm : {"auto", "lloyd", "coreset"}, default="auto"
         ``"lloyd"``: DP Lloyd.  ``"coreset"``: k-means on a private coreset
         from a locality-sensitive-hash prefix tree (Google's
@@ -536,11 +557,77 @@ class DPKMeans(_BaseDPLloyd):
             n_samples, self.n_clusters, n_features, float(self.epsilon), float(self.delta)
         )
 
+    # --- the private start of DP Lloyd (a coreset's k-means++; skdp.cluster._coreset) ---
+    def _start_events(self, n_iter, count_weight):
+        if not self.__dict__.get("_plan_start"):
+            return None
+        ratio = start_noise_ratio(int(n_iter), float(count_weight), self.mechanism)
+        return functools.partial(start_events, ratio=ratio, mechanism=self.mechanism)
+
+    def _uses_private_start(self, rows, settings):
+        """Whether Lloyd's plan starts from the private coreset (public quantities only).
+
+        ``init="random"`` wherever the start-free plan would begin with the
+        random partition: not where a box's diagonal start takes its place
+        (a box, declared or released, and a relative centre noise above
+        :data:`~skdp.cluster._base.DIAGONAL_START_NOISE`), where ``n * epsilon``
+        is too small for a coreset's leaves as well (:ref:`cluster-private-start`).
+        One cluster needs no start: every row is assigned to it whatever the start.
+        """
+        if not isinstance(self.init, str) or self.n_clusters < 2:
+            return False
+        shape = (rows.n_samples, rows.n_features)
+        has_box = self._declares_box() or self._private_box_mode(shape)
+        noise = relative_centre_noise(
+            settings.noise_multiplier, self.mechanism, rows.n_samples, self.n_clusters, settings.dim
+        )
+        return not (has_box and noise > DIAGONAL_START_NOISE)
+
+    def _private_start(self, rows, settings, bound, project, rng, ledger):
+        """k-means++ and Lloyd on a private coreset of the rows (post-processing of its releases).
+
+        The coreset (:func:`~skdp.cluster._coreset.private_coreset`) is
+        released at ``start_ratio`` times the iterations' noise multiplier,
+        its events the plan's (:meth:`_start_events`); its weighted k-means
+        (:func:`~skdp.cluster._coreset.weighted_kmeans`) gives the centres.
+        """
+        ratio = getattr(settings, "start_ratio", None)
+        if ratio is None:
+            return None
+        noise_multiplier = settings.noise_multiplier * ratio
+        mechanism_class, norm = _MECHANISMS[self.mechanism]
+        count_sens = count_sensitivity(norm)
+        sum_sens = sum_sensitivity(bound, norm, settings.dim)
+        count_mechanism = mechanism_class(count_sens, noise_multiplier * CORESET_COUNT_WEIGHT * count_sens)
+        sum_mechanism = mechanism_class(sum_sens, noise_multiplier * sum_sens)
+        thresholds = tree_thresholds(
+            noise_multiplier, self.mechanism, rows.n_samples, self.n_clusters, settings.dim
+        )
+        points, weights = private_coreset(
+            rows, bound, count_mechanism, sum_mechanism, CORESET_MAX_DEPTH, thresholds, rng, ledger, project
+        )
+        centres, _, _, _ = weighted_kmeans(points, weights, self.n_clusters, bound, rng, project)
+        return centres
+
     def _calibrate_algorithm(self, rows, plan):
         """Lloyd's plan, or the coreset's: ``D`` level counts and one leaf-sum release (public quantities)."""
         algorithm = self._algorithm(rows.n_samples, rows.n_features)
         if algorithm == "lloyd":
-            return super()._calibrate(rows, plan).with_settings(algorithm="lloyd")
+            lloyd = super()._calibrate(rows, plan)
+            if not self._uses_private_start(rows, lloyd.settings):
+                return lloyd.with_settings(algorithm="lloyd")
+            self.__dict__["_plan_start"] = True
+            try:
+                started = super()._calibrate(rows, plan)
+            finally:
+                self.__dict__.pop("_plan_start", None)
+            s = started.settings
+            ratio = start_noise_ratio(s.n_iter, s.count_weight, self.mechanism)
+            if not start_resolves(
+                s.noise_multiplier * ratio, self.mechanism, rows.n_samples, self.n_clusters, s.dim
+            ):
+                return lloyd.with_settings(algorithm="lloyd")
+            return started.with_settings(algorithm="lloyd", start_ratio=ratio)
         dim = self._feature_dim(rows.n_features)
         secure = plan.secure_noise
         noise_multiplier = coreset_noise_multiplier(

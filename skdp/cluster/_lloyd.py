@@ -412,7 +412,9 @@ def count_noise_weight(mechanism, dim):
     raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}.")
 
 
-def _planned_events(noise_multiplier, max_iter, mechanism="gaussian", n_norm_selections=0, count_weight=1.0):
+def _planned_events(
+    noise_multiplier, max_iter, mechanism="gaussian", n_norm_selections=0, count_weight=1.0, start=None
+):
     """Privacy events of a whole DP Lloyd fit at ``noise_multiplier`` (the calibration plan).
 
     ``max_iter`` iterations of two releases each (sizes, sums), both at the
@@ -420,6 +422,9 @@ def _planned_events(noise_multiplier, max_iter, mechanism="gaussian", n_norm_sel
     both), plus ``n_norm_selections`` DPNorm calls (Alg. 3), also at that
     multiplier.  This is the moments-accountant composition of Eq. 3 with
     ``sigma_C = sigma_K``, except that DPNorm runs once rather than ``T`` times.
+    ``start`` (a function of the noise multiplier, or None) gives the events
+    of a private start released before the iterations
+    (:func:`~skdp.cluster._coreset.start_events`); they come first.
     """
     event_class = {"gaussian": GaussianEvent, "laplace": LaplaceEvent}[mechanism]
     events = [
@@ -430,7 +435,7 @@ def _planned_events(noise_multiplier, max_iter, mechanism="gaussian", n_norm_sel
     ]
     if n_norm_selections:
         events.append(norm_selection_event(noise_multiplier, REPLACE_ONE, count=n_norm_selections))
-    return events
+    return events if start is None else list(start(noise_multiplier)) + events
 
 
 def lloyd_noise_multiplier(
@@ -444,6 +449,7 @@ def lloyd_noise_multiplier(
     *,
     secure_noise=False,
     bounds=None,
+    start=None,
 ):
     """Smallest noise multiplier whose :func:`_planned_events` costs at most ``(epsilon, delta)``.
 
@@ -453,7 +459,8 @@ def lloyd_noise_multiplier(
     (:func:`~skdp.privacy.centring.calibrate_after_bounds`).  Grid searches
     refit the same plan many times: the calibration caches plan costs itself
     (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed by the events,
-    which ``secure_noise`` (the fit's plan's) changes).
+    which ``secure_noise`` (the fit's plan's) changes).  ``start``: the
+    events of a private start, as in :func:`_planned_events`.
     """
     return calibrate_after_bounds(
         functools.partial(
@@ -462,6 +469,7 @@ def lloyd_noise_multiplier(
             mechanism=mechanism,
             n_norm_selections=n_norm_selections,
             count_weight=count_weight,
+            start=start,
         ),
         bounds,
         epsilon,

@@ -1,5 +1,6 @@
 """DPKMeans and DPKernelKMeans: math helpers, privacy plan, API (fast tests)."""
 
+import functools
 import math
 import pickle
 import warnings
@@ -16,6 +17,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 
 from skdp.cluster import DPKernelKMeans, DPKMeans
+from skdp.cluster import _coreset as cs
 from skdp.cluster import _lloyd as lloyd
 from skdp.cluster._fourier import draw_fourier_weights, random_fourier_features
 from skdp.exceptions import PrivacyLeakWarning
@@ -561,9 +563,12 @@ def test_auto_max_iter_in_fit_matches_rule_and_plan(Est):
     km = Est(3, epsilon=2.0, max_iter="auto", random_state=0, **kwargs).fit(X)
     dim = km.cluster_centers_.shape[1]
     w = lloyd.count_noise_weight("gaussian", dim)
+    # DPKMeans at n * eps = 6000 starts from its private coreset (its events first in the plan).
+    started = Est is DPKMeans
 
     def z_of(T):
-        return lloyd.lloyd_noise_multiplier(T, "gaussian", 0, w, 2.0, 1e-5, "pld")
+        start = functools.partial(cs.start_events, ratio=cs.start_noise_ratio(T, w)) if started else None
+        return lloyd.lloyd_noise_multiplier(T, "gaussian", 0, w, 2.0, 1e-5, "pld", start=start)
 
     if Est is DPKMeans:  # DPKMeans' own rule: a floor of 5, a tenth of C, at most 20
         rule = dict(
@@ -578,10 +583,15 @@ def test_auto_max_iter_in_fit_matches_rule_and_plan(Est):
     assert km.n_iter_ == T
     assert km.noise_multiplier_ == pytest.approx(z_of(T), rel=1e-12)
     events = km.privacy_ledger_.events
-    assert len(events) == 2 * T
-    assert sorted(e.noise_multiplier for e in events) == pytest.approx(
-        sorted([z_of(T)] * T + [w * z_of(T)] * T)
-    )
+    z = z_of(T)
+    planned = [z] * T + [w * z] * T
+    if started:
+        a = cs.start_noise_ratio(T, w)
+        assert cs.start_resolves(a * z, "gaussian", 3000, 3, dim)
+        planned += [a * cs.CORESET_COUNT_WEIGHT * z] * cs.CORESET_MAX_DEPTH + [a * z]
+    assert sum(e.count for e in events) == len(planned)
+    got = [e.noise_multiplier for e in events for _ in range(e.count)]
+    assert sorted(got) == pytest.approx(sorted(planned))
     assert km.privacy_spent_.epsilon == pytest.approx(2.0, rel=1e-4)
     # The rule reads the shape only: other data of the same shape, same T.
     other = km.set_params(random_state=1).fit(np.random.default_rng(0).normal(size=X.shape))

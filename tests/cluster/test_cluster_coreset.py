@@ -14,6 +14,7 @@ import skdp.cluster._base as base_module
 from skdp._chunks import as_chunked
 from skdp.cluster import DPKMeans
 from skdp.cluster import _coreset as cs
+from skdp.cluster import _lloyd as lloyd
 
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting import dp_event  # noqa: E402
@@ -378,3 +379,145 @@ def test_blas_limit_is_applied_and_restored():
         assert blas_threads() == before
         with threadpool_limits(limits=None, user_api="blas"):
             assert blas_threads() == before
+
+
+# --- DP Lloyd's private start: k-means++ on a coreset released first (DPKMeans, algorithm="lloyd") ---
+def unequal(n=3000, dim=8, seed=3):
+    """Clusters of 0.6 / 0.3 / 0.1 of the rows and spreads 0.5 / 1.5 / 3 (the zoo's unequal set)."""
+    sizes = [int(0.6 * n), int(0.3 * n), n - int(0.6 * n) - int(0.3 * n)]
+    X, _ = make_blobs(n_samples=sizes, n_features=dim, cluster_std=[0.5, 1.5, 3.0], random_state=seed)
+    return X
+
+
+def started(**params):
+    base = dict(n_clusters=3, epsilon=4.0, delta=1e-5, data_norm=30.0, bounds=None, random_state=0)
+    return DPKMeans(**{**base, **params})
+
+
+def _start_accounted(km, epsilon=4.0, delta=1e-5):
+    """Whether the ledger and ``privacy_spent_`` hold the start's coreset and the ``T`` iterations.
+
+    An independent PLD accountant composes the plan at the fitted multiplier
+    ``z``: ``D`` level counts at ``a w z`` and one leaf-sum release at ``a z``
+    (``a`` the start's ratio, ``w`` the coreset's count weight), then ``T``
+    sizes at ``w_L z`` and ``T`` sums at ``z``; it must come to the requested
+    epsilon, as must ``privacy_spent_``, and the ledger must hold every release.
+    """
+    z, T = km.noise_multiplier_, km.n_iter_
+    w_lloyd = lloyd.count_noise_weight("gaussian", km.n_features_in_)
+    a = cs.start_noise_ratio(T, w_lloyd)
+    acc = pld_privacy_accountant.PLDAccountant()
+    acc.compose(dp_event.GaussianDpEvent(a * cs.CORESET_COUNT_WEIGHT * z), cs.CORESET_MAX_DEPTH)
+    acc.compose(dp_event.GaussianDpEvent(a * z))
+    acc.compose(dp_event.GaussianDpEvent(w_lloyd * z), T)
+    acc.compose(dp_event.GaussianDpEvent(z), T)
+    eps = acc.get_epsilon(delta)
+    n_released = sum(e.count for e in km.privacy_ledger_.events)
+    return (
+        abs(eps - epsilon) <= 2e-2 * epsilon
+        and abs(km.privacy_spent_.epsilon - eps) <= 2e-2 * eps
+        and km.privacy_spent_.epsilon <= epsilon * (1 + 1e-9)
+        and n_released == cs.CORESET_MAX_DEPTH + 1 + 2 * T
+    )
+
+
+def test_private_start_plan_matches_dp_accounting():
+    km = started().fit(unequal())
+    assert km.algorithm_ == "lloyd"
+    assert _start_accounted(km)
+
+
+def test_unaccounted_start_is_caught(monkeypatch):
+    # The start's releases kept off the ledger (and out of the plan): the check must fail.
+    import skdp.cluster._kmeans as kmeans_module
+
+    original = kmeans_module.private_coreset
+
+    class Unrecorded:
+        """The fit's ledger, except that it records nothing."""
+
+        def __init__(self, ledger):
+            self._ledger = ledger
+
+        def record(self, *args, **kwargs):
+            pass
+
+        def __getattr__(self, name):
+            return getattr(self._ledger, name)
+
+    def unrecorded(rows, bound, count_mechanism, sum_mechanism, max_depth, thresholds, rng, ledger, project):
+        return original(
+            rows,
+            bound,
+            count_mechanism,
+            sum_mechanism,
+            max_depth,
+            thresholds,
+            rng,
+            Unrecorded(ledger),
+            project,
+        )
+
+    monkeypatch.setattr(kmeans_module, "private_coreset", unrecorded)
+    assert not _start_accounted(started().fit(unequal()))
+    # Recorded but left out of the plan: the fit spends more than it reserved, and the template refuses it.
+    monkeypatch.setattr(kmeans_module.DPKMeans, "_start_events", lambda self, n_iter, count_weight: None)
+    monkeypatch.setattr(kmeans_module, "private_coreset", original)
+    with pytest.raises(RuntimeError, match="spent"):
+        started().fit(unequal())
+
+
+def test_private_start_leaf_sums_have_the_planned_std(monkeypatch):
+    seen = _capture_leaf_sums(monkeypatch)
+    km = started().fit(unequal())
+    # The first 2-D release is the start's leaf sums: sensitivity 2 C times a z.
+    w_lloyd = lloyd.count_noise_weight("gaussian", 8)
+    a = cs.start_noise_ratio(km.n_iter_, w_lloyd)
+    assert len(seen) == 1 + km.n_iter_
+    assert _std_within_chi2(seen[0], 2 * 30.0 * a * km.noise_multiplier_)
+    assert not _std_within_chi2(seen[0], 2 * 30.0 * a * km.noise_multiplier_ / 2)
+
+
+def test_private_start_only_where_the_coreset_resolves_the_clusters():
+    # n * eps small: the smallest accurate leaf is larger than a quarter of an average
+    # cluster (start_resolves), so the start-free plan (2 T releases) runs.
+    small = started(epsilon=1.0).fit(unequal(n=600))
+    assert sum(e.count for e in small.privacy_ledger_.events) == 2 * small.n_iter_
+    w_lloyd = lloyd.count_noise_weight("gaussian", 8)
+    a = cs.start_noise_ratio(small.n_iter_, w_lloyd)
+    assert not cs.start_resolves(a * small.noise_multiplier_, "gaussian", 600, 3, 8)
+    # A public init or a declared box's diagonal start: no start either.
+    init = np.zeros((3, 8))
+    public = started(init=init).fit(unequal())
+    assert sum(e.count for e in public.privacy_ledger_.events) == 2 * public.n_iter_
+    # The rule reads public quantities only: the same plan on other data of that shape.
+    other = started().fit(np.random.default_rng(0).normal(size=(3000, 8)))
+    assert sum(e.count for e in other.privacy_ledger_.events) == cs.CORESET_MAX_DEPTH + 1 + 2 * other.n_iter_
+
+
+def test_private_start_reaches_the_optimum_on_unequal_clusters():
+    # Lloyd from the random partition converges to a poor local optimum on these
+    # clusters at small noise (the zoo's rule-3 FAIL: cost 2.27 times the optimum at
+    # eps 10); the coreset's k-means++ seeds every cluster.
+    from sklearn.cluster import KMeans
+
+    X = unequal()
+    twin = KMeans(3, n_init=10, random_state=0).fit(X)
+    for seed in range(3):
+        km = DPKMeans(3, epsilon=10.0, random_state=seed).fit(X)
+        assert -km.score(X) <= 1.05 * twin.inertia_
+
+
+def test_private_start_chunked_releases_the_same():
+    X = unequal()
+    memory = started().fit(X)
+
+    def chunks():
+        return (X[i : i + 700] for i in range(0, len(X), 700))
+
+    chunked = started().fit(chunks)
+    assert (
+        sum(e.count for e in memory.privacy_ledger_.events) == cs.CORESET_MAX_DEPTH + 1 + 2 * memory.n_iter_
+    )
+    np.testing.assert_allclose(chunked.cluster_centers_, memory.cluster_centers_, rtol=1e-9, atol=1e-9)
+    assert chunked.privacy_spent_ == memory.privacy_spent_
