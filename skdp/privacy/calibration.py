@@ -238,6 +238,53 @@ def _is_subsampled(event):
 #: the bracketed search's :data:`PLD_RTOL`.
 PLD_SLACK = 1e-4
 
+#: Target epsilon above which the coarse grid widens with the target
+#: (:func:`_coarse_interval`) and the acceptance window moves down by
+#: :data:`PLD_SLACK` (:func:`_acceptance`).
+PLD_RELATIVE_FROM = 10.0
+
+
+def _coarse_interval(epsilon):
+    """Grid step of the coarse PLDs of a plan targeting ``epsilon``.
+
+    :data:`PLD_COARSE_INTERVAL` up to :data:`PLD_RELATIVE_FROM`, then
+    ``PLD_COARSE_INTERVAL * sqrt(epsilon / PLD_RELATIVE_FROM)``.  The coarse
+    PLD only locates the multiplier; what matters is how far its epsilon
+    lies above the fine one's at the same multiplier (the pessimistic
+    rounding of the composed losses), relative to the target: that offset
+    grows as the square of the grid step and, at a fixed step, falls
+    steeply with epsilon (at a step of ``1e-3`` on DP-SEP's 534-step plan:
+    ``6.7e-4`` of epsilon at epsilon 1, ``1.4e-5`` at 10, ``5.5e-7`` at
+    100).  With the step growing as ``sqrt(epsilon)`` above 10 the offset
+    stays below ``1.4e-5`` of the target, a seventh of the acceptance
+    window (``PLD_SLACK``), so the coarse root is still accepted on the
+    first fine costing, while the costings of the search, whose loss
+    grids widen as the multiplier shrinks (a tenth of a second each at
+    epsilon 100 on DP-SEP's plan at ``1e-3``), shrink with the step.  A
+    rule of the target epsilon alone (public); below 10 the grid is the
+    one calibrations have always located on.
+    """
+    return PLD_COARSE_INTERVAL * math.sqrt(max(1.0, epsilon / PLD_RELATIVE_FROM))
+
+
+def _acceptance(epsilon):
+    """``(window, aim)`` of the fine costing that accepts a subsampled plan's multiplier.
+
+    Up to :data:`PLD_RELATIVE_FROM`, the window is ``[epsilon (1 -
+    PLD_SLACK), epsilon]`` and the secant aims at its centre.  Above it the
+    coarse grid is wider than the one the multiplier used to be located on
+    (:func:`_coarse_interval`), which moves the multiplier accepted within
+    that window; the window then moves down by ``PLD_SLACK`` (``[epsilon
+    (1 - 2 PLD_SLACK), epsilon (1 - PLD_SLACK)]``, aim at its centre), so
+    that the epsilon the fit reports is never above what the former
+    search's multiplier reported (at least ``epsilon (1 - PLD_SLACK)``), for
+    at most ``PLD_SLACK`` of the target more left unspent.  The coarse
+    search aims at the same point.
+    """
+    if epsilon <= PLD_RELATIVE_FROM:
+        return (epsilon * (1 - PLD_SLACK), epsilon), epsilon * (1 - PLD_SLACK / 2)
+    return (epsilon * (1 - 2 * PLD_SLACK), epsilon * (1 - PLD_SLACK)), epsilon * (1 - 1.5 * PLD_SLACK)
+
 
 def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise, max_fine=5):
     """PLD calibration of a subsampled plan: coarse PLDs locate the multiplier, fine ones accept it.
@@ -262,10 +309,15 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
     The coarse bracket is centred on the central-limit guess of Bu, Dong,
     Long & Su (2020) (:func:`_clt_guess`), only a starting point: it is
     widened until the coarse costs straddle the target.
+
+    Above an epsilon of :data:`PLD_RELATIVE_FROM` the coarse grid widens
+    with the target (:func:`_coarse_interval`) and the window moves down
+    by ``PLD_SLACK`` (:func:`_acceptance`): the coarse search then aims
+    at the window's centre rather than at ``epsilon``.
     """
     from .accountants.pld import PLDAccountant
 
-    coarse_accountant = PLDAccountant(value_discretization_interval=PLD_COARSE_INTERVAL, closed_forms=False)
+    coarse_accountant = PLDAccountant(value_discretization_interval=_coarse_interval(epsilon), closed_forms=False)
     fine_accountant = PLDAccountant(closed_forms=False)
 
     def events_at(z):
@@ -275,11 +327,14 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
     def coarse(z):
         return coarse_accountant.pld_epsilon(events_at(z), delta)
 
+    window, aim = _acceptance(epsilon)
+    # Up to PLD_RELATIVE_FROM the coarse search aims at epsilon itself, as it always has.
+    located = epsilon if epsilon <= PLD_RELATIVE_FROM else aim
     z = _clt_guess(events_at(1.0), epsilon, delta)
     if z is None:
         return None
-    z, width = _coarse_start(coarse, epsilon, z)
-    z = bracket_near(coarse, epsilon, z, width, rtol=1e-4)
+    z, width = _coarse_start(coarse, located, z)
+    z = bracket_near(coarse, located, z, width, rtol=1e-4)
     if z is None:
         return None
     step = 1.01
@@ -288,8 +343,8 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
         lambda w: fine_accountant.pld_epsilon(events_at(w), delta),
         z,
         slope,
-        (epsilon * (1 - PLD_SLACK), epsilon),
-        epsilon * (1 - PLD_SLACK / 2),
+        window,
+        aim,
         max_fine,
     )
 
