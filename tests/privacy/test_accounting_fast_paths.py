@@ -545,3 +545,41 @@ def test_subsampled_calibration_above_ten_reports_at_most_the_former_window(epsi
     )
     assert accountant.get_epsilon(1e-5) == pytest.approx(spent, rel=1e-9)
     assert accountant.get_epsilon(1e-5) <= epsilon
+
+
+def test_ledger_composes_on_its_pld_interval_and_only_under_pld():
+    # compose(..., pld_interval) is the PLD on that grid (an upper bound above the
+    # default grid's), the RDP fallback ignores it, and a ledger pickled before
+    # the attribute existed composes on the default grid.
+    from skdp.privacy import PrivacyLedger
+    from skdp.privacy.accountants.pld import VALUE_DISCRETIZATION_INTERVAL
+
+    events = _dpsep_plan(0.5)
+    coarse = compose(events, 1e-5, "pld", 1e-3).epsilon
+    assert coarse == PLDAccountant(value_discretization_interval=1e-3).epsilon(events, 1e-5)
+    assert coarse >= compose(events, 1e-5, "pld").epsilon
+    assert compose(events, 1e-5, "pld", VALUE_DISCRETIZATION_INTERVAL) == compose(events, 1e-5, "pld")
+    add_remove = [SubsampledGaussianEvent(100, "add_remove", 1.0, sampling_rate=0.05)]
+    assert compose(add_remove, 1e-5, "rdp", 1e-3) == compose(add_remove, 1e-5, "rdp")
+    ledger = PrivacyLedger()
+    for e in events:
+        ledger.record(e)
+    ledger.pld_interval = 1e-3
+    assert ledger.privacy_spent(1e-5).epsilon == coarse
+    state = dict(pickle.loads(pickle.dumps(ledger)).__dict__)
+    del state["pld_interval"]
+    old = PrivacyLedger.__new__(PrivacyLedger)
+    old.__setstate__(state)
+    assert old.privacy_spent(1e-5) == compose(events, 1e-5, "pld")
+
+
+@pytest.mark.parametrize("epsilon", [30.0, 100.0])
+def test_calibration_on_the_relative_grid_meets_the_target_on_both_grids(epsilon):
+    # The multiplier accepted on pld_interval_for(epsilon) costs at most
+    # epsilon (1 - PLD_SLACK) on that grid and no more on dp-accounting's default one.
+    interval = calibration.pld_interval_for(epsilon)
+    assert calibration.pld_interval_for(10.0) is None
+    z = calibrate_noise_multiplier(_dpsep_plan, epsilon, 1e-5, "pld", REPLACE_ONE, 1e-3, pld_interval=interval)
+    spent = compose(_dpsep_plan(z), 1e-5, "pld", interval).epsilon
+    assert epsilon * (1 - 2 * calibration.PLD_SLACK) <= spent <= epsilon * (1 - calibration.PLD_SLACK)
+    assert compose(_dpsep_plan(z), 1e-5, "pld").epsilon <= spent
