@@ -500,13 +500,14 @@ def test_subsampled_calibration_builds_few_fine_plds_and_the_ledger_reads_none(m
     assert epsilon * (1 - calibration.PLD_SLACK) <= spent <= epsilon
 
 
-@pytest.mark.parametrize("count", [7, 300, 534])
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 300, 534])
 @pytest.mark.parametrize("sampling_prob", [0.01, 0.075, 0.3])
 def test_hermitian_power_is_the_whole_power_to_the_bit(count, sampling_prob):
     # The self-composition raises the transform of a real PMF to the count:
     # computed on the lower half and conjugated, it equals NumPy's power of
     # the whole spectrum bit for bit, at even and odd transform lengths
-    # (a power below 100 is NumPy's repeated products, above it libm's cpow).
+    # (a power below 100 is NumPy's repeated products, above it libm's cpow;
+    # ``** 2`` is NumPy's square, which rounds otherwise).
     from scipy import fft
 
     pmf = pld_module._connect_dots_gaussian_pld(0.6, 1e-4, sampling_prob, True)._pmf_remove

@@ -533,7 +533,9 @@ def _hermitian_power(spectrum, count):
     n = spectrum.shape[0]
     half = n // 2 + 1  # entries 0 .. n // 2; the rest mirror entries (n - 1) // 2 .. 1
     mirrored = spectrum[1 : (n + 1) // 2][::-1]
-    if n < 4 or not np.array_equal(spectrum[half:], np.conjugate(mirrored)):
+    if count <= 2 or n < 4 or not np.array_equal(spectrum[half:], np.conjugate(mirrored)):
+        # ``spectrum ** 2`` is NumPy's square, which rounds otherwise than
+        # its power by 2 (and costs a product): left as it was.
         return spectrum**count
     out = np.empty_like(spectrum)
     np.power(spectrum[:half], count, out=out[:half])
