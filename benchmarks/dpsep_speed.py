@@ -129,6 +129,9 @@ def part_time_vs_epsilon(epsilons):
     n = 200
     X, y = _tanh_data(n)
     print(f"\n2. Time vs epsilon ({n} rows, {WIDTH} hidden, {EPOCHS} epochs, declared bounds; CPU seconds)")
+    # One DP fit at a budget outside the table first: the first row is not charged the imports
+    # (dp-accounting, SciPy's transforms) every later fit finds done.
+    _dpsep(2.0).fit(X, y)
     loop = _timed(lambda: _dpsep(mechanism="clipped").fit(X, y))[0]
     print(f"{'epsilon':>9}{'sigma':>9}{'DP fit':>9}{'SEP loop':>10}{'accounting':>12}")
     for eps in epsilons:
@@ -139,10 +142,10 @@ def part_time_vs_epsilon(epsilons):
         )
     print(
         "   The SEP loop costs the same at every epsilon (same steps, same arrays).  The calibration\n"
-        "   locates sigma on coarse PLDs (grid step 1e-3) and accepts it on one fine PLD (1e-4), which\n"
-        "   the ledger reuses; both grow as sigma shrinks (their loss range widens): at epsilon 100,\n"
-        "   9 coarse costings (secant steps from the central-limit start, about 2x off there) and a\n"
-        "   fine PLD of ~0.7-0.9 s, now the larger part."
+        "   locates sigma on coarse PLDs (grid step 1e-3, times sqrt(epsilon / 10) above 10) and\n"
+        "   accepts it on one fine PLD, which the ledger reuses: dp-accounting's grid (1e-4) up to\n"
+        "   epsilon 10, 1e-5 epsilon above (pld_interval_for), where the 1e-4 grid's loss range\n"
+        "   widens as sigma shrinks (2.2 million composed points, 0.3-0.5 s, at epsilon 100)."
     )
 
 

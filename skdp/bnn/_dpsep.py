@@ -28,6 +28,7 @@ from ..privacy import (
     SubsampledGaussianEvent,
     calibrate_noise_multiplier,
 )
+from ..privacy.calibration import pld_interval_for
 from ..privacy.clipping import clip_box
 from ..privacy.dpsgd import poisson_batch_indices
 from ..privacy.ledger import COMPOSITION_CONSTRAINT, accountant_for
@@ -162,6 +163,7 @@ def dpsep_noise_multiplier(
     n_bound_releases=0,
     bound_epsilon=None,
     sensitivity=None,
+    pld_interval=None,
 ):
     """Noise multiplier meeting ``(epsilon, delta)`` for :func:`_planned_events`.
 
@@ -173,7 +175,9 @@ def dpsep_noise_multiplier(
     The subsampled curves take up to seconds and a grid search refits with
     the same ``(N, T, B, epsilon, delta)`` many times: the calibration caches
     plan costs itself (:func:`skdp.privacy.calibrate_noise_multiplier`, keyed
-    by the events).
+    by the events).  ``pld_interval``: the PLD grid the plan is costed on
+    (:func:`~skdp.privacy.calibration.pld_interval_for`; None: ``1e-4``),
+    the one the fit's ledger then composes on.
     """
     return calibrate_noise_multiplier(
         functools.partial(
@@ -191,6 +195,7 @@ def dpsep_noise_multiplier(
         composition=composition,
         neighbouring=REPLACE_ONE,
         rtol=_CALIBRATION_RTOL,
+        pld_interval=pld_interval,
     )
 
 
@@ -321,6 +326,10 @@ class SEPSettings:
         Gaussian noise multiplier of each released factor (``"dp"``).
     sensitivity : float
         L2 sensitivity of a factor update (clip bound and damping).
+    pld_interval : float or None
+        Grid step of the PLD the noise was calibrated on and the ledger
+        composes on (:func:`~skdp.privacy.calibration.pld_interval_for` of
+        the public epsilon; None: dp-accounting's ``1e-4``).
     """
 
     fallback: bool
@@ -331,6 +340,7 @@ class SEPSettings:
     n_steps: int
     noise_multiplier: float | None
     sensitivity: float
+    pld_interval: float | None = None
 
 
 def sep_loop(est, X, y, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng, release):
@@ -715,9 +725,13 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 ),
             )
         fallback = bool(n_bound_releases) and plan.private and layout is None
+        pld_interval = None
         if fallback:
             warn_fallback(self, n_samples)
         elif plan.private:
+            # Above epsilon 10 the plan is costed on a grid relative to the
+            # public target (the core's rule), which the ledger then uses.
+            pld_interval = pld_interval_for(self.epsilon) if self.composition == "pld" else None
             sigma = dpsep_noise_multiplier(
                 n_samples,
                 self.n_epochs,
@@ -729,6 +743,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 n_bound_releases,
                 bound_epsilon,
                 sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
+                pld_interval=pld_interval,
             )
         hidden = (
             auto_hidden_layer_sizes(n_samples, data.n_features, self.epsilon, self.mechanism)
@@ -745,6 +760,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 n_steps=dpsep_n_steps(n_samples, self.n_epochs, batch_size),
                 noise_multiplier=sigma,
                 sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
+                pld_interval=pld_interval,
             )
         )
 
@@ -779,6 +795,10 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         n_samples = data.n_samples
         s = plan.settings
         batch_size, n_steps, sigma, sensitivity = s.batch_size, s.n_steps, s.noise_multiplier, s.sensitivity
+        if ledger is not None:
+            # Before the first release: the ledger composes on the grid the
+            # noise was calibrated on (None: the default grid).
+            ledger.pld_interval = s.pld_interval
         box = standardise(
             data.X,
             data.y,

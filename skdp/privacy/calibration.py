@@ -109,18 +109,18 @@ def _explain_failure(calibrate):
     return wrapper
 
 
-def _plan_cost(events, delta, composition):
+def _plan_cost(events, delta, composition, pld_interval=None):
     """Epsilon of the composition of ``events`` at ``delta``, cached by the events."""
     try:
         hash(events)
     except TypeError:  # an event type that is not hashable: cost it uncached
-        return compose(list(events), delta, composition).epsilon
-    return _cached_plan_cost(events, delta, composition)
+        return compose(list(events), delta, composition, pld_interval).epsilon
+    return _cached_plan_cost(events, delta, composition, pld_interval)
 
 
 @functools.lru_cache(maxsize=65536)
-def _cached_plan_cost(events, delta, composition):
-    return compose(list(events), delta, composition).epsilon
+def _cached_plan_cost(events, delta, composition, pld_interval=None):
+    return compose(list(events), delta, composition, pld_interval).epsilon
 
 
 #: Relative precision of a bisection costed by the "pld" accountant, whose
@@ -140,6 +140,7 @@ def calibrate_noise_multiplier(
     rtol=1e-6,
     *,
     secure_noise=False,
+    pld_interval=None,
 ):
     """Smallest noise multiplier whose plan costs at most ``(epsilon, delta)``.
 
@@ -167,6 +168,12 @@ def calibrate_noise_multiplier(
         :attr:`~skdp.base.PrivacyPlan.secure_noise`): its Gaussian and Laplace
         events are then costed as the discrete events the mechanisms will
         record.
+    pld_interval : float or None, default=None
+        Grid step of the ``"pld"`` costings (None: dp-accounting's ``1e-4``),
+        the one the fit's ledger will compose on
+        (:attr:`~skdp.privacy.PrivacyLedger.pld_interval`):
+        :func:`pld_interval_for` of the target epsilon for a plan that
+        accounts on a relative grid.
 
     Returns
     -------
@@ -181,7 +188,7 @@ def calibrate_noise_multiplier(
         return tuple(_as_released(e, secure_noise).to_relation(neighbouring) for e in make_events(z))
 
     def cost(z):
-        return _plan_cost(events_at(z), delta, composition)
+        return _plan_cost(events_at(z), delta, composition, pld_interval)
 
     if composition == "rdp" and delta > 0:
         # A plan of plain Gaussian releases (the "pld" calibration's RDP
@@ -196,7 +203,7 @@ def calibrate_noise_multiplier(
                 # Every subsampled plan, whether or not RDP can cost it (RDP
                 # has no curve for replace-one Poisson batches): coarse PLDs
                 # locate the multiplier, the fine one only accepts it.
-                z = _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise)
+                z = _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise, pld_interval)
                 if z is not None:
                     return z
             if not get_accountant("rdp").unsupported(probe):
@@ -238,8 +245,89 @@ def _is_subsampled(event):
 #: the bracketed search's :data:`PLD_RTOL`.
 PLD_SLACK = 1e-4
 
+#: Target epsilon above which the coarse grid widens with the target
+#: (:func:`_coarse_interval`) and the acceptance window moves down by
+#: :data:`PLD_SLACK` (:func:`_acceptance`).
+PLD_RELATIVE_FROM = 10.0
 
-def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise, max_fine=5):
+
+def _coarse_interval(epsilon):
+    """Grid step of the coarse PLDs of a plan targeting ``epsilon``.
+
+    :data:`PLD_COARSE_INTERVAL` up to :data:`PLD_RELATIVE_FROM`, then
+    ``PLD_COARSE_INTERVAL * sqrt(epsilon / PLD_RELATIVE_FROM)``.  The coarse
+    PLD only locates the multiplier; what matters is how far its epsilon
+    lies above the fine one's at the same multiplier (the pessimistic
+    rounding of the composed losses), relative to the target: that offset
+    grows as the square of the grid step and, at a fixed step, falls
+    steeply with epsilon (at a step of ``1e-3`` on DP-SEP's 534-step plan:
+    ``6.7e-4`` of epsilon at epsilon 1, ``1.4e-5`` at 10, ``5.5e-7`` at
+    100).  With the step growing as ``sqrt(epsilon)`` above 10 the offset
+    stays below ``1.4e-5`` of the target, a seventh of the acceptance
+    window (``PLD_SLACK``), so the coarse root is still accepted on the
+    first fine costing, while the costings of the search, whose loss
+    grids widen as the multiplier shrinks (a tenth of a second each at
+    epsilon 100 on DP-SEP's plan at ``1e-3``), shrink with the step.  A
+    rule of the target epsilon alone (public); below 10 the grid is the
+    one calibrations have always located on.
+    """
+    return PLD_COARSE_INTERVAL * math.sqrt(max(1.0, epsilon / PLD_RELATIVE_FROM))
+
+
+#: Share of the target epsilon a relative PLD grid steps by (:func:`pld_interval_for`):
+#: dp-accounting's ``1e-4`` at epsilon 10.
+PLD_RELATIVE_INTERVAL = 1e-5
+
+
+def pld_interval_for(epsilon):
+    """Grid step of the PLD a subsampled plan targeting ``epsilon`` is calibrated and accounted on; None for the default.
+
+    None (dp-accounting's ``1e-4``) up to :data:`PLD_RELATIVE_FROM`, then
+    ``PLD_RELATIVE_INTERVAL * epsilon``: the same step relative to the
+    target as ``1e-4`` at epsilon 10.  dp-accounting's connect-the-dots PLD
+    is pessimistic on any grid (every loss rounded up, the truncated tail
+    charged to delta), so its epsilon on a coarser grid is still an upper
+    bound, above the ``1e-4`` one at the same multiplier by a smooth
+    offset (``5.5e-7`` of epsilon at a step of ``1e-3`` on DP-SEP's
+    534-step plan at epsilon 100); the calibration then accepts a
+    multiplier that meets the target on this grid, about ``1e-4`` more
+    noise.  What it saves: the loss range of the one-use PLD widens as the
+    multiplier shrinks, and at epsilon 100 the composed ``1e-4`` grid has
+    two million points (a third of a second per costing, and the ledger
+    composes it once more at the end of the fit); on the relative grid
+    its size, and cost, no longer grow with epsilon.  A rule of the
+    public target epsilon alone; an estimator that calibrates with it
+    sets the same step on its ledger
+    (:attr:`~skdp.privacy.PrivacyLedger.pld_interval`) so that the
+    ledger composes what the calibration costed, and reports (above
+    :data:`PLD_RELATIVE_FROM`, :func:`_acceptance`) at most ``epsilon (1 -
+    PLD_SLACK)``, never more than the ``1e-4`` grid's calibration did.
+    """
+    if not epsilon > PLD_RELATIVE_FROM:
+        return None
+    return PLD_RELATIVE_INTERVAL * float(epsilon)
+
+
+def _acceptance(epsilon):
+    """``(window, aim)`` of the fine costing that accepts a subsampled plan's multiplier.
+
+    Up to :data:`PLD_RELATIVE_FROM`, the window is ``[epsilon (1 -
+    PLD_SLACK), epsilon]`` and the secant aims at its centre.  Above it the
+    coarse grid is wider than the one the multiplier used to be located on
+    (:func:`_coarse_interval`), which moves the multiplier accepted within
+    that window; the window then moves down by ``PLD_SLACK`` (``[epsilon
+    (1 - 2 PLD_SLACK), epsilon (1 - PLD_SLACK)]``, aim at its centre), so
+    that the epsilon the fit reports is never above what the former
+    search's multiplier reported (at least ``epsilon (1 - PLD_SLACK)``), for
+    at most ``PLD_SLACK`` of the target more left unspent.  The coarse
+    search aims at the same point.
+    """
+    if epsilon <= PLD_RELATIVE_FROM:
+        return (epsilon * (1 - PLD_SLACK), epsilon), epsilon * (1 - PLD_SLACK / 2)
+    return (epsilon * (1 - 2 * PLD_SLACK), epsilon * (1 - PLD_SLACK)), epsilon * (1 - 1.5 * PLD_SLACK)
+
+
+def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise, pld_interval=None, max_fine=5):
     """PLD calibration of a subsampled plan: coarse PLDs locate the multiplier, fine ones accept it.
 
     A subsampled history has no closed form, and each costing at
@@ -262,11 +350,19 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
     The coarse bracket is centred on the central-limit guess of Bu, Dong,
     Long & Su (2020) (:func:`_clt_guess`), only a starting point: it is
     widened until the coarse costs straddle the target.
+
+    Above an epsilon of :data:`PLD_RELATIVE_FROM` the coarse grid widens
+    with the target (:func:`_coarse_interval`) and the window moves down
+    by ``PLD_SLACK`` (:func:`_acceptance`): the coarse search then aims
+    at the window's centre rather than at ``epsilon``.
     """
     from .accountants.pld import PLDAccountant
 
-    coarse_accountant = PLDAccountant(value_discretization_interval=PLD_COARSE_INTERVAL, closed_forms=False)
-    fine_accountant = PLDAccountant(closed_forms=False)
+    fine = PLDAccountant(closed_forms=False).value_discretization_interval if pld_interval is None else pld_interval
+    coarse_accountant = PLDAccountant(
+        value_discretization_interval=max(_coarse_interval(epsilon), fine), closed_forms=False
+    )
+    fine_accountant = PLDAccountant(value_discretization_interval=fine, closed_forms=False)
 
     def events_at(z):
         return [_as_released(e, secure_noise).to_relation(neighbouring) for e in make_events(z)]
@@ -275,11 +371,14 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
     def coarse(z):
         return coarse_accountant.pld_epsilon(events_at(z), delta)
 
+    window, aim = _acceptance(epsilon)
+    # Up to PLD_RELATIVE_FROM the coarse search aims at epsilon itself, as it always has.
+    located = epsilon if epsilon <= PLD_RELATIVE_FROM else aim
     z = _clt_guess(events_at(1.0), epsilon, delta)
     if z is None:
         return None
-    z, width = _coarse_start(coarse, epsilon, z)
-    z = bracket_near(coarse, epsilon, z, width, rtol=1e-4)
+    z, width = _coarse_start(coarse, located, z)
+    z = bracket_near(coarse, located, z, width, rtol=1e-4)
     if z is None:
         return None
     step = 1.01
@@ -288,8 +387,8 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
         lambda w: fine_accountant.pld_epsilon(events_at(w), delta),
         z,
         slope,
-        (epsilon * (1 - PLD_SLACK), epsilon),
-        epsilon * (1 - PLD_SLACK / 2),
+        window,
+        aim,
         max_fine,
     )
 

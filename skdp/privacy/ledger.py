@@ -74,14 +74,22 @@ def _check_composition(composition):
         raise ValueError(f"composition must be one of {tuple(ACCOUNTANTS)}, got {composition!r}.")
 
 
-def accountant_for(events, composition):
+def accountant_for(events, composition, pld_interval=None):
     """The accountant that composes ``events`` under ``composition`` (with its fallback).
 
-    Raises ValueError naming ``composition`` when neither it nor its fallback
-    has a rule for every event.
+    ``pld_interval``: the grid step of a ``"pld"`` composition, when it is
+    not dp-accounting's default (a plan's relative grid,
+    :func:`~skdp.privacy.calibration.pld_interval_for`); the fallback
+    accountant is never affected.  Raises ValueError naming
+    ``composition`` when neither it nor its fallback has a rule for every
+    event.
     """
     _check_composition(composition)
     accountant = get_accountant(composition)
+    if pld_interval is not None and composition == "pld" and not accountant.unsupported(events):
+        from .accountants.pld import PLDAccountant
+
+        return PLDAccountant(value_discretization_interval=pld_interval)
     missing = accountant.unsupported(events)
     if missing and composition in _FALLBACK:
         accountant = get_accountant(_FALLBACK[composition])
@@ -132,7 +140,7 @@ def _mechanism(event):
     return (type(event), *(value for name, value in fields.items() if name != "count"))
 
 
-def compose(events, delta, composition=DEFAULT_COMPOSITION):
+def compose(events, delta, composition=DEFAULT_COMPOSITION, pld_interval=None):
     """Epsilon of the composition of ``events`` at ``delta``.
 
     Parameters
@@ -143,6 +151,9 @@ def compose(events, delta, composition=DEFAULT_COMPOSITION):
         Target delta in [0, 1).
     composition : {"pld", "rdp", "zcdp", "advanced", "basic"}, default="pld"
         Accountant (:mod:`skdp.privacy.accountants`).
+    pld_interval : float or None, default=None
+        Grid step of a ``"pld"`` composition (None: dp-accounting's
+        ``1e-4``); see :func:`accountant_for`.
 
     Returns
     -------
@@ -158,7 +169,7 @@ def compose(events, delta, composition=DEFAULT_COMPOSITION):
     if len(relations) > 1:
         raise ValueError(f"Cannot compose events under different relations {relations}.")
     events = _merged(events)
-    accountant = accountant_for(events, composition)
+    accountant = accountant_for(events, composition, pld_interval)
     if all(e.is_pure for e in events):
         pure = sum(e.count * pure_epsilon(e) for e in events)
         if composition == "basic" or delta <= 0:
@@ -193,6 +204,16 @@ class PrivacyLedger:
         record on, and the ledger refuses any event of a floating-point
         sampler (before its noise is drawn, since mechanisms record first):
         a mechanism that cannot honour the setting can never release under it.
+
+    Attributes
+    ----------
+    pld_interval : float or None
+        Grid step of the ``"pld"`` composition (None: dp-accounting's
+        ``1e-4``).  A fit whose noise was calibrated on a relative grid
+        (:func:`~skdp.privacy.calibration.pld_interval_for`, a rule of the
+        public target epsilon) sets it, before its first release, to the
+        grid its calibration accepted the multiplier on, so that the ledger
+        composes what the calibration costed.
     """
 
     def __init__(self, composition=DEFAULT_COMPOSITION, neighbouring=REPLACE_ONE, *, secure_noise=False):
@@ -201,6 +222,7 @@ class PrivacyLedger:
         self.composition = composition
         self.neighbouring = neighbouring
         self.secure_noise = bool(secure_noise)
+        self.pld_interval = None
         self.events = []
 
     def record(self, event):
@@ -220,7 +242,7 @@ class PrivacyLedger:
 
     def privacy_spent(self, delta):
         """(epsilon, delta) of everything recorded so far."""
-        return compose(self.events, delta, self.composition)
+        return compose(self.events, delta, self.composition, self.pld_interval)
 
     def gaussian_dp_mu(self):
         """mu-GDP of the history when every event is a plain Gaussian mechanism, else None.
@@ -242,7 +264,7 @@ class PrivacyLedger:
 
     def __setstate__(self, state):
         # Ledgers pickled before the setting existed recorded no secure flag.
-        self.__dict__.update({"secure_noise": False, **state})
+        self.__dict__.update({"secure_noise": False, "pld_interval": None, **state})
 
     def __repr__(self):
         return (

@@ -1261,3 +1261,53 @@ def test_ledger_records_the_calibrated_steps_event_bit_for_bit():
     )[-1]
     assert steps.to_relation("replace_one") == planned
     assert 3.0 * (1 - PLD_SLACK) <= model.privacy_spent_.epsilon <= 3.0
+
+
+@pytest.mark.parametrize("epsilon", [30.0, 100.0])
+def test_large_epsilon_fit_is_calibrated_and_accounted_on_the_relative_grid(epsilon, monkeypatch):
+    """Above epsilon 10 the plan is costed, and the ledger composes it, on the grid ``1e-5 epsilon``.
+
+    The fit reports at most ``epsilon (1 - PLD_SLACK)`` (never more than the
+    ``1e-4`` grid's calibration did), its report is dp-accounting's own
+    pessimistic PLD on that grid, and dp-accounting's PLD on its default
+    grid costs the fit's multiplier within the target too.  The ledger
+    reads the calibration's epsilon: no PLD at the default grid is built.
+    """
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from skdp.privacy.accountants import pld as pld_module
+    from skdp.privacy.calibration import PLD_SLACK, pld_interval_for
+
+    built = []
+    original = pld_module._connect_dots_gaussian_pld
+    monkeypatch.setattr(
+        pld_module,
+        "_connect_dots_gaussian_pld",
+        lambda sd, interval, *args: built.append(interval) or original(sd, interval, *args),
+    )
+    X, y = _linear_data(n=300, d=2)
+    model = DPSEPRegressor(
+        hidden_layer_sizes=(), n_epochs=2, epsilon=epsilon, feature_bounds=(-1, 1), target_bounds=(-3, 3), random_state=0
+    ).fit(X, y)
+    interval = pld_interval_for(epsilon)
+    assert interval == pytest.approx(1e-5 * epsilon, rel=1e-15)
+    assert model.privacy_ledger_.pld_interval == interval
+    assert pld_module.VALUE_DISCRETIZATION_INTERVAL not in built
+    spent = model.privacy_spent_.epsilon
+    assert epsilon * (1 - 2 * PLD_SLACK) <= spent <= epsilon * (1 - PLD_SLACK)
+    (steps,) = model.privacy_ledger_.events
+    q, count = steps.sampling_rate, steps.count
+    for grid, expected in ((interval, spent), (pld_module.VALUE_DISCRETIZATION_INTERVAL, None)):
+        accountant = pld_privacy_accountant.PLDAccountant(
+            dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=grid
+        )
+        # Replace-one: dp-accounting's unit is half the sensitivity the multiplier refers to.
+        accountant.compose(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(2 * steps.noise_multiplier)), count
+        )
+        reference = accountant.get_epsilon(model.privacy_spent_.delta)
+        if expected is not None:
+            assert reference == pytest.approx(expected, rel=1e-9)
+        else:
+            assert reference <= spent  # the finer grid: within the report, so within the target

@@ -303,14 +303,15 @@ def test_subsampled_calibration_at_large_epsilon_starts_near_the_root(monkeypatc
     # squared steps costed coarse PLDs far from the root (below it: wide
     # loss ranges, the slowest costings).  The secant start keeps the
     # later coarse costings near the root and their count small; the plan
-    # still meets the target within PLD_SLACK on the fine PLD.
+    # still meets the target, in the window moved down by PLD_SLACK above
+    # PLD_RELATIVE_FROM, on the fine PLD.
     from skdp.privacy.dpsgd import dpsgd_step_event
 
     costed = []
     original = PLDAccountant.pld_epsilon
 
     def recording(self, events, delta):
-        if self.value_discretization_interval == calibration.PLD_COARSE_INTERVAL:
+        if self.value_discretization_interval == calibration._coarse_interval(epsilon):
             costed.append(events[0].noise_multiplier)
         return original(self, events, delta)
 
@@ -320,7 +321,8 @@ def test_subsampled_calibration_at_large_epsilon_starts_near_the_root(monkeypatc
         lambda s: [dpsgd_step_event(s, q, count=steps)], epsilon, delta, "pld", neighbouring
     )
     event = dpsgd_step_event(z, q, count=steps).to_relation(neighbouring)
-    assert epsilon * (1 - calibration.PLD_SLACK) <= compose([event], delta, "pld").epsilon <= epsilon
+    assert epsilon * (1 - 2 * calibration.PLD_SLACK) <= compose([event], delta, "pld").epsilon
+    assert compose([event], delta, "pld").epsilon <= epsilon * (1 - calibration.PLD_SLACK)
     # Costed multipliers are the events' after conversion to the relation.
     # The central-limit guess and the probe from it may be far off; every
     # later costing is within 25% of the root (the old search: 11 costings,
@@ -496,3 +498,89 @@ def test_subsampled_calibration_builds_few_fine_plds_and_the_ledger_reads_none(m
     spent = compose(_dpsep_plan(z), 1e-5, "pld").epsilon
     assert built == [] and read == []
     assert epsilon * (1 - calibration.PLD_SLACK) <= spent <= epsilon
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 300, 534])
+@pytest.mark.parametrize("sampling_prob", [0.01, 0.075, 0.3])
+def test_hermitian_power_is_the_whole_power_to_the_bit(count, sampling_prob):
+    # The self-composition raises the transform of a real PMF to the count:
+    # computed on the lower half and conjugated, it equals NumPy's power of
+    # the whole spectrum bit for bit, at even and odd transform lengths
+    # (a power below 100 is NumPy's repeated products, above it libm's cpow;
+    # ``** 2`` is NumPy's square, which rounds otherwise).
+    from scipy import fft
+
+    pmf = pld_module._connect_dots_gaussian_pld(0.6, 1e-4, sampling_prob, True)._pmf_remove
+    probs = pmf._probs
+    for length in (len(probs) * 3, len(probs) * 3 + 1):
+        spectrum = fft.fft(probs, length)
+        np.testing.assert_array_equal(pld_module._hermitian_power(spectrum, count), spectrum**count)
+
+
+def test_hermitian_power_falls_back_on_an_asymmetric_spectrum():
+    rng = np.random.default_rng(0)
+    spectrum = rng.normal(size=101) + 1j * rng.normal(size=101)
+    np.testing.assert_array_equal(pld_module._hermitian_power(spectrum, 300), spectrum**300)
+
+
+@pytest.mark.parametrize("epsilon", [30.0, 100.0])
+def test_subsampled_calibration_above_ten_reports_at_most_the_former_window(epsilon):
+    # Above PLD_RELATIVE_FROM the multiplier is located on a coarse grid
+    # widening as sqrt(epsilon) and accepted in [eps (1 - 2 S), eps (1 - S)]:
+    # the reported epsilon is never above the former search's (at least
+    # eps (1 - S)), and the plan costed by dp-accounting itself at its
+    # default grid meets the target.
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    slack = calibration.PLD_SLACK
+    assert calibration._coarse_interval(epsilon) == pytest.approx(
+        calibration.PLD_COARSE_INTERVAL * math.sqrt(epsilon / 10.0), rel=1e-15
+    )
+    z = calibrate_noise_multiplier(_dpsep_plan, epsilon, 1e-5, "pld", REPLACE_ONE, 1e-3)
+    spent = compose(_dpsep_plan(z), 1e-5, "pld").epsilon
+    assert epsilon * (1 - 2 * slack) <= spent <= epsilon * (1 - slack)
+    accountant = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
+    accountant.compose(
+        dp_accounting.PoissonSampledDpEvent(15 / 200, dp_accounting.GaussianDpEvent(2 * z)), 534
+    )
+    assert accountant.get_epsilon(1e-5) == pytest.approx(spent, rel=1e-9)
+    assert accountant.get_epsilon(1e-5) <= epsilon
+
+
+def test_ledger_composes_on_its_pld_interval_and_only_under_pld():
+    # compose(..., pld_interval) is the PLD on that grid (an upper bound above the
+    # default grid's), the RDP fallback ignores it, and a ledger pickled before
+    # the attribute existed composes on the default grid.
+    from skdp.privacy import PrivacyLedger
+    from skdp.privacy.accountants.pld import VALUE_DISCRETIZATION_INTERVAL
+
+    events = _dpsep_plan(0.5)
+    coarse = compose(events, 1e-5, "pld", 1e-3).epsilon
+    assert coarse == PLDAccountant(value_discretization_interval=1e-3).epsilon(events, 1e-5)
+    assert coarse >= compose(events, 1e-5, "pld").epsilon
+    assert compose(events, 1e-5, "pld", VALUE_DISCRETIZATION_INTERVAL) == compose(events, 1e-5, "pld")
+    add_remove = [SubsampledGaussianEvent(100, "add_remove", 1.0, sampling_rate=0.05)]
+    assert compose(add_remove, 1e-5, "rdp", 1e-3) == compose(add_remove, 1e-5, "rdp")
+    ledger = PrivacyLedger()
+    for e in events:
+        ledger.record(e)
+    ledger.pld_interval = 1e-3
+    assert ledger.privacy_spent(1e-5).epsilon == coarse
+    state = dict(pickle.loads(pickle.dumps(ledger)).__dict__)
+    del state["pld_interval"]
+    old = PrivacyLedger.__new__(PrivacyLedger)
+    old.__setstate__(state)
+    assert old.privacy_spent(1e-5) == compose(events, 1e-5, "pld")
+
+
+@pytest.mark.parametrize("epsilon", [30.0, 100.0])
+def test_calibration_on_the_relative_grid_meets_the_target_on_both_grids(epsilon):
+    # The multiplier accepted on pld_interval_for(epsilon) costs at most
+    # epsilon (1 - PLD_SLACK) on that grid and no more on dp-accounting's default one.
+    interval = calibration.pld_interval_for(epsilon)
+    assert calibration.pld_interval_for(10.0) is None
+    z = calibrate_noise_multiplier(_dpsep_plan, epsilon, 1e-5, "pld", REPLACE_ONE, 1e-3, pld_interval=interval)
+    spent = compose(_dpsep_plan(z), 1e-5, "pld", interval).epsilon
+    assert epsilon * (1 - 2 * calibration.PLD_SLACK) <= spent <= epsilon * (1 - calibration.PLD_SLACK)
+    assert compose(_dpsep_plan(z), 1e-5, "pld").epsilon <= spent
