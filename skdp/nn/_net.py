@@ -1247,6 +1247,19 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
     Targets are float32; a 1-D ``y`` is reshaped to a column (skorch's
     regressors expect 2-D targets) and ``predict`` then returns 1-D output.
 
+    Where no net can train (the default only: ``module=None``, no
+    ``module__hidden_units``, epsilon given): when ``rho = n epsilon /
+    sqrt(2 log(1/delta))`` is below ``4 sqrt(8 (d + k))`` (the narrowest
+    default net's signal-to-noise ratio below 4, ``n`` declared or the
+    noisy count; :doc:`/nn`), the fit trains no net, releases a private
+    median of each target column (the exponential mechanism over the
+    core's public grid, add/remove neighbours, at what the budget leaves
+    after the count) and predicts it for every row, with a
+    ``UserWarning`` naming the ``n epsilon`` the net would need.  The
+    released median is ``target_centre_`` (shape ``(n_outputs,)``; None when
+    a net was trained), ``n_steps_`` is then 0 and no input scaling is
+    released.
+
     See Also
     --------
     DPNeuralNetClassifier : the classification twin.
