@@ -432,9 +432,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             _is_auto(self.scale_inputs) and self.module is None and self.noise_multiplier is None
         )
 
-    def _input_bounds_plan(self, n_public):
+    def _input_bounds_plan(self, n_public, warn=True):
         """The releases of ``scale_inputs`` for a public size, or None (:func:`._plan.input_bounds_plan`)."""
-        return input_bounds_plan(self, n_public)
+        return input_bounds_plan(self, n_public, warn)
 
     def _schedule(self, n_public, n_features=None, n_outputs=None):
         """The :class:`~skdp.nn._defaults.TrainingSchedule` for a public size (``"auto"`` entries resolved)."""
@@ -511,7 +511,10 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             # No net, no input scaling: the budget buys the constant.
             state.constant = self._release_constant(state, data.y, n_public)
             return X
-        if self.n_samples == "auto":
+        if self.n_samples == "auto" or state.input_bounds is None:
+            # A declared size's plan was made before the data, silently: the
+            # same public rule gives the same plan here, and warns if inputs
+            # are to be scaled and cannot be.
             state.input_bounds = self._input_bounds_plan(n_public)
         if state.input_bounds is None:
             return X
