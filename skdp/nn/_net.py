@@ -71,6 +71,7 @@ from ._constant import constant_events, release_target_median
 from ._defaults import (
     INPUT_RMS,
     INPUT_SCALE_QUANTILE,
+    MIN_TRAIN_SNR,
     MIN_WIDTH,
     auto_schedule,
     min_training_rho,
@@ -1252,8 +1253,8 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
 
     Where no net can train (the default only: ``module=None``, no
     ``module__hidden_units``, epsilon given): when ``rho = n epsilon /
-    sqrt(2 log(1/delta))`` is below ``4 sqrt(8 (d + k))`` (the narrowest
-    default net's signal-to-noise ratio below 4, ``n`` declared or the
+    sqrt(2 log(1/delta))`` is below ``6 sqrt(8 (d + k))`` (the narrowest
+    default net's signal-to-noise ratio below 6, ``n`` declared or the
     noisy count; :doc:`/nn`), the fit trains no net, releases a private
     median of each target column (the exponential mechanism over the
     core's public grid, add/remove neighbours, at what the budget leaves
@@ -1389,8 +1390,8 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         warnings.warn(
             f"{type(self).__name__}: n * epsilon = {n_public * self.epsilon:.3g} (n = {int(n_public)}, the "
             f"{size}) is below {needed:.3g}, what the narrowest default net ({MIN_WIDTH} hidden units on "
-            f"{n_features} features and {n_outputs} targets) needs at delta={self.delta:g} for its signal to "
-            "exceed its noise; the model predicts a private median of the target (a constant, "
+            f"{n_features} features and {n_outputs} targets) needs at delta={self.delta:g} for a signal-to-noise "
+            f"ratio of {MIN_TRAIN_SNR:g} (below it a trained net scores below a constant on most data); the model predicts a private median of the target (a constant, "
             f"target_centre_) instead. Raise epsilon to at least {needed / n_public:.3g} with this many rows "
             "to train the net, or set module__hidden_units to train one anyway.",
             UserWarning,

@@ -1181,15 +1181,16 @@ def _fallback_data(n=120, d=1, seed=0):
 
 
 def test_regressor_predicts_a_private_median_where_the_public_rule_says_no_net_trains():
-    """Below rho = 4 sqrt(8 (d + k)) the default regressor releases a median and predicts it (docs/nn.md)."""
+    """Below rho = 6 sqrt(8 (d + k)) the default regressor releases a median and predicts it (docs/nn.md)."""
     from skdp.nn._defaults import min_training_rho, trains_default_net
 
     scale = math.sqrt(2 * math.log(1 / DELTA))
-    # d + k = 2: n epsilon must reach 4 sqrt(16) sqrt(2 log(1/delta)) = 76.8.
-    assert min_training_rho(1, 1) == pytest.approx(16.0)
-    assert not trains_default_net(120, 1, 1, 0.5, DELTA) and trains_default_net(120, 1, 1, 16.1 * scale / 120, DELTA)
+    # d + k = 2: n epsilon must reach 6 sqrt(16) sqrt(2 log(1/delta)) = 115.
+    assert min_training_rho(1, 1) == pytest.approx(24.0)
+    assert not trains_default_net(120, 1, 1, 23.9 * scale / 120, DELTA)
+    assert trains_default_net(120, 1, 1, 24.1 * scale / 120, DELTA)
     X, y = _fallback_data()
-    with pytest.warns(UserWarning, match=r"n \* epsilon = 60 .* below 76\.8.*at least 0\.64"):
+    with pytest.warns(UserWarning, match=r"n \* epsilon = 60 .* below 115,.*at least 0\.96"):
         net = DPNeuralNetRegressor(epsilon=0.5, n_samples=120, random_state=0).fit(X, y)
     assert net.n_steps_ == 0 and net.max_epochs_ == 0 and net.noise_multiplier_ is None
     assert net.input_centre_ is None and net.target_centre_.shape == (1,)
@@ -1201,7 +1202,7 @@ def test_regressor_predicts_a_private_median_where_the_public_rule_says_no_net_t
     assert isinstance(event, PureDPEvent) and event.neighbouring == ADD_REMOVE and event.count == 1
     assert event.epsilon == pytest.approx(0.5, rel=1e-4)
     assert net.privacy_spent_.epsilon == pytest.approx(0.5, rel=1e-3) and net.privacy_spent_.epsilon <= 0.5
-    # With the noisy count (300 rows, d + k = 11: n epsilon 150 against 180):
+    # With the noisy count (300 rows, d + k = 11: n epsilon 150 against 270):
     # the count, then the median at what the staged filter leaves, within the budget.
     X10, y10 = _fallback_data(300, 10)
     with pytest.warns(UserWarning, match="private median"):
