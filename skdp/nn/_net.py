@@ -1390,8 +1390,9 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         warnings.warn(
             f"{type(self).__name__}: n * epsilon = {n_public * self.epsilon:.3g} (n = {int(n_public)}, the "
             f"{size}) is below {needed:.3g}, what the narrowest default net ({MIN_WIDTH} hidden units on "
-            f"{n_features} features and {n_outputs} targets) needs at delta={self.delta:g} for a signal-to-noise "
-            f"ratio of {MIN_TRAIN_SNR:g} (below it a trained net scores below a constant on most data); the model predicts a private median of the target (a constant, "
+            f"{n_features} features and {n_outputs} targets) needs at delta={self.delta:g} for a "
+            f"signal-to-noise ratio of {MIN_TRAIN_SNR:g} (below it a trained net scores below a constant "
+            "on most data); the model predicts a private median of the target (a constant, "
             f"target_centre_) instead. Raise epsilon to at least {needed / n_public:.3g} with this many rows "
             "to train the net, or set module__hidden_units to train one anyway.",
             UserWarning,
@@ -1429,7 +1430,8 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         with torch.no_grad():
             for param in self.module_.parameters():
                 param.zero_()
-            self.module_.output.bias.copy_(torch.as_tensor(state.constant, dtype=self.module_.output.bias.dtype))
+            bias = self.module_.output.bias
+            bias.copy_(torch.as_tensor(state.constant, dtype=bias.dtype))
 
     def _validate_target(self, y):
         y = check_array(y, ensure_2d=False, dtype=np.float32, input_name="y")

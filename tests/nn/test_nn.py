@@ -1189,6 +1189,9 @@ def test_regressor_predicts_a_private_median_where_the_public_rule_says_no_net_t
     assert min_training_rho(1, 1) == pytest.approx(24.0)
     assert not trains_default_net(120, 1, 1, 23.9 * scale / 120, DELTA)
     assert trains_default_net(120, 1, 1, 24.1 * scale / 120, DELTA)
+    # More budget or more rows never turn training back into the constant.
+    rule = [trains_default_net(n, 10, 1, e, DELTA) for n in (100, 300, 1000) for e in (0.1, 0.3, 1, 3)]
+    assert rule == [False, False, False, True, False, False, True, True, False, True, True, True]
     X, y = _fallback_data()
     with pytest.warns(UserWarning, match=r"n \* epsilon = 60 .* below 115,.*at least 0\.96"):
         net = DPNeuralNetRegressor(epsilon=0.5, n_samples=120, random_state=0).fit(X, y)
