@@ -212,7 +212,8 @@ def test_docs_list_what_each_fitted_model_holds():
         if cls.__name__.startswith("DPNeuralNet"):
             declared -= {"y_ndim_"} if cls.__name__.endswith("Classifier") else set()
         assert declared <= documented, f"{cls.__name__}: undocumented {sorted(declared - documented)}"
-        stale = documented - declared - {"privacy_spent_", "y_ndim_"}
+        # The nets share one row: the regressor's own attributes are named there too.
+        stale = documented - declared - {"privacy_spent_", "y_ndim_", "target_centre_"}
         assert not stale, f"{cls.__name__}: docs list attributes it does not hold: {sorted(stale)}"
 
 

@@ -65,7 +65,17 @@ width for the noise:
   ``h = (n epsilon / (8 sqrt(2 log(1/delta))))^2 / (d + k)``, rounded down
   to a power of two within ``[MIN_WIDTH, MAX_WIDTH] = [8, 64]``.  Small ``n epsilon``
   gets a narrow, nearly linear net; more budget buys width (a larger
-  ``epsilon`` never gets a narrower net).
+  ``epsilon`` never gets a narrower net);
+* **no net where even the narrowest one is mostly noise** (the regressor):
+  at ``h = MIN_WIDTH`` the run's ratio is ``rho / sqrt(MIN_WIDTH (d + k))``;
+  below ``MIN_TRAIN_SNR = 6`` (at or above the ratio where a trained
+  net's R^2 crossed a constant's on 7 of the 9 shapes measured in
+  :doc:`/nn`; the other two, a weak signal, cross near 8) the default regressor
+  releases a private median of the target instead and predicts it for
+  every row (:mod:`skdp.nn._constant`): a noisy net's error adds the
+  variance of its output noise to the target's, and a constant's does not.
+  A function of ``n``, ``d``, ``k``, ``epsilon`` and ``delta`` only
+  (:func:`trains_default_net`); the level is argued in :doc:`/nn`.
 """
 
 from __future__ import annotations
@@ -73,7 +83,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["TrainingSchedule", "auto_schedule"]
+__all__ = ["TrainingSchedule", "auto_schedule", "min_training_rho", "trains_default_net"]
 
 TARGET_STEPS = 400
 STEPS_PER_EPOCH = 25
@@ -94,6 +104,8 @@ FUNCTION_STEP = 0.125
 LEARNING_RATE = FUNCTION_STEP / INPUT_RMS**2
 #: Width when no epsilon drives the plan (``noise_multiplier`` given).
 DEFAULT_WIDTH = 32
+#: Ratio ``rho / sqrt(MIN_WIDTH (d + k))`` below which the default regressor predicts a private constant.
+MIN_TRAIN_SNR = 6.0
 
 
 @dataclass(frozen=True)
@@ -142,6 +154,21 @@ def auto_width(n_samples, n_features, n_outputs, epsilon, delta):
     raw = (budget_rho(n_samples, epsilon, delta) / TARGET_SNR) ** 2 / max(1, n_features + n_outputs)
     width = 2 ** math.floor(math.log2(max(raw, 1.0)))
     return int(min(max(width, MIN_WIDTH), MAX_WIDTH))
+
+
+def min_training_rho(n_features, n_outputs):
+    """The ``rho`` at which the narrowest default net's run reaches ``MIN_TRAIN_SNR``: ``6 sqrt(8 (d + k))``."""
+    return MIN_TRAIN_SNR * math.sqrt(MIN_WIDTH * max(1, n_features + n_outputs))
+
+
+def trains_default_net(n_samples, n_features, n_outputs, epsilon, delta):
+    """Whether ``rho = n epsilon / sqrt(2 log(1/delta))`` reaches :func:`min_training_rho` (module docstring).
+
+    Public ``n`` (declared or the noisy count), the data's shape, ``epsilon``
+    and ``delta`` only.  False: the default regressor predicts a private
+    constant instead of training a net that would be mostly noise.
+    """
+    return budget_rho(n_samples, epsilon, delta) >= min_training_rho(n_features, n_outputs)
 
 
 def auto_schedule(

@@ -51,6 +51,7 @@ from ..base import (
     warn_privacy_leak,
 )
 from ..privacy import ADD_REMOVE, DEFAULT_COMPOSITION, PrivacySpent
+from ..privacy.calibration import calibrate_noise_multiplier
 from ..privacy.centring import (
     DEFAULT_BOUNDS_BUDGET,
     private_centring,
@@ -66,7 +67,16 @@ from ..privacy.norm_selection import DPNormOptions
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._checks import _is_auto, check_net_params
-from ._defaults import INPUT_RMS, INPUT_SCALE_QUANTILE, auto_schedule
+from ._constant import constant_events, release_target_median
+from ._defaults import (
+    INPUT_RMS,
+    INPUT_SCALE_QUANTILE,
+    MIN_TRAIN_SNR,
+    MIN_WIDTH,
+    auto_schedule,
+    min_training_rho,
+    trains_default_net,
+)
 from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
 from ._losses import KeyedBatchLoss, batch_loss_key, unreduced_loss
 from ._per_example import manual_seed
@@ -423,9 +433,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             _is_auto(self.scale_inputs) and self.module is None and self.noise_multiplier is None
         )
 
-    def _input_bounds_plan(self, n_public):
+    def _input_bounds_plan(self, n_public, warn=True):
         """The releases of ``scale_inputs`` for a public size, or None (:func:`._plan.input_bounds_plan`)."""
-        return input_bounds_plan(self, n_public)
+        return input_bounds_plan(self, n_public, warn)
 
     def _schedule(self, n_public, n_features=None, n_outputs=None):
         """The :class:`~skdp.nn._defaults.TrainingSchedule` for a public size (``"auto"`` entries resolved)."""
@@ -466,6 +476,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             default_sizes=data.default_sizes,
             validated_targets=data.validated_targets,
             noisy_n=None,
+            constant=None,
             **vars(plan.settings),
         )
         X = self._prepare_inputs(state, data)
@@ -474,7 +485,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             self.initialize()
             NeuralNet.partial_fit(self, X, data.y, _routing_method="fit")
         # Ghost clipping may have fallen back to vmap during training.
-        self.clipping_mode_ = state.engine.clipping_mode
+        self.clipping_mode_ = self.clipping_mode if state.engine is None else state.engine.clipping_mode
 
     def _prepare_inputs(self, state, data):
         """Release what the default module needs before it is built; return the inputs skorch trains on.
@@ -497,7 +508,14 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             return X
         n_public = self._public_size(state, X.shape[0])
         state.schedule = self._schedule(n_public, *data.default_sizes)
-        if self.n_samples == "auto":
+        if self._predicts_constant(n_public, *data.default_sizes):
+            # No net, no input scaling: the budget buys the constant.
+            state.constant = self._release_constant(state, data.y, n_public)
+            return X
+        if self.n_samples == "auto" or state.input_bounds is None:
+            # A declared size's plan was made before the data, silently: the
+            # same public rule gives the same plan here, and warns if inputs
+            # are to be scaled and cannot be.
             state.input_bounds = self._input_bounds_plan(n_public)
         if state.input_bounds is None:
             return X
@@ -517,6 +535,10 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         self.input_centre_ = np.asarray(centre, dtype=np.float64)
         self.input_scale_ = float(bound) / (INPUT_RMS * math.sqrt(n_features))
         return self._scale(X)
+
+    def _predicts_constant(self, n_public, n_features, n_outputs):
+        """Whether the default falls back to a private constant (the regressor's rule; never for the classifier)."""
+        return False
 
     def _public_size(self, state, n_rows):
         """The declared ``n_samples``, or the noisy count of ``n_rows`` (released once per fit)."""
@@ -610,6 +632,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         dataset_train, dataset_valid = self.get_split_datasets(X, y)
         self._plan_training(state, dataset_train)
         on_epoch_kwargs = {"dataset_train": dataset_train, "dataset_valid": dataset_valid}
+        if not self.max_epochs_:
+            # The constant of the regressor's fallback: no step is planned.
+            return self
         iterator_train = self.get_iterator(dataset_train, training=True)
         iterator_valid = None if dataset_valid is None else self.get_iterator(dataset_valid, training=False)
         for _ in range(self.max_epochs_):
@@ -624,6 +649,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
     def _plan_training(self, state, dataset):
         if len(dataset) < 1:
             raise ValueError("The training set is empty.")
+        if state.constant is not None:
+            self._set_constant_module(state)
+            return
         # The input scaling's releases (an array X) are on the ledger already:
         # the staged calibration below counts them in the first stage.
         if state.dpsgd_plan is None:
@@ -1223,6 +1251,19 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
     Targets are float32; a 1-D ``y`` is reshaped to a column (skorch's
     regressors expect 2-D targets) and ``predict`` then returns 1-D output.
 
+    Where no net can train (the default only: ``module=None``, no
+    ``module__hidden_units``, epsilon given): when ``rho = n epsilon /
+    sqrt(2 log(1/delta))`` is below ``6 sqrt(8 (d + k))`` (the narrowest
+    default net's signal-to-noise ratio below 6, ``n`` declared or the
+    noisy count; :doc:`/nn`), the fit trains no net, releases a private
+    median of each target column (the exponential mechanism over the
+    core's public grid, add/remove neighbours, at what the budget leaves
+    after the count) and predicts it for every row, with a
+    ``UserWarning`` naming the ``n epsilon`` the net would need.  The
+    released median is ``target_centre_`` (shape ``(n_outputs,)``; None when
+    a net was trained), ``n_steps_`` is then 0 and no input scaling is
+    released.
+
     See Also
     --------
     DPNeuralNetClassifier : the classification twin.
@@ -1254,7 +1295,7 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
 
     #: skorch's regressor also keeps ``y_ndim_``, the number of dimensions of
     #: ``y`` (its shape, public like ``n_features_in_``).
-    _released_attributes = _NET_RELEASED_ATTRIBUTES | {"y_ndim_"}
+    _released_attributes = _NET_RELEASED_ATTRIBUTES | {"y_ndim_", "target_centre_"}
 
     def __init__(
         self,
@@ -1321,6 +1362,76 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
 
     def _n_outputs(self, y):
         return y.shape[1]
+
+    def _prepare_inputs(self, state, data):
+        # None unless the fallback below releases it.
+        self.target_centre_ = None
+        return super()._prepare_inputs(state, data)
+
+    def _predicts_constant(self, n_public, n_features, n_outputs):
+        """The public rule of :func:`~skdp.nn._defaults.trains_default_net` for the default net.
+
+        Only the default (``module=None``, no ``module__hidden_units``, epsilon
+        driving the plan); a module or a width given by the user is trained
+        whatever the budget.  Warns, with public quantities only (the
+        declared size or the released count, epsilon, delta, the shape),
+        what ``n epsilon`` the net would need.
+        """
+        if (
+            self.module is not None
+            or self.noise_multiplier is not None
+            or "hidden_units" in self.get_params_for("module")
+            or trains_default_net(n_public, n_features, n_outputs, self.epsilon, self.delta)
+        ):
+            return False
+        scale = math.sqrt(2.0 * math.log(1.0 / self.delta))
+        needed = min_training_rho(n_features, n_outputs) * scale
+        size = "declared n_samples" if self.n_samples != "auto" else "noisy count of the rows"
+        warnings.warn(
+            f"{type(self).__name__}: n * epsilon = {n_public * self.epsilon:.3g} (n = {int(n_public)}, the "
+            f"{size}) is below {needed:.3g}, what the narrowest default net ({MIN_WIDTH} hidden units on "
+            f"{n_features} features and {n_outputs} targets) needs at delta={self.delta:g} for a "
+            f"signal-to-noise ratio of {MIN_TRAIN_SNR:g} (below it a trained net scores below a constant "
+            "on most data); the model predicts a private median of the target (a constant, "
+            f"target_centre_) instead. Raise epsilon to at least {needed / n_public:.3g} with this many rows "
+            "to train the net, or set module__hidden_units to train one anyway.",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
+        return True
+
+    def _release_constant(self, state, y, n_public):
+        """Release the fallback's constant (:mod:`skdp.nn._constant`) on the fit's ledger.
+
+        Its epsilon is what the budget leaves after the noisy count (the
+        staged filter, as the steps' noise would be), or the whole
+        ``(epsilon, delta)`` with a declared ``n_samples``, calibrated by
+        the core over the events of :func:`~skdp.nn._constant.constant_events`.
+        """
+        n_outputs = y.shape[1]
+
+        def events(z):
+            return constant_events(n_outputs, 1.0 / z)
+
+        if self.n_samples == "auto":
+            z = self._calibrate_staged(state.ledger, events)
+        else:
+            z = calibrate_noise_multiplier(events, self.epsilon, self.delta, self.composition, ADD_REMOVE)
+        self.target_centre_ = release_target_median(y, n_public, 1.0 / z, state.rng, state.ledger)
+        return self.target_centre_
+
+    def _set_constant_module(self, state):
+        """The default module predicting ``target_centre_`` for every row; no step is taken (post-processing)."""
+        schedule = state.schedule
+        self.noisy_n_samples_ = state.noisy_n if self.n_samples == "auto" else None
+        self.batch_size_, self.lr_, self.max_epochs_ = schedule.batch_size, schedule.lr, 0
+        self.noise_multiplier_ = self.clip_noise_multiplier_ = None
+        self.sampling_rate_, self.n_steps_ = 0.0, 0
+        with torch.no_grad():
+            for param in self.module_.parameters():
+                param.zero_()
+            bias = self.module_.output.bias
+            bias.copy_(torch.as_tensor(state.constant, dtype=bias.dtype))
 
     def _validate_target(self, y):
         y = check_array(y, ensure_2d=False, dtype=np.float32, input_name="y")

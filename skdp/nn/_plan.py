@@ -117,7 +117,8 @@ def privacy_plan(net):
     else:
         schedule = net._schedule(net.n_samples)
         plan = dpsgd_plan(net.n_samples, schedule.batch_size, schedule.max_epochs)
-        input_bounds = net._input_bounds_plan(net.n_samples)
+        # Warned by the fit (_prepare_inputs), which knows whether inputs are scaled at all.
+        input_bounds = net._input_bounds_plan(net.n_samples, warn=False)
     epsilon, delta = net.epsilon, net.delta
     if z is None and plan is not None:
         z = calibrate_dpsgd_noise(
@@ -174,7 +175,7 @@ def check_staged_epsilon(net, first_events):
         ) from None
 
 
-def input_bounds_plan(net, n_public):
+def input_bounds_plan(net, n_public, warn=True):
     """The releases of ``scale_inputs`` for a public size (:class:`~skdp.privacy.centring.AutoBounds`), or None.
 
     A centre and a quantile of ``||x - c||`` at the share
@@ -184,7 +185,8 @@ def input_bounds_plan(net, n_public):
     raw norms (no centre: the whole share on one release), the share
     raised in steps of 25 % until it locates, at most ``_MAX_SCALE_SHARE``
     of the budget.  None when inputs are not scaled, or when no share
-    up to that locates a quantile (a warning names the parameter).
+    up to that locates a quantile (a warning names the parameter, unless
+    ``warn`` is False).
     """
     if not net._scales_inputs():
         return None
@@ -197,6 +199,8 @@ def input_bounds_plan(net, n_public):
         if can_locate_quantile(n_public, plan.quantile_epsilon):
             return plan
         share *= 1.25
+    if not warn:
+        return None
     # A statement about the public size and epsilon, not about the data.
     warnings.warn(
         f"scale_inputs: about {int(n_public)} records at epsilon={eps:g} cannot locate the input "

@@ -196,7 +196,7 @@ def _cell_distances(counts, n_samples, target):
     return np.maximum(below - target, 0.0) + np.maximum(target - above, 0.0)
 
 
-def private_quantiles(counts, n_samples, quantiles, grid, epsilon, rng, ledger):
+def private_quantiles(counts, n_samples, quantiles, grid, epsilon, rng, ledger, neighbouring=REPLACE_ONE):
     """Private quantiles of every column by the exponential mechanism over the cells of a public grid.
 
     Smith (2011)'s exponential-mechanism quantile (as recalled by
@@ -210,7 +210,8 @@ def private_quantiles(counts, n_samples, quantiles, grid, epsilon, rng, ledger):
     beyond the grid is released as the grid's end cell.  Each
     ``c_k`` moves by at most :data:`RANK_SENSITIVITY` when one record is
     replaced (``n`` is public under replace-one neighbours), hence so does
-    ``u_k``.  One cell is drawn with probability proportional to
+    ``u_k``; the same holds when one record is added or removed, with a
+    public ``n`` (declared, or a released count) in the target rank.  One cell is drawn with probability proportional to
     ``exp(epsilon u_k / 2)`` (McSherry & Talwar 2007), one
     :class:`~skdp.privacy.PureDPEvent` per quantile and column, and its
     midpoint is released (post-processing: Smith draws a point uniformly
@@ -227,12 +228,15 @@ def private_quantiles(counts, n_samples, quantiles, grid, epsilon, rng, ledger):
         Epsilon of each release.
     rng : numpy.random.Generator
     ledger : PrivacyLedger
+    neighbouring : {"replace_one", "add_remove"}, default="replace_one"
+        The relation the events are recorded under (the rank counts'
+        sensitivity is 1 under both).
 
     Returns
     -------
     ndarray of shape (len(quantiles), n_features)
     """
-    mechanism = ExponentialMechanism(epsilon, RANK_SENSITIVITY)
+    mechanism = ExponentialMechanism(epsilon, RANK_SENSITIVITY, neighbouring)
     midpoints = (grid[:-1] + grid[1:]) / 2
     out = np.empty((len(quantiles), counts.shape[0]))
     for i, q in enumerate(quantiles):

@@ -2,6 +2,7 @@
 
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -44,6 +45,7 @@ from skdp.privacy import (  # noqa: E402
     BudgetAccountant,
     GaussianEvent,
     PrivacyLedger,
+    PureDPEvent,
     SubsampledGaussianEvent,
     compose,
     gaussian_noise_multiplier,
@@ -1170,3 +1172,88 @@ def test_a_failed_fit_leaves_a_fresh_uninitialized_net():
     with pytest.raises(NotInitializedError):
         net.predict(X)
     assert net.fit(X, y).predict(X).shape == (80,)
+
+
+def _fallback_data(n=120, d=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    return X, (150.0 + 70.0 * rng.normal(size=n)).astype(np.float32)
+
+
+def test_regressor_predicts_a_private_median_where_the_public_rule_says_no_net_trains():
+    """Below rho = 6 sqrt(8 (d + k)) the default regressor releases a median and predicts it (docs/nn.md)."""
+    from skdp.nn._defaults import min_training_rho, trains_default_net
+
+    scale = math.sqrt(2 * math.log(1 / DELTA))
+    # d + k = 2: n epsilon must reach 6 sqrt(16) sqrt(2 log(1/delta)) = 115.
+    assert min_training_rho(1, 1) == pytest.approx(24.0)
+    assert not trains_default_net(120, 1, 1, 23.9 * scale / 120, DELTA)
+    assert trains_default_net(120, 1, 1, 24.1 * scale / 120, DELTA)
+    # More budget or more rows never turn training back into the constant.
+    rule = [trains_default_net(n, 10, 1, e, DELTA) for n in (100, 300, 1000) for e in (0.1, 0.3, 1, 3)]
+    assert rule == [False, False, False, True, False, False, True, True, False, True, True, True]
+    X, y = _fallback_data()
+    with pytest.warns(UserWarning, match=r"n \* epsilon = 60 .* below 115,.*at least 0\.96"):
+        net = DPNeuralNetRegressor(epsilon=0.5, n_samples=120, random_state=0).fit(X, y)
+    assert net.n_steps_ == 0 and net.max_epochs_ == 0 and net.noise_multiplier_ is None
+    assert net.input_centre_ is None and net.target_centre_.shape == (1,)
+    np.testing.assert_allclose(net.predict(X[:5]), np.full(5, net.target_centre_[0]), rtol=1e-6)
+    # The median lies in the bulk of the target (its cells are 4.7 % wide).
+    assert np.quantile(y, 0.2) <= net.target_centre_[0] <= np.quantile(y, 0.8)
+    # The one release is on the ledger, at the whole budget (a declared size: no count).
+    (event,) = net.privacy_ledger_.events
+    assert isinstance(event, PureDPEvent) and event.neighbouring == ADD_REMOVE and event.count == 1
+    assert event.epsilon == pytest.approx(0.5, rel=1e-4)
+    assert net.privacy_spent_.epsilon == pytest.approx(0.5, rel=1e-3) and net.privacy_spent_.epsilon <= 0.5
+    # With the noisy count (300 rows, d + k = 11: n epsilon 150 against 270):
+    # the count, then the median at what the staged filter leaves, within the budget.
+    X10, y10 = _fallback_data(300, 10)
+    with pytest.warns(UserWarning, match="private median"):
+        auto = DPNeuralNetRegressor(epsilon=0.5, random_state=0).fit(X10, y10)
+    assert [type(e).__name__ for e in auto.privacy_ledger_.events] == ["GaussianEvent", "PureDPEvent"]
+    assert auto.privacy_spent_.epsilon <= 0.5 * (1 + 1e-9) and auto.noisy_n_samples_ >= 1
+    # A width given by the user, or a budget above the rule: the net trains.
+    assert DPNeuralNetRegressor(epsilon=0.5, n_samples=120, module__hidden_units=8, max_epochs=1).fit(
+        X, y
+    ).n_steps_ > 0
+    trained = DPNeuralNetRegressor(epsilon=20.0, n_samples=120, max_epochs=1, random_state=0).fit(X, y)
+    assert trained.target_centre_ is None and trained.n_steps_ > 0
+
+
+def test_the_fallback_median_is_drawn_at_its_accounted_epsilon():
+    """The median's cell is drawn with probability exp(-eps u / 2) / sum: fails if its noise is halved.
+
+    76 rows at 1.01 and 44 at 9.5: the cell of 1.01 is at rank distance 0
+    from N / 2 = 60, the ~50 cells up to 9.5 at distance 16, the rest at 60.
+    At the accounted epsilon 0.5 the right cell is drawn with probability
+    ``p = 1 / (1 + G exp(-4))`` (about 0.52); at epsilon 1 (noise halved)
+    about 0.98, at 0.25 about 0.13.  The hits of 80 fits are binomial(80, p):
+    accepted within 4.5 standard deviations.
+    """
+    from skdp.privacy.quantiles import check_grid
+
+    n, low, high = 120, 1.01, 9.5
+    y = np.r_[np.full(76, low), np.full(44, high)].astype(np.float32)
+    X = np.zeros((n, 1), dtype=np.float32)
+    # The exponential mechanism's weights over the grid's cells, written out.
+    grid = check_grid(None)
+    counts = np.searchsorted(np.sort(y.astype(np.float64)), grid, side="right").astype(float)
+    below, above = counts[:-1].copy(), counts[1:].copy()
+    below[0], above[-1] = 0.0, n
+    distance = np.maximum(below - n / 2, 0) + np.maximum(n / 2 - above, 0)
+    weights = np.exp(-0.5 * distance / 2)
+    right = int(np.argmin(distance))
+    p = weights[right] / weights.sum()
+    assert 0.3 < p < 0.7
+    midpoint = (grid[right] + grid[right + 1]) / 2
+    trials = 80
+    hits = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for seed in range(trials):
+            net = DPNeuralNetRegressor(epsilon=0.5, n_samples=n, random_state=seed).fit(X, y)
+            hits += bool(np.isclose(net.target_centre_[0], midpoint))
+    (event,) = net.privacy_ledger_.events
+    assert event.epsilon == pytest.approx(0.5, rel=1e-4)
+    sd = math.sqrt(trials * p * (1 - p))
+    assert abs(hits - trials * p) <= 4.5 * sd

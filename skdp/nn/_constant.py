@@ -1,0 +1,88 @@
+"""The default regressor's data-free fallback: a private median of the target, predicted for every row.
+
+Where the public budget rule of :func:`skdp.nn._defaults.trains_default_net`
+says that even the narrowest default net would be mostly noise (``n
+epsilon`` small against ``sqrt(d + k)``), :class:`~skdp.nn.DPNeuralNetRegressor`
+trains no net: it spends its budget (what the noisy count leaves) on one
+private median per target column and predicts it for every row.  A
+constant's squared error is the target's variance plus its distance to the
+mean; a noisy net's adds the variance of its output noise, which at that
+budget exceeds the target's own (the zoo's diabetes table at eps 0.3:
+predictions with 1 to 3 times the target's standard deviation, R^2 -3.5;
+:doc:`/nn`).
+
+The median is Smith (2011)'s exponential-mechanism quantile over the core's
+public grid (:func:`~skdp.privacy.quantiles.private_quantiles`; one
+:class:`~skdp.privacy.PureDPEvent` per column, add/remove neighbours: a
+cell's rank distance from ``N / 2`` moves by at most 1 when a record is
+added or removed, ``N`` the rows' own number, which enters only the
+mechanism's utility; :func:`release_target_median`).  Its epsilon is calibrated by
+the core with the count in front (the staged filter, or the accountant
+with a declared ``n_samples``), so the fit spends at most ``(epsilon,
+delta)``.  Where even the median cannot be located (the core's rule,
+:func:`~skdp.privacy.centring.can_locate_quantile`: ``n epsilon`` below
+about 40 for the median's own epsilon) nothing is released and the
+constant is 0, the centre of the public grid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..privacy import ADD_REMOVE
+from ..privacy.centring import can_locate_quantile
+from ..privacy.events import PureDPEvent
+from ..privacy.quantiles import check_grid, private_quantiles, rank_counts
+
+__all__ = ["constant_events", "median_locatable", "release_target_median"]
+
+
+def constant_events(n_outputs, epsilon):
+    """The fallback's events: one pure ``epsilon``-DP median per target column (add/remove)."""
+    return [PureDPEvent(count=int(n_outputs), neighbouring=ADD_REMOVE, epsilon=float(epsilon))]
+
+
+def median_locatable(n_samples, epsilon):
+    """Whether the exponential mechanism locates a median at ``epsilon`` over the signed grid (public only).
+
+    The core's rule for the ``"auto"`` norm quantiles
+    (:func:`~skdp.privacy.centring.can_locate_quantile`: the rank margin
+    ``2 ln(K / 0.05) / (epsilon n)`` at most 1/2) over the ``K`` cells of
+    the signed grid the median is drawn from.
+    """
+    return can_locate_quantile(n_samples, epsilon, check_grid(None).size - 1)
+
+
+def release_target_median(y, n_samples, epsilon, rng, ledger):
+    """The private median of every column of ``y``, shape ``(n_outputs,)`` (module docstring).
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_rows, n_outputs)
+    n_samples : float
+        Public size (declared ``n_samples`` or the noisy count): only whether a
+        median can be located at ``epsilon`` is read from it.
+    epsilon : float
+        Epsilon of each column's release.
+    rng : numpy.random.Generator
+    ledger : PrivacyLedger
+
+    Returns
+    -------
+    ndarray of shape (n_outputs,)
+        Released medians; zeros, with nothing released, when
+        :func:`median_locatable` is False.
+    """
+    if not median_locatable(n_samples, epsilon):
+        return np.zeros(y.shape[1])
+    grid = check_grid(None)
+    counts = rank_counts(np.asarray(y, dtype=np.float64), grid)
+    # The rank target is half the rows' own number, inside the utility: a
+    # cell's distance from the median, max(c_k - N/2, 0) + max(N/2 - c_{k+1}, 0),
+    # moves by at most 1/2 + 1/2 when a record is added or removed (N and
+    # each count move by at most 1 together), so the sensitivity stays 1 and
+    # nothing but the mechanism's draw is released; the noisy count's
+    # error (std 10 times the budget's multiplier) would otherwise move the
+    # target rank by up to a sixth of the rows at eps 0.3.
+    n_rows = y.shape[0]
+    return private_quantiles(counts, n_rows, (0.5,), grid, epsilon, rng, ledger, neighbouring=ADD_REMOVE)[0]
