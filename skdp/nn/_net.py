@@ -1252,10 +1252,11 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
     regressors expect 2-D targets) and ``predict`` then returns 1-D output.
 
     Where no net can train (the default only: ``module=None``, no
-    ``module__hidden_units``, epsilon given): when ``rho = n epsilon /
-    sqrt(2 log(1/delta))`` is below ``6 sqrt(8 (d + k))`` (the narrowest
-    default net's signal-to-noise ratio below 6, ``n`` declared or the
-    noisy count; :doc:`/nn`), the fit trains no net, releases a private
+    ``module__hidden_units``, epsilon given): when
+    ``rho = n epsilon / sqrt(2 log(1/delta))`` is below
+    ``6 sqrt(8 (d + k))`` (the narrowest default net's signal-to-noise
+    ratio below 6, ``n`` declared or the noisy count; :doc:`/nn`), the
+    fit trains no net, releases a private
     median of each target column (the exponential mechanism over the
     core's public grid, add/remove neighbours, at what the budget leaves
     after the count) and predicts it for every row, with a
