@@ -408,11 +408,14 @@ def reduce_rows(rows, fn, *params):
     return fn(rows.Z, *params)
 
 
-def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
+def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None, n_init=3):
     """k centres of the weighted coreset (k-means++ and Lloyd; post-processing of releases).
 
-    scikit-learn's ``KMeans(n_init=3)`` with the coreset's weights
-    (:func:`~skdp.cluster._coreset_kmeans.weighted_kmeans_fit`).
+    scikit-learn's ``KMeans(n_init=n_init)`` with the coreset's weights
+    (:func:`~skdp.cluster._coreset_kmeans.weighted_kmeans_fit`): 3 starts
+    where the coreset's k-means is the answer (``algorithm="coreset"``), 1
+    (scikit-learn's own ``n_init="auto"`` for k-means++) where it only seeds
+    DP Lloyd (the private start), whose iterations on the rows follow.
 
     With fewer coreset points than clusters, the missing centres are
     re-seeded next to the heaviest ones
@@ -431,7 +434,7 @@ def weighted_kmeans(points, weights, n_clusters, bound, rng, project=None):
     seed = int(rng.integers(2**31 - 1))
     # scikit-learn's KMeans(n_clusters=k, n_init=3, random_state=seed) with
     # sample_weight, without its per-call overhead (the same result, bit for bit).
-    centres, labels, n_iter = weighted_kmeans_fit(points, weights, k, seed, n_init=3)
+    centres, labels, n_iter = weighted_kmeans_fit(points, weights, k, seed, n_init=n_init)
     cluster_weights = np.bincount(labels, weights=weights, minlength=k)
     centres = project_to_ball(centres, bound) if project is None else project(centres)
     n_reseeded = n_clusters - k

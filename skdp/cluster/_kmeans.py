@@ -606,7 +606,7 @@ class DPKMeans(_BaseDPLloyd):
         points, weights = private_coreset(
             rows, bound, count_mechanism, sum_mechanism, CORESET_MAX_DEPTH, thresholds, rng, ledger, project
         )
-        centres, _, _, _ = weighted_kmeans(points, weights, self.n_clusters, bound, rng, project)
+        centres, _, _, _ = weighted_kmeans(points, weights, self.n_clusters, bound, rng, project, n_init=1)
         return centres
 
     def _calibrate_algorithm(self, rows, plan):
