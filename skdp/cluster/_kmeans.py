@@ -564,6 +564,10 @@ class DPKMeans(_BaseDPLloyd):
         ratio = start_noise_ratio(int(n_iter), float(count_weight), self.mechanism)
         return functools.partial(start_events, ratio=ratio, mechanism=self.mechanism)
 
+    def _may_start_privately(self):
+        """``init="random"`` and at least two clusters: the start is considered (public parameters)."""
+        return isinstance(self.init, str) and self.n_clusters >= 2
+
     def _uses_private_start(self, rows, settings):
         """Whether Lloyd's plan starts from the private coreset (public quantities only).
 
@@ -573,8 +577,11 @@ class DPKMeans(_BaseDPLloyd):
         :data:`~skdp.cluster._base.DIAGONAL_START_NOISE`), where ``n * epsilon``
         is too small for a coreset's leaves as well (:ref:`cluster-private-start`).
         One cluster needs no start: every row is assigned to it whatever the start.
+        ``settings`` are the plan with the start's releases: its iterations'
+        noise decides (public, and about the start-free plan's, see
+        :meth:`_calibrate_algorithm`).
         """
-        if not isinstance(self.init, str) or self.n_clusters < 2:
+        if not self._may_start_privately():
             return False
         shape = (rows.n_samples, rows.n_features)
         has_box = self._declares_box() or self._private_box_mode(shape)
@@ -613,21 +620,23 @@ class DPKMeans(_BaseDPLloyd):
         """Lloyd's plan, or the coreset's: ``D`` level counts and one leaf-sum release (public quantities)."""
         algorithm = self._algorithm(rows.n_samples, rows.n_features)
         if algorithm == "lloyd":
-            lloyd = super()._calibrate(rows, plan)
-            if not self._uses_private_start(rows, lloyd.settings):
-                return lloyd.with_settings(algorithm="lloyd")
-            self.__dict__["_plan_start"] = True
-            try:
-                started = super()._calibrate(rows, plan)
-            finally:
-                self.__dict__.pop("_plan_start", None)
-            s = started.settings
-            ratio = start_noise_ratio(s.n_iter, s.count_weight, self.mechanism)
-            if not start_resolves(
-                s.noise_multiplier * ratio, self.mechanism, rows.n_samples, self.n_clusters, s.dim
-            ):
-                return lloyd.with_settings(algorithm="lloyd")
-            return started.with_settings(algorithm="lloyd", start_ratio=ratio)
+            if self._may_start_privately():
+                # The plan with the start first: where it is taken (the common case at
+                # large n * epsilon) it is the only calibration the fit pays.  Its
+                # iterations' multiplier is about the start-free plan's (the start
+                # costs what the random partition's release did, at the default T).
+                self.__dict__["_plan_start"] = True
+                try:
+                    started = super()._calibrate(rows, plan)
+                finally:
+                    self.__dict__.pop("_plan_start", None)
+                s = started.settings
+                ratio = start_noise_ratio(s.n_iter, s.count_weight, self.mechanism)
+                if self._uses_private_start(rows, s) and start_resolves(
+                    s.noise_multiplier * ratio, self.mechanism, rows.n_samples, self.n_clusters, s.dim
+                ):
+                    return started.with_settings(algorithm="lloyd", start_ratio=ratio)
+            return super()._calibrate(rows, plan).with_settings(algorithm="lloyd")
         dim = self._feature_dim(rows.n_features)
         secure = plan.secure_noise
         noise_multiplier = coreset_noise_multiplier(
