@@ -46,6 +46,11 @@ pytest.importorskip("dp_accounting")
 #: rounding at tiny deltas (4.5e-10 and 9.6e-10 relative at delta = 1e-9 and
 #: z = 0.3, 0.7; checked against a 50-digit evaluation of the exact profile).
 PLD_ROUNDING = 1e-9
+#: The same where NumPy's vectorised exp / log1p round otherwise than the C
+#: library's (:func:`_vector_libm_matches_c`; the array PLD's inversion runs
+#: on them, dp-accounting's on ``math``): 3.1e-9 relative measured at delta =
+#: 1e-9, z = 0.7 and 1.4, with NumPy 1.25 on such a CPU (the oldest-deps run).
+PLD_VECTOR_ROUNDING = 1e-8
 
 
 def _gdp_epsilon(mu, delta):
@@ -81,7 +86,8 @@ def test_gaussian_histories_report_their_exact_composition(events, delta):
     assert fast == pytest.approx(_gdp_epsilon(mu, delta), rel=1e-10, abs=1e-12)
     # Never above the PLD path (the accounting before the fast path) but by
     # dp-accounting's rounding below the truth.
-    assert fast <= PLDAccountant(closed_forms=False).epsilon(events, delta) * (1 + PLD_ROUNDING)
+    rounding = PLD_ROUNDING if _vector_libm_matches_c() else PLD_VECTOR_ROUNDING
+    assert fast <= PLDAccountant(closed_forms=False).epsilon(events, delta) * (1 + rounding)
     # Nor above RDP's conversion of the same history.
     curve = sum(e.count * RDPAccountant.curve(e) for e in events)
     assert fast <= rdp_to_epsilon(curve, DEFAULT_ORDERS, delta) * (1 + 1e-12)
