@@ -80,10 +80,13 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
        tail (normal, logistic, uniform) leaves its last row.  A sparse tail
        moves the end out, a wall of rows keeps it.  The 32 bins have an
        overflow bin each side for the rows beyond the stage-1 range, which
-       spans the next log bin outward where that bin's stage-1 noisy count
-       passes what an empty bin passes with probability 5 %
-       (:func:`~skdp.privacy.quantiles.overflow_edges`): an end can then be
-       extrapolated into a tail too thin for the occupied-bin threshold.
+       spans the next log bin outward (below a positive range: down to 0)
+       where that bin's stage-1 noisy count plus the overflow bin's own
+       noisy count pass ``sqrt(2)`` times what one empty count passes with
+       probability 5 % (:func:`~skdp.privacy.quantiles.overflow_edges`): an
+       end can then be extrapolated into a tail too thin for the
+       occupied-bin threshold.  An end inside the log grid's zero bin
+       (``|x| < 2^-20``) is released as 0.
 
     ``quantiles="auto"`` decides from public ``n``, ``d``, epsilon and
     delta whether stage 2 is worth its release: where the rows its noise

@@ -506,28 +506,40 @@ def overflow_histogram(chunk, lower, upper, n_bins):
     return _column_bincount(idx, n_bins + 2)
 
 
-def overflow_edges(low, high, log_noisy, mechanism, n_bins=REFINE_BINS):
+def overflow_edges(low, high, log_noisy, overflow_noisy, mechanism, n_bins=REFINE_BINS):
     """Edges of a column's overflow bins and linear bins (``quantiles="auto"``): ``n_bins + 3`` values.
 
     The linear bins split the stage-1 range ``[low, high]``.  Where ``low``
-    is a log bin's lower edge and the next log bin outward has a stage-1
-    noisy count (``log_noisy``, released) above what an empty bin passes
-    with probability :data:`OVERFLOW_FAILURE`, the overflow bin below spans
-    that log bin, so an end can be extrapolated into it: a tail too thin for
-    the occupied-bin threshold (a normal column's last log bin) still holds
-    rows there.  Otherwise it has width 0 (its rows sit at ``low``, as
-    clipped).  The same above ``high``.  Post-processing of the stage-1
-    release and the public plan.
+    is a log bin's lower edge, two released counts say whether rows lie
+    below it: the stage-1 noisy count of the next log bin outward
+    (``log_noisy``) and the stage-2 noisy count of the overflow bin below
+    (``overflow_noisy[0]``, every row below ``low``).  Where their sum
+    passes ``sqrt(2)`` times what one empty count passes with probability
+    :data:`OVERFLOW_FAILURE` (the sum of two independent noises of the same
+    std has ``sqrt(2)`` times its std: exact for Gaussian noise, about 5 %
+    for Laplace), the overflow bin below spans that log bin, so an end can
+    be extrapolated into it: a tail too thin for the occupied-bin threshold
+    (a normal column's last log bin) still holds rows there.  Where ``low >
+    0`` the bin then reaches 0 instead: the rows below a positive range may
+    lie in any of the log bins between it and 0, which together are twice
+    the next one's width, and an end moved towards 0 never grows a
+    magnitude (a uniform column on ``[0, 1]`` whose stage-1 range stops at
+    ``1 / 32``).  Otherwise it has width 0 (its rows sit at ``low``, as
+    clipped).  The same above ``high`` (towards 0 where ``high < 0``).
+    Post-processing of the two releases and the public plan.  (Until
+    2026-11-27 the stage-1 count alone decided, against one count's test,
+    and the bin never reached past the next log bin.)
     """
     lower_edges, upper_edges = log_bin_edges()
-    gate = histogram_threshold(mechanism, 1, OVERFLOW_FAILURE)
+    gate = math.sqrt(2.0) * histogram_threshold(mechanism, 1, OVERFLOW_FAILURE)
+    below, above = (float(v) for v in overflow_noisy)
     outer_low, outer_high = low, high
     a = int(np.searchsorted(lower_edges, low))
-    if 0 < a < lower_edges.size and lower_edges[a] == low and log_noisy[a - 1] > gate:
-        outer_low = float(lower_edges[a - 1])
+    if 0 < a < lower_edges.size and lower_edges[a] == low and log_noisy[a - 1] + below > gate:
+        outer_low = 0.0 if low > 0 else float(lower_edges[a - 1])
     b = int(np.searchsorted(upper_edges, high))
-    if b < upper_edges.size - 1 and upper_edges[b] == high and log_noisy[b + 1] > gate:
-        outer_high = float(upper_edges[b + 1])
+    if b < upper_edges.size - 1 and upper_edges[b] == high and log_noisy[b + 1] + above > gate:
+        outer_high = 0.0 if high < 0 else float(upper_edges[b + 1])
     return np.concatenate([[outer_low], np.linspace(low, high, n_bins + 1), [outer_high]])
 
 
@@ -823,7 +835,8 @@ def private_histogram_box(
         (:func:`_extreme_ends`; ``DPMinMaxScaler(quantiles="auto")``), with
         an overflow bin each side of the linear stage
         (:func:`overflow_histogram`, :func:`overflow_edges`: an end may
-        reach one log bin beyond the stage-1 range), ``quantiles`` then only
+        reach one log bin beyond the stage-1 range, or towards 0; an end
+        inside the zero bin is 0), ``quantiles`` then only
         setting the extension's test.  ``"range"``: no linear stage (one
         release, planned so by the caller); the stage-1 range is returned.
         Every other caller keeps the default, and its releases.
@@ -914,9 +927,16 @@ def private_histogram_box(
         counts = reduce(overflow_histogram, low, high, REFINE_BINS)
         noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
         step = extreme_threshold(mechanism, REFINE_BINS + 2)
+        zero = 2.0 ** LOG2_RANGE[0]
         for j in np.flatnonzero(located):
-            edges = overflow_edges(low[j], high[j], log_noisy[j], mechanism)
+            edges = overflow_edges(low[j], high[j], log_noisy[j], noisy[j][[0, -1]], mechanism)
             low[j], high[j] = _extreme_ends(noisy[j], step, edges)
+            # The log grid does not resolve magnitudes below 2^lo (the zero bin): an end
+            # inside it, the other end outside, is released as 0 (moved by at most 2^lo).
+            if -zero <= low[j] <= zero < high[j]:
+                low[j] = 0.0
+            elif low[j] < -zero <= high[j] <= zero:
+                high[j] = 0.0
     elif ends != "range":
         counts = reduce(linear_histogram, low, high, REFINE_BINS)
         noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)

@@ -449,21 +449,32 @@ def test_min_max_auto_overflow_bins():
     assert counts.shape == (2, 34) and np.all(counts.sum(axis=1) == 4)
     assert counts[0, 0] == 1 and counts[0, 33] == 1 and counts[0, 1] == 1 and counts[0, 32] == 1
     assert counts[1, 33] == 1 and counts[1, 1] == 1 and counts[1, 32] == 1
-    # The overflow bin spans the next log bin outward only where its stage-1 count passes
-    # what an empty bin passes with probability OVERFLOW_FAILURE.
+    # The overflow bin spans the next log bin outward only where its stage-1 count and the
+    # stage-2 overflow count together pass sqrt(2) times what one empty count passes with
+    # probability OVERFLOW_FAILURE (the sum carries sqrt(2) times one count's noise std).
     mechanism = histogram_mechanism(3, 2.0, True)
-    gate = histogram_threshold(mechanism, 1, OVERFLOW_FAILURE)
+    gate = math.sqrt(2.0) * histogram_threshold(mechanism, 1, OVERFLOW_FAILURE)
     lower, upper = log_bin_edges()
     below, above = log_bin_index(np.array([-3.0, 3.0]))  # [-4, -2) and [2, 4)
     log_noisy = np.zeros(lower.size)
-    edges = overflow_edges(-2.0, 2.0, log_noisy, mechanism)
+    edges = overflow_edges(-2.0, 2.0, log_noisy, (0.0, 0.0), mechanism)
     assert edges.size == 35 and edges[0] == edges[1] == -2.0 and edges[-1] == edges[-2] == 2.0
-    log_noisy[below], log_noisy[above] = gate + 1.0, gate - 1.0
-    edges = overflow_edges(-2.0, 2.0, log_noisy, mechanism)
+    log_noisy[below], log_noisy[above] = gate / 2 + 1.0, gate / 2 - 1.0
+    edges = overflow_edges(-2.0, 2.0, log_noisy, (gate / 2, gate / 2), mechanism)
     assert lower[below] == -4.0 and edges[0] == -4.0 and edges[-1] == 2.0
+    # Either count alone short of the gate: not widened.
+    edges = overflow_edges(-2.0, 2.0, log_noisy, (0.0, 0.0), mechanism)
+    assert edges[0] == -2.0 and edges[-1] == 2.0
+    # A positive range's bin below reaches 0 (the log bins down to 0 together), a negative
+    # range's bin above too: an end moved towards 0 never grows a magnitude.
+    log_noisy[:] = gate + 1.0
+    edges = overflow_edges(2.0, 4.0, log_noisy, (0.0, 0.0), mechanism)
+    assert edges[0] == 0.0 and edges[1] == 2.0 and edges[-1] == 8.0
+    edges = overflow_edges(-4.0, -2.0, log_noisy, (0.0, 0.0), mechanism)
+    assert edges[0] == -8.0 and edges[-1] == 0.0
     # A range that is not a log bin's edge (the pool's, the row scale's) is never widened.
     log_noisy[:] = 1e9
-    edges = overflow_edges(-1.5, 2.5, log_noisy, mechanism)
+    edges = overflow_edges(-1.5, 2.5, log_noisy, (1e9, 1e9), mechanism)
     assert edges[0] == -1.5 and edges[-1] == 2.5
 
 
@@ -717,3 +728,19 @@ def test_pca_auto_plan_is_public_chunks_and_outlier():
     assert moved.data_norm_ < 15.0
     # Clipped to R: the mean moves by O(R / n), not 1e6 sqrt(3) / 2000 = 866.
     assert np.linalg.norm(moved.mean_ - pca.mean_) < 0.2
+
+
+@pytest.mark.parametrize("n, epsilon", [(2000, 3.0), (20000, 1.0)])
+def test_min_max_auto_reaches_a_wall_at_zero(n, epsilon):
+    # Uniform columns on [0, 1]: the log bins near 0 are narrow and each holds few rows, so
+    # the stage-1 range can stop at 1/32; the overflow bin below a positive range reaches 0
+    # once the rows below it are counted, and an end inside the zero bin (|x| < 2^-20, what
+    # the log grid cannot resolve) is 0, so the ends are the walls (up to the grid).
+    from skdp.preprocessing import DPMinMaxScaler
+
+    X = np.random.default_rng(0).uniform(0.0, 1.0, size=(n, 10))
+    for seed in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = DPMinMaxScaler(epsilon=epsilon, random_state=seed).fit(X)
+        assert np.all(est.data_min_ == 0.0) and np.all(est.data_max_ == 1.0), seed
