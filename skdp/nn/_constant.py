@@ -1,4 +1,4 @@
-"""The default regressor's data-free fallback: a private median of the target, predicted for every row.
+"""The default regressor's private target median: its fallback constant, or its trained net's starting output.
 
 Where the public budget rule of :func:`skdp.nn._defaults.trains_default_net`
 says that even the narrowest default net would be mostly noise (``n
@@ -23,6 +23,19 @@ delta)``.  Where even the median cannot be located (the core's rule,
 :func:`~skdp.privacy.centring.can_locate_quantile`: ``n epsilon`` below
 about 40 for the median's own epsilon) nothing is released and the
 constant is 0, the centre of the public grid.
+
+Where the default net trains, the same median is released at a small
+share of the budget (:func:`centre_epsilon`, public ``n`` and ``epsilon``
+only) and the output layer's bias starts at it
+(:class:`~skdp.nn.DPNeuralNetRegressor`): the net then fits the target's
+deviations from its centre, and the clipped, noisy steps are not spent
+carrying the bias from 0 to the target's offset (make_friedman1's target
+sits at about 3 standard deviations from 0; :doc:`/nn`, "The trained
+net's starting centre").  The share is the smallest that locates a median
+(:func:`median_locatable`), at least ``MIN_CENTRE_SHARE = 2 %`` of
+epsilon (where that is more than locating needs, a finer median costs
+little), and no centre is released where locating would take more than
+``MAX_CENTRE_SHARE = 25 %``.
 """
 
 from __future__ import annotations
@@ -30,11 +43,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..privacy import ADD_REMOVE
-from ..privacy.centring import can_locate_quantile
+from ..privacy.centring import AUTO_FAILURE, can_locate_quantile
 from ..privacy.events import PureDPEvent
-from ..privacy.quantiles import check_grid, private_quantiles, rank_counts
+from ..privacy.quantiles import check_grid, private_quantiles, rank_counts, rank_margin
 
-__all__ = ["constant_events", "median_locatable", "release_target_median"]
+__all__ = ["centre_epsilon", "constant_events", "median_locatable", "release_target_median"]
+
+#: Smallest share of epsilon the trained net's target centre takes (module docstring).
+MIN_CENTRE_SHARE = 0.02
+#: Largest share: where locating a median needs more, no centre is released.
+MAX_CENTRE_SHARE = 0.25
 
 
 def constant_events(n_outputs, epsilon):
@@ -51,6 +69,26 @@ def median_locatable(n_samples, epsilon):
     the signed grid the median is drawn from.
     """
     return can_locate_quantile(n_samples, epsilon, check_grid(None).size - 1)
+
+
+def centre_epsilon(n_samples, epsilon, n_outputs):
+    """Epsilon of each column's centre median for the trained default net, or None (public only).
+
+    The smallest epsilon that locates a median over the signed grid
+    (:func:`median_locatable`: ``4 ln(K / 0.05) / n``, about ``40 / n``),
+    at least ``MIN_CENTRE_SHARE epsilon / k``; None where the ``k`` columns
+    would take more than ``MAX_CENTRE_SHARE`` of ``epsilon`` (basic
+    composition of the ``k`` pure releases).  A function of the public
+    size (declared or the noisy count), ``epsilon`` and the number of
+    target columns only.
+    """
+    k = max(1, int(n_outputs))
+    # rank_margin is proportional to 1 / epsilon: the margin at epsilon 1,
+    # doubled, is the epsilon whose margin is the locating 1/2 (a hair
+    # above it, so that the float comparison in median_locatable agrees).
+    locate = 2.0 * rank_margin(n_samples, 1.0, check_grid(None).size - 1, AUTO_FAILURE) * (1.0 + 1e-9)
+    per_column = max(MIN_CENTRE_SHARE * float(epsilon) / k, locate)
+    return per_column if per_column * k <= MAX_CENTRE_SHARE * float(epsilon) else None
 
 
 def release_target_median(y, n_samples, epsilon, rng, ledger):

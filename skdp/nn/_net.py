@@ -57,6 +57,7 @@ from ..privacy.centring import (
     private_centring,
 )
 from ..privacy.dpsgd import (
+    calibrate_dpsgd_noise,
     dataset_size_event,
     dpsgd_plan,
     dpsgd_step_event,
@@ -67,7 +68,7 @@ from ..privacy.norm_selection import DPNormOptions
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._checks import _is_auto, check_net_params
-from ._constant import constant_events, release_target_median
+from ._constant import centre_epsilon, constant_events, release_target_median
 from ._defaults import (
     INPUT_RMS,
     INPUT_SCALE_QUANTILE,
@@ -1261,9 +1262,14 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
     core's public grid, add/remove neighbours, at what the budget leaves
     after the count) and predicts it for every row, with a
     ``UserWarning`` naming the ``n epsilon`` the net would need.  The
-    released median is ``target_centre_`` (shape ``(n_outputs,)``; None when
-    a net was trained), ``n_steps_`` is then 0 and no input scaling is
-    released.
+    released median is ``target_centre_`` (shape ``(n_outputs,)``),
+    ``n_steps_`` is then 0 and no input scaling is released.
+
+    Where the default net trains, the same median, released at a small
+    share of epsilon (the smallest that locates it, at least 2 %, none
+    above 25 %: public ``n`` and ``epsilon`` only; :doc:`/nn`, "The trained
+    net's starting centre"), is the output layer's starting bias and is
+    kept in ``target_centre_``; None when no median was released.
 
     See Also
     --------
@@ -1365,9 +1371,62 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         return y.shape[1]
 
     def _prepare_inputs(self, state, data):
-        # None unless the fallback below releases it.
+        # None unless the fallback or the trained net's centre releases it.
         self.target_centre_ = None
-        return super()._prepare_inputs(state, data)
+        state.target_offset = None
+        X = super()._prepare_inputs(state, data)
+        if state.constant is None and data.default_sizes is not None and self.train_split is None:
+            self._release_target_offset(state, data.y)
+        return X
+
+    def _is_default_net(self):
+        """The default (``module=None``, no ``module__hidden_units``, epsilon driving the plan): public parameters."""
+        return (
+            self.module is None
+            and self.noise_multiplier is None
+            and "hidden_units" not in self.get_params_for("module")
+        )
+
+    def _release_target_offset(self, state, y):
+        """Release the trained default net's starting centre: a private median per target column.
+
+        At :func:`~skdp.nn._constant.centre_epsilon` of the public size
+        (declared or the noisy count) and ``epsilon``, on the fit's ledger
+        before the steps are calibrated: with the noisy count the staged
+        filter calibrates the steps to what the count, the input scaling
+        and the centre leave; with a declared size the plan's noise is
+        calibrated again here over the same releases (the data's shape,
+        public, fixes the number of columns).  ``_plan_training`` adds the
+        centre to the output layer's bias, so ``predict`` needs no map.
+        Nothing is released for a module or width given by the user.
+        """
+        if not self._is_default_net():
+            return
+        n_public = self._public_size(state, y.shape[0])
+        epsilon = centre_epsilon(n_public, self.epsilon, y.shape[1])
+        if epsilon is None:
+            return
+        self.target_centre_ = release_target_median(y, n_public, epsilon, state.rng, state.ledger)
+        state.target_offset = self.target_centre_
+        if self.n_samples != "auto":
+            plan = state.dpsgd_plan
+            state.noise_multiplier = calibrate_dpsgd_noise(
+                self.epsilon,
+                self.delta,
+                plan.sampling_rate,
+                plan.n_steps,
+                DPNormOptions.of(self).histogram_noise_ratio,
+                extra_events=list(state.ledger.events),
+                composition=self.composition,
+            )
+
+    def _plan_training(self, state, dataset):
+        if state.constant is None and getattr(state, "target_offset", None) is not None:
+            # The net starts at the released centre (post-processing of it).
+            with torch.no_grad():
+                bias = self.module_.output.bias
+                bias.add_(torch.as_tensor(state.target_offset, dtype=bias.dtype, device=bias.device))
+        super()._plan_training(state, dataset)
 
     def _predicts_constant(self, n_public, n_features, n_outputs):
         """The public rule of :func:`~skdp.nn._defaults.trains_default_net` for the default net.
@@ -1378,11 +1437,8 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         declared size or the released count, epsilon, delta, the shape),
         what ``n epsilon`` the net would need.
         """
-        if (
-            self.module is not None
-            or self.noise_multiplier is not None
-            or "hidden_units" in self.get_params_for("module")
-            or trains_default_net(n_public, n_features, n_outputs, self.epsilon, self.delta)
+        if not self._is_default_net() or trains_default_net(
+            n_public, n_features, n_outputs, self.epsilon, self.delta
         ):
             return False
         scale = math.sqrt(2.0 * math.log(1.0 / self.delta))

@@ -1217,7 +1217,8 @@ def test_regressor_predicts_a_private_median_where_the_public_rule_says_no_net_t
         X, y
     ).n_steps_ > 0
     trained = DPNeuralNetRegressor(epsilon=20.0, n_samples=120, max_epochs=1, random_state=0).fit(X, y)
-    assert trained.target_centre_ is None and trained.n_steps_ > 0
+    # The trained default net starts at a private median (at 2 % of epsilon here).
+    assert trained.target_centre_.shape == (1,) and trained.n_steps_ > 0
 
 
 def test_the_fallback_median_is_drawn_at_its_accounted_epsilon():
@@ -1255,5 +1256,76 @@ def test_the_fallback_median_is_drawn_at_its_accounted_epsilon():
             hits += bool(np.isclose(net.target_centre_[0], midpoint))
     (event,) = net.privacy_ledger_.events
     assert event.epsilon == pytest.approx(0.5, rel=1e-4)
+    sd = math.sqrt(trials * p * (1 - p))
+    assert abs(hits - trials * p) <= 4.5 * sd
+
+
+def test_trained_regressor_centre_is_on_the_ledger_at_its_epsilon():
+    """The trained default net's starting centre: on the ledger, charged to the steps, drawn at its epsilon.
+
+    ``centre_epsilon`` (public ``n``, ``epsilon``, ``k``): at least 2 % of
+    epsilon, at least the epsilon that locates a median (``4 ln(K / 0.05) /
+    n``), None above 25 %.  With a declared size and with the noisy count
+    the centre is a PureDPEvent at that epsilon on the ledger and the
+    steps are calibrated to what is left (``privacy_spent_`` composes the
+    ledger and stays within epsilon; a release off the ledger fails the
+    first assertion, a step plan that ignores it the second).  The draw:
+    80 rows at 1.01 and 40 at 9.5, so the cell of 1.01 is at rank distance
+    0 from N / 2 = 60, the ~50 cells up to 9.5 at distance 20, the rest at
+    60; at the accounted epsilon (0.337 at n = 120, eps 10) the right cell
+    is drawn with probability about 0.37, at twice it (noise halved) about
+    0.94.  The hits of 80 fits are binomial(80, p): accepted within 4.5
+    standard deviations.
+    """
+    from skdp.nn._constant import centre_epsilon, median_locatable
+    from skdp.privacy.quantiles import check_grid
+
+    n = 120
+    assert centre_epsilon(n, 20.0, 1) == pytest.approx(0.4)
+    assert centre_epsilon(n, 10.0, 1) == pytest.approx(4 * math.log((check_grid(None).size - 1) / 0.05) / n)
+    assert median_locatable(n, centre_epsilon(n, 10.0, 1))
+    assert centre_epsilon(n, 1.0, 1) is None  # locating would take a third of epsilon
+    X, y = _fallback_data()
+    for n_samples in (n, "auto"):
+        net = DPNeuralNetRegressor(epsilon=10.0, n_samples=n_samples, max_epochs=1, random_state=0).fit(X, y)
+        size = n if n_samples == n else net.noisy_n_samples_
+        centres = [
+            e
+            for e in net.privacy_ledger_.events
+            if isinstance(e, PureDPEvent) and e.epsilon == centre_epsilon(size, 10.0, 1)
+        ]
+        assert len(centres) == 1 and centres[0].neighbouring == ADD_REMOVE and net.target_centre_.shape == (1,)
+        spent = compose(net.privacy_ledger_.events, DELTA, net.composition)
+        # A declared size reports the ledger's composition; the noisy count's
+        # staged filter its guarantee, which covers it.
+        assert spent.epsilon <= net.privacy_spent_.epsilon * (1 + 1e-9) <= 10.0 * (1 + 1e-9) ** 2
+        if n_samples == n:
+            assert net.privacy_spent_.epsilon == pytest.approx(spent.epsilon, rel=1e-9)
+    # A module or a width given by the user: no centre.
+    given = DPNeuralNetRegressor(epsilon=10.0, n_samples=n, module__hidden_units=8, max_epochs=1).fit(X, y)
+    assert given.target_centre_ is None
+
+    low, high = 1.01, 9.5
+    y = np.r_[np.full(80, low), np.full(40, high)].astype(np.float32)
+    X = np.random.default_rng(0).normal(size=(n, 1)).astype(np.float32)
+    eps = centre_epsilon(n, 10.0, 1)
+    grid = check_grid(None)
+    counts = np.searchsorted(np.sort(y.astype(np.float64)), grid, side="right").astype(float)
+    below, above = counts[:-1].copy(), counts[1:].copy()
+    below[0], above[-1] = 0.0, n
+    distance = np.maximum(below - n / 2, 0) + np.maximum(n / 2 - above, 0)
+    right = int(np.argmin(distance))
+
+    def p_right(epsilon):
+        weights = np.exp(-epsilon * distance / 2)
+        return weights[right] / weights.sum()
+
+    p = p_right(eps)
+    assert 0.3 < p < 0.45 and p_right(2 * eps) > 0.9
+    midpoint = (grid[right] + grid[right + 1]) / 2
+    trials, hits = 80, 0
+    for seed in range(trials):
+        net = DPNeuralNetRegressor(epsilon=10.0, n_samples=n, max_epochs=1, random_state=seed).fit(X, y)
+        hits += bool(np.isclose(net.target_centre_[0], midpoint))
     sd = math.sqrt(trials * p * (1 - p))
     assert abs(hits - trials * p) <= 4.5 * sd
