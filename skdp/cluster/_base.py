@@ -207,12 +207,12 @@ class _BaseDPLloyd(
     #: with its own rule sets its own.
     _auto_max_iter_rule = {}
 
-    def _n_iter(self, n_samples, dim, count_weight, *, secure_noise=False):
-        """``max_iter``, or the ``"auto"`` rule (public quantities only)."""
+    def _n_iter(self, n_samples, dim, count_weight, *, secure_noise=False, start=False):
+        """``max_iter``, or the ``"auto"`` rule (public quantities only; ``start``: the plan with a private start)."""
         if self.max_iter != "auto":
             return int(self.max_iter)
         return auto_max_iter(
-            lambda T: self._noise_multiplier(count_weight, T, secure_noise=secure_noise),
+            lambda T: self._noise_multiplier(count_weight, T, secure_noise=secure_noise, start=start),
             self.mechanism,
             n_samples,
             self.n_clusters,
@@ -227,7 +227,8 @@ class _BaseDPLloyd(
     def _start_events(self, n_iter, count_weight):
         """Events of a private start released before the iterations, as a function of the noise multiplier.
 
-        None (the default): the start is data-independent and costs nothing.
+        Read for a plan with a private start only (``start=True`` in
+        :meth:`_calibrate`).  None (the default): no private start.
         """
         return None
 
@@ -240,7 +241,7 @@ class _BaseDPLloyd(
         """
         return None
 
-    def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False):
+    def _noise_multiplier(self, count_weight, n_iter, *, secure_noise=False, start=False):
         return lloyd_noise_multiplier(
             int(n_iter),
             self.mechanism,
@@ -251,7 +252,7 @@ class _BaseDPLloyd(
             self.composition,
             secure_noise=secure_noise,
             bounds=self._bounds_plan(secure_noise),
-            start=self._start_events(n_iter, count_weight),
+            start=self._start_events(n_iter, count_weight) if start else None,
         )
 
     @private_fit_context(prefer_skip_nested_validation=True)
@@ -325,13 +326,17 @@ class _BaseDPLloyd(
             rows_out.append(rows)
         return rows
 
-    def _calibrate(self, rows, plan):
-        """Iterations and noise multiplier of the whole fit, from the public ``n`` and dimension."""
+    def _calibrate(self, rows, plan, *, start=False):
+        """Iterations and noise multiplier of the whole fit, from the public ``n`` and dimension.
+
+        ``start``: the plan begins with a private start's releases
+        (:meth:`_start_events`), composed with the iterations'.
+        """
         dim = self._feature_dim(rows.n_features)
         count_weight = self._count_weight(dim)
         secure = plan.secure_noise
-        n_iter = self._n_iter(rows.n_samples, dim, count_weight, secure_noise=secure)
-        noise_multiplier = self._noise_multiplier(count_weight, n_iter, secure_noise=secure)
+        n_iter = self._n_iter(rows.n_samples, dim, count_weight, secure_noise=secure, start=start)
+        noise_multiplier = self._noise_multiplier(count_weight, n_iter, secure_noise=secure, start=start)
         return plan.with_settings(
             self._settings_type(
                 dim=dim, count_weight=count_weight, n_iter=n_iter, noise_multiplier=noise_multiplier
@@ -356,12 +361,21 @@ class _BaseDPLloyd(
         rows.map_features(self._feature_map())
         bound = self._select_bound(rows, noise_multiplier, rng, ledger)
         rows.clip(bound)
+        return (bound, *self._count_and_sum_mechanisms(bound, dim, count_weight, noise_multiplier))
+
+    def _count_and_sum_mechanisms(self, bound, dim, count_weight, noise_multiplier):
+        """The count and sum mechanisms of rows clipped to ``bound``, at the plan's noise multipliers.
+
+        Sensitivities :func:`count_sensitivity` and :func:`sum_sensitivity`
+        in the mechanism's norm; the counts' multiplier is ``count_weight``
+        times the sums'.
+        """
         mechanism_class, norm = _MECHANISMS[self.mechanism]
         count_sens = count_sensitivity(norm)
         sum_sens = sum_sensitivity(bound, norm, dim)
         count_mechanism = mechanism_class(count_sens, noise_multiplier * count_weight * count_sens)
         sum_mechanism = mechanism_class(sum_sens, noise_multiplier * sum_sens)
-        return bound, count_mechanism, sum_mechanism
+        return count_mechanism, sum_mechanism
 
     def _store_fit(self, noise_multiplier, bound, centres, noisy_counts, n_reseeded, n_iter):
         """Set the fitted attributes every fit releases (centres in the clustering space)."""

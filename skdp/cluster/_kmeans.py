@@ -25,7 +25,6 @@ from ..privacy.quantiles import (
     histogram_box_share,
 )
 from ._base import (
-    _MECHANISMS,
     DIAGONAL_START_NOISE,
     LloydSettings,
     _BaseDPLloyd,
@@ -52,10 +51,8 @@ from ._lloyd import (
     BoxBallProjection,
     BoxShift,
     Shift,
-    count_sensitivity,
     relative_centre_noise,
     row_norms,
-    sum_sensitivity,
 )
 
 
@@ -559,8 +556,6 @@ class DPKMeans(_BaseDPLloyd):
 
     # --- the private start of DP Lloyd (a coreset's k-means++; skdp.cluster._coreset) ---
     def _start_events(self, n_iter, count_weight):
-        if not self.__dict__.get("_plan_start"):
-            return None
         ratio = start_noise_ratio(int(n_iter), float(count_weight), self.mechanism)
         return functools.partial(start_events, ratio=ratio, mechanism=self.mechanism)
 
@@ -602,11 +597,9 @@ class DPKMeans(_BaseDPLloyd):
         if ratio is None:
             return None
         noise_multiplier = settings.noise_multiplier * ratio
-        mechanism_class, norm = _MECHANISMS[self.mechanism]
-        count_sens = count_sensitivity(norm)
-        sum_sens = sum_sensitivity(bound, norm, settings.dim)
-        count_mechanism = mechanism_class(count_sens, noise_multiplier * CORESET_COUNT_WEIGHT * count_sens)
-        sum_mechanism = mechanism_class(sum_sens, noise_multiplier * sum_sens)
+        count_mechanism, sum_mechanism = self._count_and_sum_mechanisms(
+            bound, settings.dim, CORESET_COUNT_WEIGHT, noise_multiplier
+        )
         thresholds = tree_thresholds(
             noise_multiplier, self.mechanism, rows.n_samples, self.n_clusters, settings.dim
         )
@@ -625,11 +618,7 @@ class DPKMeans(_BaseDPLloyd):
                 # large n * epsilon) it is the only calibration the fit pays.  Its
                 # iterations' multiplier is about the start-free plan's (the start
                 # costs what the random partition's release did, at the default T).
-                self.__dict__["_plan_start"] = True
-                try:
-                    started = super()._calibrate(rows, plan)
-                finally:
-                    self.__dict__.pop("_plan_start", None)
+                started = super()._calibrate(rows, plan, start=True)
                 s = started.settings
                 ratio = start_noise_ratio(s.n_iter, s.count_weight, self.mechanism)
                 if self._uses_private_start(rows, s) and start_resolves(
