@@ -210,8 +210,12 @@ def private_quantiles(counts, n_samples, quantiles, grid, epsilon, rng, ledger, 
     beyond the grid is released as the grid's end cell.  Each
     ``c_k`` moves by at most :data:`RANK_SENSITIVITY` when one record is
     replaced (``n`` is public under replace-one neighbours), hence so does
-    ``u_k``; the same holds when one record is added or removed, with a
-    public ``n`` (declared, or a released count) in the target rank.  One cell is drawn with probability proportional to
+    ``u_k``; the same holds when one record is added or removed, whether
+    ``n`` in the target rank is public (declared, or a released count) or
+    the rows' own number: ``u_k`` is the distance from ``q n`` to the
+    interval ``[c_k, c_{k+1}]``, which moves by at most the largest change of the three, and each
+    moves by at most 1 (``q n`` by ``q``).  One cell is drawn with
+    probability proportional to
     ``exp(epsilon u_k / 2)`` (McSherry & Talwar 2007), one
     :class:`~skdp.privacy.PureDPEvent` per quantile and column, and its
     midpoint is released (post-processing: Smith draws a point uniformly
