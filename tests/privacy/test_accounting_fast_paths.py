@@ -14,6 +14,7 @@
   chain of :class:`~skdp.privacy.BudgetAccountant` computed from scratch.
 """
 
+import functools
 import math
 import pickle
 import re
@@ -225,6 +226,7 @@ def test_a_reservation_composes_the_distinct_mechanisms_once(monkeypatch):
     assert calls == [len(distinct)] == [19]
 
 
+@functools.cache
 def _vector_libm_matches_c():
     # Whether NumPy's exp and log1p round as the C library's on this CPU (a probe on many points).
     x = np.linspace(-30.0, 30.0, 20001)
