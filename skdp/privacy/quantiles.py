@@ -547,6 +547,42 @@ def overflow_edges(low, high, log_noisy, overflow_noisy, mechanism, n_bins=REFIN
     return np.concatenate([[outer_low], np.linspace(low, high, n_bins + 1), [outer_high]])
 
 
+#: The fewest linear bins of the ``quantiles="auto"`` stage (:func:`refine_bins`): one halving
+#: of :data:`REFINE_BINS`.  With 8 an end's resolution alone (a bin, an eighth of a stage-1 range
+#: that is up to twice the column's extent) is as coarse as a declared domain rounded to one
+#: significant digit.
+MIN_REFINE_BINS = 16
+
+
+def refine_bins(n_samples, mechanism):
+    """Linear bins of the ``quantiles="auto"`` stage: :data:`REFINE_BINS`, halved where the noise is too large for them (public).
+
+    Where the average bin of :data:`REFINE_BINS` (``n / REFINE_BINS`` rows) holds
+    fewer rows than one bin's threshold (:func:`extreme_threshold` over the
+    ``n_bins + 2`` counts), a column's tail bins are below the noise one by one
+    and an end is resolved only by prefix sums over many of them, whose
+    threshold grows as ``sqrt(k)``: halving the bins doubles every count at
+    the same noise, so the rows an end needs at a given distance fall by
+    ``sqrt(2)``, at the cost of a bin twice as wide (1/16 of the stage-1
+    range).  Halved at most to :data:`MIN_REFINE_BINS`.  A function of the
+    public ``n`` and plan only (``n`` is public under replace-one neighbours).
+    """
+    n_bins = REFINE_BINS
+    while n_bins > MIN_REFINE_BINS and n_samples / n_bins < extreme_threshold(mechanism, n_bins + 2):
+        n_bins //= 2
+    return n_bins
+
+
+def wall_threshold(mechanism, n_bins, n_features):
+    """Noisy count one empty bin passes with probability at most :data:`HISTOGRAM_FAILURE` over all ``d (n_bins + 2)`` counts (public).
+
+    The occupied-bin test of stage 1 (:func:`histogram_threshold`) applied to
+    the linear stage's counts: a single bin above it holds rows at that
+    confidence, whatever the prefix sums before it say (:func:`_extreme_ends`).
+    """
+    return histogram_threshold(mechanism, n_features * (n_bins + 2))
+
+
 def extreme_threshold(mechanism, n_bins, failure=EXTREME_FAILURE):
     """Noisy count one bin of nothing passes with probability at most ``failure / n_bins`` (public plan).
 
@@ -559,7 +595,7 @@ def extreme_threshold(mechanism, n_bins, failure=EXTREME_FAILURE):
     return histogram_threshold(mechanism, n_bins, failure)
 
 
-def _extreme_ends(noisy, step, edges):
+def _extreme_ends(noisy, step, edges, wall=math.inf):
     """Ends of a column's rows (``quantiles="auto"``): resolved by the prefix sums, then extrapolated.
 
     ``noisy`` are the stage-2 counts of the bins ``[edges[i], edges[i+1])``:
@@ -567,7 +603,12 @@ def _extreme_ends(noisy, step, edges):
     bins, the overflow bin above it (:func:`overflow_histogram`; an overflow
     bin of width 0 where the stage-1 range is not widened).  The low end:
     ``Q`` is the first bin whose noisy prefix sum passes ``step sqrt(k)``
-    (``k`` bins summed; :func:`extreme_threshold`), and at least the first
+    (``k`` bins summed; :func:`extreme_threshold`), or whose own noisy count
+    passes ``wall`` (:func:`wall_threshold`, the occupied-bin test: a wall of
+    rows deep inside the range, such as pixels at 16 in ``[0, 32)``, whose
+    prefix sum over the empty bins before it has a threshold ``sqrt(k)``
+    times higher; until 2026-11-28 the prefix sums alone, which passed there
+    only by the empty bins' noise or past the wall), and at least the first
     linear bin: rows certainly lie at or below it.  The rows the noisy prefix
     before ``Q`` still counts (``N = max(S_{Q-1}, 0)``, the overflow's among
     them) lie beyond ``Q``'s lower edge ``x_Q``.  With the density ``f`` of
@@ -593,7 +634,7 @@ def _extreme_ends(noisy, step, edges):
     def end(counts, inner_edges, width):
         # Positions as distances inward from the outer edge: the same code for both ends.
         sums = np.cumsum(counts)
-        sure = sums > limit
+        sure = (sums > limit) | (counts > wall)
         if not sure.any():
             return None
         q = max(int(np.argmax(sure)), 1)
@@ -927,14 +968,16 @@ def private_histogram_box(
     if ends == "extreme":
         # The linear bins with an overflow bin each side (the stage-1 counts say how far
         # an end may be extrapolated beyond the range: overflow_edges).
-        log_noisy = noisy
-        counts = reduce(overflow_histogram, low, high, REFINE_BINS)
+        # Fewer linear bins where the noise is too large for REFINE_BINS (refine_bins: n, plan).
+        log_noisy, n_bins = noisy, refine_bins(n_samples_public, mechanism)
+        counts = reduce(overflow_histogram, low, high, n_bins)
         noisy = mechanism.release(counts.ravel(), rng, ledger).reshape(counts.shape)
-        step = extreme_threshold(mechanism, REFINE_BINS + 2)
+        step = extreme_threshold(mechanism, n_bins + 2)
+        wall = wall_threshold(mechanism, n_bins, n_features)
         zero = 2.0 ** LOG2_RANGE[0]
         for j in np.flatnonzero(located):
-            edges = overflow_edges(low[j], high[j], log_noisy[j], noisy[j][[0, -1]], mechanism)
-            low[j], high[j] = _extreme_ends(noisy[j], step, edges)
+            edges = overflow_edges(low[j], high[j], log_noisy[j], noisy[j][[0, -1]], mechanism, n_bins)
+            low[j], high[j] = _extreme_ends(noisy[j], step, edges, wall)
             # The log grid does not resolve magnitudes below 2^lo (the zero bin): an end
             # inside it, the other end outside, is released as 0 (moved by at most 2^lo).
             if -zero <= low[j] <= zero < high[j]:

@@ -396,6 +396,36 @@ def test_min_max_auto_ends_unit_rules():
     assert low == 0.0
 
 
+def test_min_max_auto_ends_wall_test():
+    # A wall of rows (pixels at one value) 15 empty bins inside the range: its prefix sum
+    # (400 rows) is below the threshold over 16 bins (130 * 4 = 520), so the prefix sums pass
+    # only past it (k = 18: 600 > 551), where the wall's rows, read as a tail before a bin
+    # of 100, extrapolate to the range's edge.  Its own count passes the occupied-bin test
+    # (wall): the end is the wall's edge.
+    from skdp.privacy.quantiles import _extreme_ends
+
+    counts = np.zeros(32)
+    counts[15], counts[16:] = 400.0, 100.0
+    edges = np.concatenate([[0.0], np.arange(33.0), [32.0]])
+    noisy = np.concatenate([[0.0], counts, [0.0]])
+    assert _extreme_ends(noisy, 130.0, edges)[0] == 0.0
+    assert _extreme_ends(noisy, 130.0, edges, wall=300.0)[0] == 15.0
+    # A wall below its test leaves the prefix-sum rule as it was.
+    assert _extreme_ends(noisy, 130.0, edges, wall=500.0)[0] == 0.0
+
+
+def test_min_max_auto_refine_bins():
+    # 32 linear bins where the average bin (n / 32 rows) holds at least one bin's threshold,
+    # else 16 (one halving, never fewer): a public function of n and the plan.
+    from skdp.privacy.quantiles import MIN_REFINE_BINS, extreme_threshold, histogram_mechanism, refine_bins
+
+    mechanism = histogram_mechanism(5, 3.0, True)
+    step = extreme_threshold(mechanism, 34)
+    assert refine_bins(int(32 * step) + 1, mechanism) == 32
+    assert refine_bins(int(32 * step) - 1, mechanism) == 16
+    assert refine_bins(10, mechanism) == MIN_REFINE_BINS == 16
+
+
 def test_min_max_auto_ends_reach_a_gaussian_tails_last_row():
     # Noise-free expected counts of a standard normal column of n = 1000 rows in 32 bins
     # over [-4, 4]: at every threshold the released end lies within two bins (0.5) of the
