@@ -70,11 +70,15 @@ class DPMinMaxScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin, B
        extended towards 0, then to the pool's range (``extend`` of
        :func:`~skdp.privacy.quantiles.private_histogram_box`).
     2. A histogram over 32 equal bins inside that range is released the
-       same way; its noisy prefix and suffix sums give the released ends.
+       same way (with ``"auto"``, 16 where the average bin holds fewer rows
+       than one bin's noise threshold: :func:`~skdp.privacy.quantiles.refine_bins`);
+       its noisy prefix and suffix sums give the released ends.
        With a tuple, the bins of the quantiles, inside the stage-1 range.
        ``quantiles="auto"``: the first bin whose prefix sum over ``k`` bins
        passes ``sqrt(k)`` times a noise threshold
-       (:func:`~skdp.privacy.quantiles.extreme_threshold`), moved outward
+       (:func:`~skdp.privacy.quantiles.extreme_threshold`), or whose own
+       count passes the occupied-bin test (a wall of rows:
+       :func:`~skdp.privacy.quantiles.wall_threshold`), moved outward
        by ``(N / f) ln N`` where ``N`` is the rows the noisy prefix before
        it still counts and ``f`` that bin's density: where a log-concave
        tail (normal, logistic, uniform) leaves its last row.  A sparse tail
