@@ -24,6 +24,8 @@ strategies), importing torch only when called.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = ["clip_box", "clip_factors", "clip_rows", "clip_vector", "row_norms", "torch_clip_factors"]
@@ -106,11 +108,22 @@ def clip_vector(x, bound):
     :func:`row_norms`' rescaling when that overflows.
     """
     x = np.asarray(x)
-    with np.errstate(over="ignore", invalid="ignore"):
-        norm = np.sqrt(np.dot(x, x))
-    if not np.isfinite(norm):
-        norm = row_norms(x[None, :])[0]
-    return clip_rows(x[None, :], bound, norms=np.array([norm]))[0]
+    if x.dtype != np.float64:
+        with np.errstate(over="ignore", invalid="ignore"):
+            norm = np.sqrt(np.dot(x, x))
+        if not np.isfinite(norm):
+            norm = row_norms(x[None, :])[0]
+        return clip_rows(x[None, :], bound, norms=np.array([norm]))[0]
+    # Float64 (iterative fits clip one at every step): clip_rows' factor and
+    # product without its 2-D detour, the same operations on the same
+    # numbers.  The BLAS dot product raises no floating-point warnings and a
+    # correctly rounded square root is the same number in math and NumPy.
+    norm = math.sqrt(float(np.dot(x, x)))
+    if not math.isfinite(norm):
+        norm = float(row_norms(x[None, :])[0])
+        if not math.isfinite(norm):
+            return np.zeros_like(x)  # the factor 0: the zero vector
+    return x * (bound / max(norm, bound))
 
 
 def clip_box(X, lower, upper):
