@@ -116,10 +116,15 @@ def clip_vector(x, bound):
         return clip_rows(x[None, :], bound, norms=np.array([norm]))[0]
     # Float64 (iterative fits clip one at every step): clip_rows' factor and
     # product without its 2-D detour, the same operations on the same
-    # numbers.  The BLAS dot product raises no floating-point warnings and a
-    # correctly rounded square root is the same number in math and NumPy.
-    norm = math.sqrt(float(np.dot(x, x)))
-    if not math.isfinite(norm):
+    # numbers.  np.vdot of two real vectors is np.dot's BLAS product without
+    # its floating-point warning (an overflow is handled below, as the
+    # errstate above silences it), and a correctly rounded square root is
+    # the same number in math and NumPy.
+    squared = float(np.vdot(x, x))
+    if squared < math.inf:
+        norm = math.sqrt(squared)
+    else:
+        # Overflowed, or a NaN or infinite entry.
         norm = float(row_norms(x[None, :])[0])
         if not math.isfinite(norm):
             return np.zeros_like(x)  # the factor 0: the zero vector
