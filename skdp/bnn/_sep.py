@@ -322,12 +322,15 @@ def _outer(u, w, out, transposed):
     One product per entry (the numbers do not depend on the layout); the
     layout puts the longer of the two axes last, where NumPy's inner loop runs.
     A layer of one unit (the output layer) is a row of products per
-    datapoint: a broadcast product, without einsum's set-up.
+    datapoint: a broadcast product, without einsum's set-up.  einsum adds
+    each product to the zeroed output (``u w + 0``, which turns a product
+    of -0 into +0): so does that path, for the same bits.
     """
     if transposed:
         np.einsum("bo,bi->bio", u, w, out=out)
     elif u.shape[1] == 1:
         np.multiply(u[:, :, None], w[:, None, :], out=out)
+        out += 0.0
     else:
         np.einsum("bo,bi->boi", u, w, out=out)
 

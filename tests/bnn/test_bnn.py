@@ -1237,6 +1237,19 @@ def test_site_workspace_reuse_gives_the_fresh_arrays_sites_bit_for_bit(hidden):
         np.testing.assert_array_equal(norms, fresh_norms)
 
 
+def test_one_unit_outer_products_keep_einsums_signed_zeros():
+    """The output layer's broadcast outer product gives einsum's bits, whose ``u w + 0`` makes -0 into +0."""
+    from skdp.bnn._sep import _outer
+
+    u = np.array([[-1.0], [2.0], [-0.0], [3.0]])
+    w = np.array([[0.0, 1.5, -2.0], [-0.0, 0.0, 1e-300], [4.0, -5.0, 0.0], [np.inf, -1.0, 0.0]])
+    out = np.full((4, 1, 3), np.nan)
+    _outer(u, w, out, transposed=False)
+    expected = np.einsum("bo,bi->boi", u, w)
+    assert out.tobytes() == expected.tobytes()
+    assert not np.signbit(out[0, 0, 0])  # -1 * 0 is -0; einsum's sum makes it +0
+
+
 def test_from_natural_into_held_arrays_gives_the_fresh_arrays_moments():
     """The SEP loop's cavity is written into held arrays (``out``): the same moments to the bit."""
     rng = np.random.default_rng(8)
