@@ -365,6 +365,7 @@ def sep_loop(est, X, y, theta_f, theta_0, shapes, floors, batch_size, n_steps, r
     poisson = est.sampling == "poisson"
     rate = batch_size / n_samples
     workspace = SiteWorkspace()  # the batch's arrays, reused by every step
+    theta = np.empty_like(u)  # theta_f = D^-1 u, the factor every step's sites are formed against
     for t in range(n_steps):
         # Each step's batch is drawn independently of the data and of the
         # other steps, as the sampling scheme the accounting relies on says.
@@ -374,11 +375,11 @@ def sep_loop(est, X, y, theta_f, theta_0, shapes, floors, batch_size, n_steps, r
             idx = rng.choice(n_samples, size=batch_size, replace=False)
         if idx.size:
             sites, norms = sep_sites(
-                u / scale,
+                np.divide(u, scale, out=theta),
                 theta_0,
                 n_samples,
-                X[idx],
-                y[idx],
+                X.take(idx, axis=0),
+                y.take(idx),
                 shapes,
                 floors,
                 scale,

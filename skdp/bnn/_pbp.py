@@ -273,7 +273,10 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
             break
         # Only the layer's inputs that are units of the layer below (not
         # the bias) pass the gradient on: every product is taken on them.
-        M, V, zm_a = M[:, :-1], V[:, :-1], zm_a[:, :-1]
+        M, V = M[:, :-1], V[:, :-1]
+        # The layer's inputs other than the bias are the units below
+        # (zm_a[:, :-1] holds a copy of them): their contiguous array.
+        cdf, pdf, s, zm_out = cache[layer - 1][4]
         if M.shape[0] == 1:
             # One unit (the output layer): each product below has a single
             # term, so broadcasting gives the matrix products' numbers
@@ -281,15 +284,14 @@ def log_z_factors(X, y, means, variances, alpha, beta, half_curvature=False):
             back_v, back_m, back_mm = g_av * V, g_am * M, g_av * (M * M)
         else:
             back_v, back_m, back_mm = g_av @ V, g_am @ M, g_av @ (M * M)
-        # g_zm = scale back_m + ((2 scale2) back_v) zm_a
+        # g_zm = scale back_m + ((2 scale2) back_v) zm_out
         g_zm = np.multiply(back_m, scale, out=back_m)
         tmp = np.multiply(back_v, 2.0 * scale2)
-        tmp *= zm_a
+        tmp *= zm_out
         g_zm += tmp
         # g_zv = scale2 (back_v + back_mm)
         g_zv = np.add(back_v, back_mm, out=back_mm)
         g_zv *= scale2
-        cdf, pdf, s, zm_out = cache[layer - 1][4]
         # d mean/d m = Phi, d mean/d v = phi / (2 s); d E[z^2]/d m = 2 mean and
         # d E[z^2]/d v = Phi, whence the variance derivatives below:
         # g_am = g_zm cdf + ((g_zv 2) zm_out) (1 - cdf),

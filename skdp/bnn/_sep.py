@@ -27,6 +27,7 @@ posterior must be proper, which :func:`from_natural` enforces by a projection
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,6 +51,8 @@ def from_natural(
     max_abs_mean=np.inf,
     mean_precision=0.0,
     prior_mean=0.0,
+    *,
+    out=None,
 ):
     """Moments ``(m, v, alpha, beta)`` of a natural-parameter vector, made proper.
 
@@ -67,17 +70,26 @@ def from_natural(
     variance ``beta / (alpha - 1)`` lies in ``noise_variance_bounds``.  A
     fixed map of the (noisy) natural parameters onto proper, bounded
     distributions, so post-processing.
+
+    ``out``: four arrays of length ``P`` (``m``, ``v`` and two of scratch)
+    to write into instead of new ones (the SEP loop's cavity at every step).
     """
     theta = np.asarray(theta, dtype=float)
     n_weights = (theta.size - 2) // 2
-    precision = np.maximum(-2.0 * theta[n_weights : 2 * n_weights], min_precision)
-    v = 1.0 / precision
+    m, v, precision, denominator = (np.empty(n_weights) for _ in range(4)) if out is None else out
+    np.multiply(theta[n_weights : 2 * n_weights], -2.0, out=precision)
+    np.maximum(precision, min_precision, out=precision)
+    np.divide(1.0, precision, out=v)
     # theta_1 / lambda, except that a precision below mean_precision (one the
     # released noise could have produced) shrinks m towards the prior mean.
-    denominator = np.maximum(precision, mean_precision)
-    m = prior_mean + (theta[:n_weights] - precision * prior_mean) / denominator
+    np.maximum(precision, mean_precision, out=denominator)
+    # m = prior_mean + (theta_1 - precision prior_mean) / denominator
+    np.multiply(precision, prior_mean, out=m)
+    np.subtract(theta[:n_weights], m, out=m)
+    m /= denominator
+    m += prior_mean
     # np.clip's numbers, without its wrapper's cost (this runs once per SEP step).
-    m = np.minimum(np.maximum(m, -max_abs_mean, out=m), max_abs_mean, out=m)
+    np.minimum(np.maximum(m, -max_abs_mean, out=m), max_abs_mean, out=m)
     alpha = max(float(theta[-2]) + 1.0, min_alpha)
     lo, hi = noise_variance_bounds
     beta = min(max(-float(theta[-1]), lo * (alpha - 1.0)), hi * (alpha - 1.0))
@@ -187,6 +199,16 @@ def project_cavity(theta_f, theta_0, n_samples, floors):
     return (m, v, alpha, beta), cavity
 
 
+class _BatchViews(NamedTuple):
+    """A :class:`SiteWorkspace`'s views for one batch size (see :meth:`SiteWorkspace.batch`)."""
+
+    site: np.ndarray
+    #: Per layer: the sites' two blocks and the three temporaries, in the layer's layout.
+    layers: tuple
+    gamma_m: np.ndarray
+    gamma_v: np.ndarray
+
+
 class SiteWorkspace:
     """Arrays :func:`sep_sites` writes into, kept from one SEP step to the next.
 
@@ -195,14 +217,19 @@ class SiteWorkspace:
     and ``B = 100``): fresh ones at every step cost page faults and cache
     misses that rival the arithmetic.  The workspace holds them for the
     largest batch seen so far (Poisson batches vary in size) and hands out
-    views of the first rows.  Scratch memory only: every entry read is
-    written first in the same step.
+    views of the first rows; the views of each batch size are built once
+    (a step's Python work is a good part of its time).  The cavity's
+    moments live in held arrays too, so that their per-layer views (and
+    the transposed copies of the first layer's) are built once.  Scratch
+    memory only: every entry read is written first in the same step.
     """
 
     def __init__(self):
-        self._site = None
-        self._layers = {}
         self._scale = self._columns = None
+        self._shapes = self._shapes_given = None
+        self._rows = 0
+        self._arrays = None
+        self._views = {}
 
     def scaled_columns(self, scale):
         """Indices of the entries of ``scale`` other than 1, computed once per scale array."""
@@ -210,19 +237,83 @@ class SiteWorkspace:
             self._scale, self._columns = scale, np.flatnonzero(scale != 1.0)
         return self._columns
 
-    def site(self, n_rows, n_params):
-        """A view of shape ``(n_rows, n_params)`` for the sites."""
-        if self._site is None or self._site.shape[0] < n_rows or self._site.shape[1] != n_params:
-            self._site = np.empty((max(n_rows, 8), n_params))
-        return self._site[:n_rows]
+    def _layout(self, shapes):
+        """Hold the cavity's arrays and their per-layer views for ``shapes`` (once per layout)."""
+        self._shapes_given = shapes
+        shapes = tuple(tuple(s) for s in shapes)
+        if shapes == self._shapes:
+            return
+        self._shapes, self._rows, self._arrays, self._views = shapes, 0, None, {}
+        n_weights = sum(a * b for a, b in shapes)
+        self.m, self.v, self.precision, self.denominator = (np.empty(n_weights) for _ in range(4))
+        # Per layer: views of m and v, and the products 2 v and -2 m of
+        # _layer_sites in the layer's layout (units innermost when there are
+        # more units than inputs: C-ordered transposed copies).
+        self.layer_moments = []
+        for M, V in zip(split_layers(self.m, shapes), split_layers(self.v, shapes), strict=True):
+            n_out, n_in = M.shape
+            transposed = n_out > n_in
+            layout = (n_in, n_out) if transposed else (n_out, n_in)
+            self.layer_moments.append((M, V, np.empty(layout), np.empty(layout), transposed))
+        self.means = [moments[0] for moments in self.layer_moments]
+        self.variances = [moments[1] for moments in self.layer_moments]
 
-    def layer(self, index, n_rows, shape):
-        """Three views of shape ``(n_rows, *shape)``: a layer's temporaries."""
-        held = self._layers.get(index)
-        if held is None or held[0].shape[0] < n_rows or held[0].shape[1:] != shape:
-            rows = max(n_rows, 8)
-            held = self._layers[index] = tuple(np.empty((rows, *shape)) for _ in range(3))
-        return tuple(a[:n_rows] for a in held)
+    def batch(self, n_rows, n_params):
+        """The site array and every layer's blocks and temporaries for a batch of ``n_rows``.
+
+        Views of held arrays, built once per batch size; the arrays grow (an
+        eighth beyond the largest batch seen) when a larger batch comes.
+        The layers are those of the last :meth:`cavity`.
+        """
+        views = self._views.get(n_rows)
+        if views is not None:
+            return views
+        if n_rows > self._rows:
+            self._rows = max(n_rows + n_rows // 8, 8)
+            self._arrays = (
+                np.empty((self._rows, n_params)),
+                [
+                    tuple(np.empty((self._rows, *moments[2].shape)) for _ in range(3))
+                    for moments in self.layer_moments
+                ],
+            )
+            self._views = {}
+        site_all, temporaries = self._arrays
+        site = site_all[:n_rows]
+        n_weights = self.m.size
+        layers, start = [], 0
+        for (M, _, _, _, transposed), held in zip(self.layer_moments, temporaries, strict=True):
+            n_out, n_in = M.shape
+            stop = start + M.size
+            block_m = site[:, start:stop].reshape(n_rows, n_out, n_in)
+            block_v = site[:, n_weights + start : n_weights + stop].reshape(n_rows, n_out, n_in)
+            if transposed:
+                block_m, block_v = block_m.transpose(0, 2, 1), block_v.transpose(0, 2, 1)
+            layers.append((block_m, block_v, *(a[:n_rows] for a in held)))
+            start = stop
+        views = self._views[n_rows] = _BatchViews(site, tuple(layers), site[:, -2], site[:, -1])
+        return views
+
+    def cavity(self, theta_f, theta_0, n_samples, floors, shapes):
+        """:func:`cavity_moments` into the held arrays, with each layer's ``2 v`` and ``-2 m``.
+
+        Returns ``(alpha, beta)``; the weights' moments are ``self.m``,
+        ``self.v``, their layers ``self.means``, ``self.variances`` and
+        ``self.layer_moments``.
+        """
+        if shapes is not self._shapes_given:
+            self._layout(shapes)
+        _, _, alpha, beta = from_natural(
+            theta_0 + (n_samples - 1) * theta_f,
+            *floors,
+            out=(self.m, self.v, self.precision, self.denominator),
+        )
+        for M, V, m2, v2, transposed in self.layer_moments:
+            if transposed:
+                M, V = M.T, V.T
+            np.multiply(V, 2.0, out=v2)
+            np.multiply(M, -2.0, out=m2)
+        return alpha, beta
 
 
 def _outer(u, w, out, transposed):
@@ -230,23 +321,31 @@ def _outer(u, w, out, transposed):
 
     One product per entry (the numbers do not depend on the layout); the
     layout puts the longer of the two axes last, where NumPy's inner loop runs.
+    A layer of one unit (the output layer) is a row of products per
+    datapoint: a broadcast product, without einsum's set-up.  einsum adds
+    each product to the zeroed output (``u w + 0``, which turns a product
+    of -0 into +0): so does that path, for the same bits.
     """
     if transposed:
         np.einsum("bo,bi->bio", u, w, out=out)
+    elif u.shape[1] == 1:
+        np.multiply(u[:, :, None], w[:, None, :], out=out)
+        out += 0.0
     else:
         np.einsum("bo,bi->boi", u, w, out=out)
 
 
-def _layer_sites(f, m, v, site_m, site_v, work, transposed):
+def _layer_sites(f, m2, v2, site_m, site_v, work, transposed):
     """One layer's block of the sites, written into ``site_m`` and ``site_v``.
 
     ``f`` is the layer's :class:`~skdp.bnn._pbp.LayerFactors` (with the
-    half curvature ``h`` in the first layer), ``m, v`` the layer's cavity
-    moments and ``site_m, site_v`` views of the layer's block of the sites,
-    all in the layout of ``work``'s three ``(batch, *shape)`` temporaries
-    (``(n_in, n_out)`` per datapoint when ``transposed``, else
-    ``(n_out, n_in)``).  The operations of :func:`sep_sites`' formula, entry
-    by entry the same products and sums as forming the flat gradients first.
+    half curvature ``h`` in the first layer), ``m2, v2`` the layer's
+    cavity moments times -2 and 2, and ``site_m, site_v`` views of the
+    layer's block of the sites, all in the layout of ``work``'s three
+    ``(batch, *shape)`` temporaries (``(n_in, n_out)`` per datapoint when
+    ``transposed``, else ``(n_out, n_in)``).  The operations of
+    :func:`sep_sites`' formula, entry by entry the same products and sums as
+    forming the flat gradients first.
     """
     H, R, G = work
     # h = d log Z / d v - (d log Z / d m)^2 / 2.
@@ -260,13 +359,13 @@ def _layer_sites(f, m, v, site_m, site_v, work, transposed):
         R *= G
         H -= R
     # r = 1 / (1 + 2 v h), a non-positive 1 + 2 v h (or NaN) rejected.
-    np.multiply(H, 2.0 * v, out=R)
+    np.multiply(H, v2, out=R)
     R += 1.0
     reject = None if R.min() > 0 else ~(R > 0)
     np.divide(1.0, R, out=R)
     # site_v = h r; site_m = (g_m - 2 m h) r.
     np.multiply(H, R, out=site_v)
-    H *= -2.0 * m
+    H *= m2
     if f.z_v is None:
         _outer(f.g_m, f.z_m, G, transposed)
     G += H
@@ -312,45 +411,38 @@ def sep_sites(
     finite.  With a :class:`SiteWorkspace` the sites are written into its
     arrays (valid until the next call with the same workspace).
     """
-    # Only the projected cavity's Gamma entries are read below (the
-    # weights' sites use the moments m, v directly): no project_cavity.
-    m, v, alpha, beta = cavity_moments(theta_f, theta_0, n_samples, floors)
-    cavity_shape, cavity_rate = alpha - 1.0, -beta
-    X = np.asarray(X, dtype=float)
-    n_rows, n_weights = X.shape[0], m.size
     if workspace is None:
         workspace = SiteWorkspace()
-    site = workspace.site(n_rows, np.size(theta_0))
-    means, variances = split_layers(m, shapes), split_layers(v, shapes)
+    # Only the projected cavity's Gamma entries are read below (the
+    # weights' sites use the moments m, v directly): no project_cavity.
+    alpha, beta = workspace.cavity(theta_f, theta_0, n_samples, floors, shapes)
+    cavity_shape, cavity_rate = alpha - 1.0, -beta
+    X = np.asarray(X, dtype=float)
+    batch = workspace.batch(X.shape[0], np.size(theta_0))
+    site = batch.site
+    moments = workspace.layer_moments
     with np.errstate(all="ignore"):
         factors, alpha_new, beta_new, _ = log_z_factors(
-            X, y, means, variances, alpha, beta, half_curvature=True
+            X, y, workspace.means, workspace.variances, alpha, beta, half_curvature=True
         )
-        start = 0
-        for index, (f, M, V) in enumerate(zip(factors, means, variances, strict=True)):
-            n_out, n_in = M.shape
-            stop = start + M.size
-            block_m = site[:, start:stop].reshape(n_rows, n_out, n_in)
-            block_v = site[:, n_weights + start : n_weights + stop].reshape(n_rows, n_out, n_in)
-            transposed = n_out > n_in
-            if transposed:
-                # C-ordered copies (P entries): the products below then run
-                # over contiguous rows of all their operands.
-                M, V = np.ascontiguousarray(M.T), np.ascontiguousarray(V.T)
-                block_m, block_v = block_m.transpose(0, 2, 1), block_v.transpose(0, 2, 1)
-            work = workspace.layer(index, n_rows, M.shape)
-            _layer_sites(f, M, V, block_m, block_v, work, transposed)
-            start = stop
+        for f, (_, _, m2, v2, transposed), (block_m, block_v, *work) in zip(
+            factors, moments, batch.layers, strict=True
+        ):
+            _layer_sites(f, m2, v2, block_m, block_v, work, transposed)
         # The Gamma's site: alpha_new - 1 - cavity's, -beta_new - cavity's,
         # zero where the matched Gamma is undefined (NaN) or improper.
-        gamma_m, gamma_v = site[:, -2], site[:, -1]
+        gamma_m, gamma_v = batch.gamma_m, batch.gamma_v
         np.subtract(alpha_new, 1.0, out=gamma_m)
         gamma_m -= cavity_shape
         np.negative(beta_new, out=gamma_v)
         gamma_v -= cavity_rate
-        good = alpha_new > 0
-        good &= beta_new > 0
-        if not (good.all() and np.isfinite(gamma_m).all() and np.isfinite(gamma_v).all()):
+        # All alpha_new, beta_new > 0 (a NaN makes the minimum NaN) and both
+        # columns finite: nothing to zero.
+        if site.shape[0] and not (
+            alpha_new.min() > 0 and beta_new.min() > 0 and np.isfinite(site[:, -2:]).all()
+        ):
+            good = alpha_new > 0
+            good &= beta_new > 0
             good &= np.isfinite(alpha_new)
             good &= np.isfinite(beta_new)
             bad = ~good

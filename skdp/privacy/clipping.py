@@ -24,6 +24,8 @@ strategies), importing torch only when called.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = ["clip_box", "clip_factors", "clip_rows", "clip_vector", "row_norms", "torch_clip_factors"]
@@ -106,11 +108,27 @@ def clip_vector(x, bound):
     :func:`row_norms`' rescaling when that overflows.
     """
     x = np.asarray(x)
-    with np.errstate(over="ignore", invalid="ignore"):
-        norm = np.sqrt(np.dot(x, x))
-    if not np.isfinite(norm):
-        norm = row_norms(x[None, :])[0]
-    return clip_rows(x[None, :], bound, norms=np.array([norm]))[0]
+    if x.dtype != np.float64:
+        with np.errstate(over="ignore", invalid="ignore"):
+            norm = np.sqrt(np.dot(x, x))
+        if not np.isfinite(norm):
+            norm = row_norms(x[None, :])[0]
+        return clip_rows(x[None, :], bound, norms=np.array([norm]))[0]
+    # Float64 (iterative fits clip one at every step): clip_rows' factor and
+    # product without its 2-D detour, the same operations on the same
+    # numbers.  np.vdot of two real vectors is np.dot's BLAS product without
+    # its floating-point warning (an overflow is handled below, as the
+    # errstate above silences it), and a correctly rounded square root is
+    # the same number in math and NumPy.
+    squared = float(np.vdot(x, x))
+    if squared < math.inf:
+        norm = math.sqrt(squared)
+    else:
+        # Overflowed, or a NaN or infinite entry.
+        norm = float(row_norms(x[None, :])[0])
+        if not math.isfinite(norm):
+            return np.zeros_like(x)  # the factor 0: the zero vector
+    return x * (bound / max(norm, bound))
 
 
 def clip_box(X, lower, upper):

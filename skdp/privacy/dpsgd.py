@@ -30,8 +30,6 @@ import math
 import numbers
 from dataclasses import dataclass
 
-import numpy as np
-
 from .calibration import calibrate_noise_multiplier, gaussian_noise_multiplier
 from .events import ADD_REMOVE, GaussianEvent, SubsampledGaussianEvent
 from .ledger import DEFAULT_COMPOSITION
@@ -268,7 +266,9 @@ def poisson_batch_indices(n_samples, sampling_rate, rng):
 
     Algorithm 4, line 1 of Acs et al. (2018); ``q`` is ``sampling_rate``.
     """
-    return np.flatnonzero(rng.random(n_samples) < sampling_rate)
+    # The mask's nonzero() is flatnonzero's answer for a 1-D mask, without
+    # its ravel (iterative fits draw a batch at every step).
+    return (rng.random(n_samples) < sampling_rate).nonzero()[0]
 
 
 # --------------------------------------------------------------------------

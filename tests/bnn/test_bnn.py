@@ -1212,7 +1212,7 @@ def test_sites_equal_the_flat_gradient_route_bit_for_bit(hidden):
     np.testing.assert_array_equal(sep_sites(theta_f, theta_0, n, X, y, shapes, floors, scale), expected)
 
 
-@pytest.mark.parametrize("hidden", [(4,), (3, 8)])
+@pytest.mark.parametrize("hidden", [(), (4,), (3, 8), (1, 5)])
 def test_site_workspace_reuse_gives_the_fresh_arrays_sites_bit_for_bit(hidden):
     """A workspace reused across batches of varying size (Poisson) leaves no trace of earlier steps."""
     from skdp.bnn._sep import SiteWorkspace
@@ -1235,6 +1235,34 @@ def test_site_workspace_reuse_gives_the_fresh_arrays_sites_bit_for_bit(hidden):
         assert reused.shape == fresh.shape
         np.testing.assert_array_equal(reused, fresh)
         np.testing.assert_array_equal(norms, fresh_norms)
+
+
+def test_one_unit_outer_products_keep_einsums_signed_zeros():
+    """The output layer's broadcast outer product gives einsum's bits, whose ``u w + 0`` makes -0 into +0."""
+    from skdp.bnn._sep import _outer
+
+    u = np.array([[-1.0], [2.0], [-0.0], [3.0]])
+    w = np.array([[0.0, 1.5, -2.0], [-0.0, 0.0, 1e-300], [4.0, -5.0, 0.0], [np.inf, -1.0, 0.0]])
+    out = np.full((4, 1, 3), np.nan)
+    _outer(u, w, out, transposed=False)
+    expected = np.einsum("bo,bi->boi", u, w)
+    assert out.tobytes() == expected.tobytes()
+    assert not np.signbit(out[0, 0, 0])  # -1 * 0 is -0; einsum's sum makes it +0
+
+
+def test_from_natural_into_held_arrays_gives_the_fresh_arrays_moments():
+    """The SEP loop's cavity is written into held arrays (``out``): the same moments to the bit."""
+    rng = np.random.default_rng(8)
+    n_weights = 30
+    theta = to_natural(rng.normal(size=n_weights), rng.uniform(0.1, 2.0, n_weights), 5.0, 3.0)
+    theta[:n_weights] += rng.normal(scale=5.0, size=n_weights)
+    theta[n_weights:-2] += rng.normal(scale=2.0, size=n_weights)  # some precisions below the floor
+    for floors in [(1.0, 2.0), (1.0, 2.0, (1e-4, 1.0), 3.0, 2.5, rng.normal(size=n_weights))]:
+        out = tuple(np.full(n_weights, np.nan) for _ in range(4))
+        fresh, held = from_natural(theta, *floors), from_natural(theta, *floors, out=out)
+        assert held[0] is out[0] and held[1] is out[1]
+        for a, b in zip(fresh, held, strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_ledger_records_the_calibrated_steps_event_bit_for_bit():

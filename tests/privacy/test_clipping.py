@@ -1,6 +1,7 @@
 """The one L2 clipping rule (skdp.privacy.clipping) and the calibration cache."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -37,6 +38,31 @@ def test_a_nan_or_infinite_norm_clips_to_the_zero_vector(bad):
     np.testing.assert_allclose(out[1], [0.6, 0.8])
     np.testing.assert_array_equal(clip_vector(np.array(bad), 1.0), [0.0, 0.0])
     assert clip_factors([math.nan, math.inf, 0.5, 2.0], 1.0).tolist() == [0.0, 0.0, 1.0, 0.5]
+
+
+def test_clip_vector_is_clip_rows_on_one_row_bit_for_bit():
+    """The single-vector path (float64 without the 2-D detour) gives clip_rows' numbers and dtype."""
+    rng = np.random.default_rng(3)
+    vectors = [rng.normal(scale=s, size=50) for s in (1e-3, 0.05, 0.2, 1.0, 30.0)]
+    vectors += [
+        np.array([1e300, -1e300, 5e299]),
+        np.zeros(4),
+        np.array([3, 4]),
+        np.array([3.0, 4.0], np.float32),
+    ]
+    for x in vectors:
+        for bound in (0.5, 1.0, 7):
+            # The former single-vector route: the BLAS norm, row_norms' rescaling if it overflows.
+            with np.errstate(over="ignore"):
+                norm = np.sqrt(np.dot(x, x))
+            if not np.isfinite(norm):
+                norm = row_norms(x[None, :])[0]
+            expected = clip_rows(x[None, :], bound, norms=np.array([norm]))[0]
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # an overflowed norm is handled, not warned about
+                out = clip_vector(x, bound)
+            assert out.dtype == expected.dtype
+            np.testing.assert_array_equal(out, expected)
 
 
 def test_torch_factors_follow_the_same_rule():
