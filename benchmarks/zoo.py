@@ -776,7 +776,7 @@ NOTES = {
         "diabetes@1 -0.336 -> -0.273, breast_cancer@3 -0.463 -> -0.451; no cell lower by more than "
         "its seed std (on seeds 5-9 and 10-14 neither; there it removes friedman's drop from eps 1 "
         "to 3); means -0.508 / -0.289 / -0.173 / -0.119 -> -0.507 / -0.278 / -0.169 / -0.117. "
-        "A wall test and 16 bins where the noise is large (2026-11-28; docs/bounds.md): an end's bin "
+        "A wall test and 16 bins where the noise is large (2026-11-27; docs/bounds.md): an end's bin "
         "is also the first whose own count passes the occupied-bin test over the stage's d (B + 2) "
         "counts (digits' pixels at 16: 300 to 470 rows in [16, 17) under 15 empty bins, which the "
         "prefix sums over 16 bins missed), and the linear stage has 16 bins instead of 32 where the "

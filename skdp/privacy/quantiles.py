@@ -610,7 +610,7 @@ def _extreme_ends(noisy, step, edges, wall=math.inf):
     passes ``wall`` (:func:`wall_threshold`, the occupied-bin test: a wall of
     rows deep inside the range, such as pixels at 16 in ``[0, 32)``, whose
     prefix sum over the empty bins before it has a threshold ``sqrt(k)``
-    times higher; until 2026-11-28 the prefix sums alone, which passed there
+    times higher; until the night of 2026-11-27 the prefix sums alone, which passed there
     only by the empty bins' noise or past the wall), and at least the first
     linear bin: rows certainly lie at or below it.  The rows the noisy prefix
     before ``Q`` still counts (``N = max(S_{Q-1}, 0)``, the overflow's among
