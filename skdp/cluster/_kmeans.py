@@ -593,7 +593,7 @@ class DPKMeans(_BaseDPLloyd):
         its events the plan's (:meth:`_start_events`); its weighted k-means
         (:func:`~skdp.cluster._coreset.weighted_kmeans`) gives the centres.
         """
-        ratio = getattr(settings, "start_ratio", None)
+        ratio = settings.start_ratio
         if ratio is None:
             return None
         noise_multiplier = settings.noise_multiplier * ratio

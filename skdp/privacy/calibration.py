@@ -356,9 +356,9 @@ def _refine_from_coarse(make_events, epsilon, delta, neighbouring, secure_noise,
     by ``PLD_SLACK`` (:func:`_acceptance`): the coarse search then aims
     at the window's centre rather than at ``epsilon``.
     """
-    from .accountants.pld import PLDAccountant
+    from .accountants.pld import VALUE_DISCRETIZATION_INTERVAL, PLDAccountant
 
-    fine = PLDAccountant(closed_forms=False).value_discretization_interval if pld_interval is None else pld_interval
+    fine = VALUE_DISCRETIZATION_INTERVAL if pld_interval is None else pld_interval
     coarse_accountant = PLDAccountant(
         value_discretization_interval=max(_coarse_interval(epsilon), fine), closed_forms=False
     )

@@ -384,12 +384,16 @@ def log_histogram(chunk):
     return _column_bincount(log_bin_index(np.asarray(chunk, dtype=float)), n_bins)
 
 
+def _linear_bin_index(X, lower, upper, n_bins):
+    """Each value's bin among ``n_bins`` equal bins of ``[lower_j, upper_j]`` (values clipped in)."""
+    u = (np.clip(X, lower, upper) - lower) / (upper - lower)
+    return np.clip(np.floor(np.nan_to_num(u, nan=0.0) * n_bins), 0, n_bins - 1).astype(np.int64)
+
+
 def linear_histogram(chunk, lower, upper, n_bins):
     """Counts in ``n_bins`` equal bins of ``[lower_j, upper_j]`` per column (values clipped in); summable."""
     X = np.asarray(chunk, dtype=float)
-    u = (np.clip(X, lower, upper) - lower) / (upper - lower)
-    idx = np.clip(np.floor(np.nan_to_num(u, nan=0.0) * n_bins), 0, n_bins - 1).astype(np.int64)
-    return _column_bincount(idx, n_bins)
+    return _column_bincount(_linear_bin_index(X, lower, upper, n_bins), n_bins)
 
 
 def _column_bincount(idx, n_bins):
@@ -507,8 +511,7 @@ def overflow_histogram(chunk, lower, upper, n_bins):
     record moves one count down and one up, as in :func:`linear_histogram`.
     """
     X = np.asarray(chunk, dtype=float)
-    u = (np.clip(X, lower, upper) - lower) / (upper - lower)
-    idx = 1 + np.clip(np.floor(np.nan_to_num(u, nan=0.0) * n_bins), 0, n_bins - 1).astype(np.int64)
+    idx = 1 + _linear_bin_index(X, lower, upper, n_bins)
     idx = np.where(X < lower, 0, np.where(X > upper, n_bins + 1, idx))
     return _column_bincount(idx, n_bins + 2)
 
@@ -602,8 +605,8 @@ def _extreme_ends(noisy, step, edges, wall=math.inf):
     """Ends of a column's rows (``quantiles="auto"``): resolved by the prefix sums, then extrapolated.
 
     ``noisy`` are the stage-2 counts of the bins ``[edges[i], edges[i+1])``:
-    the overflow bin below the stage-1 range, the :data:`REFINE_BINS` linear
-    bins, the overflow bin above it (:func:`overflow_histogram`; an overflow
+    the overflow bin below the stage-1 range, the linear bins
+    (:func:`refine_bins`), the overflow bin above it (:func:`overflow_histogram`; an overflow
     bin of width 0 where the stage-1 range is not widened).  The low end:
     ``Q`` is the first bin whose noisy prefix sum passes ``step sqrt(k)``
     (``k`` bins summed; :func:`extreme_threshold`), or whose own noisy count
