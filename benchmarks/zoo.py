@@ -183,6 +183,82 @@ def make_datasets():
     return out
 
 
+def unseen_datasets(seed, count=12):
+    """Shapes drawn at random for one check on data no rule or default was chosen on (``--unseen SEED``).
+
+    Every draw comes from ``seed`` (a fresh seed gives a fresh zoo): a generator among
+    scikit-learn's (blobs with unequal spreads, anisotropic blobs, imbalanced
+    classification, Gaussian quantiles, regression, Friedman 1-3, moons with noise
+    columns), ``n`` log-uniform on 150-20,000, ``d`` on 2-40 (where the generator allows),
+    and then per column an affine map with a scale log-uniform on 1e-2-1e4 and an offset
+    of up to 10 scales (columns far from 0, as in raw tables), a third of the sets with
+    some columns made skewed (``exp``) or integer counts (rounded).  The rules are the
+    zoo's; nothing of these sets is stored or tuned on.
+    """
+    rng = np.random.default_rng(seed)
+    kinds = ("blobs", "aniso", "imbalanced", "quantiles", "regression", "friedman", "moons")
+    out = []
+    for i in range(count):
+        kind = kinds[i % len(kinds)] if i < len(kinds) else str(rng.choice(kinds))
+        n = int(round(10 ** rng.uniform(math.log10(150), math.log10(20000))))
+        d = int(rng.integers(2, 41))
+        gs = int(rng.integers(2**31 - 1))
+        task = "class"
+        if kind == "blobs":
+            k = int(rng.integers(2, 7))
+            X, y = datasets.make_blobs(
+                n_samples=n, n_features=d, centers=k, cluster_std=rng.uniform(0.5, 3.0, k), random_state=gs
+            )
+        elif kind == "aniso":
+            X, y = datasets.make_blobs(
+                n_samples=n, n_features=d, centers=int(rng.integers(2, 6)), random_state=gs
+            )
+            X = X @ rng.normal(size=(d, d))
+        elif kind == "imbalanced":
+            d = max(d, 4)
+            w = float(rng.uniform(0.75, 0.95))
+            X, y = datasets.make_classification(
+                n_samples=n, n_features=d, n_informative=max(2, d // 3), weights=[w, 1 - w], random_state=gs
+            )
+        elif kind == "quantiles":
+            X, y = datasets.make_gaussian_quantiles(
+                n_samples=n, n_features=d, n_classes=int(rng.integers(2, 5)), random_state=gs
+            )
+        elif kind == "regression":
+            X, y = datasets.make_regression(
+                n_samples=n,
+                n_features=d,
+                n_informative=max(1, d // 2),
+                noise=float(rng.uniform(1, 30)),
+                random_state=gs,
+            )
+            task = "reg"
+        elif kind == "friedman":
+            which = int(rng.integers(1, 4))
+            if which == 1:
+                X, y = datasets.make_friedman1(n_samples=n, n_features=max(d, 5), random_state=gs)
+            else:
+                make = datasets.make_friedman2 if which == 2 else datasets.make_friedman3
+                X, y = make(n_samples=n, random_state=gs)
+            task = "reg"
+        else:
+            X, y = datasets.make_moons(n_samples=n, noise=float(rng.uniform(0.05, 0.3)), random_state=gs)
+            extra = max(d - 2, 0)
+            X = np.hstack([X, rng.normal(size=(n, extra))]) if extra else X
+        d = X.shape[1]
+        if rng.random() < 1 / 3:
+            # Skewed and count columns, as raw tables have (income-like, counts).
+            cols = rng.random(d) < 0.5
+            X[:, cols] = np.exp(X[:, cols] / np.maximum(X[:, cols].std(axis=0), 1e-12))
+            counts = rng.random(d) < 0.3
+            X[:, counts] = np.round(np.abs(X[:, counts]) * 3)
+        scale = 10 ** rng.uniform(-2, 4, d)
+        X = X * scale + scale * rng.uniform(-10, 10, d) * (rng.random(d) < 0.5)
+        name = f"unseen{seed}-{i}-{kind}-{n}x{d}"
+        out.append(DataSet(name, X, y, task, quick=i < 4))
+    return out
+
+
 # ----------------------------------------------------------------------------
 # What one fit returns
 # ----------------------------------------------------------------------------
@@ -984,11 +1060,20 @@ def _worker_init():
         pass
 
 
+def _dataset_by_name(ds_name):
+    """The zoo's data set, or an ``--unseen`` one (its name starts with ``unseen{SEED}-``)."""
+    if ds_name.startswith("unseen"):
+        sets = unseen_datasets(int(ds_name[len("unseen") :].split("-")[0]))
+    else:
+        sets = make_datasets()
+    return next(s for s in sets if s.name == ds_name)
+
+
 def _worker_task(family, ds_name, name, what, args):
     """Run one piece of a case in a worker: the worker rebuilds the family's cases once per data set."""
     key = (family, ds_name)
     if key not in _WORKER_CASES:
-        ds = next(s for s in make_datasets() if s.name == ds_name)
+        ds = _dataset_by_name(ds_name)
         _WORKER_CASES[key] = FAMILIES[family](ds)
     case = _WORKER_CASES[key][name]
     if what == "fit":
@@ -1354,6 +1439,13 @@ def main(argv=None):
     )
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument(
+        "--unseen",
+        type=int,
+        metavar="SEED",
+        help="run on 12 shapes drawn at random from SEED (unseen_datasets) instead of the zoo's; "
+        "prints only (implies --no-write and --no-peers)",
+    )
+    parser.add_argument(
         "--stored-peers",
         action="store_true",
         help="with --no-peers: compare with the peer results already in zoo.json (same family and data set)",
@@ -1375,7 +1467,9 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     families = args.family or list(FAMILIES)
-    sets = make_datasets()
+    sets = make_datasets() if args.unseen is None else unseen_datasets(args.unseen)
+    if args.unseen is not None:
+        args.no_write, args.no_peers, args.stored_peers = True, True, False
     if args.quick:
         sets = [s for s in sets if s.quick]
     if args.data:

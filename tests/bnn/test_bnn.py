@@ -1056,6 +1056,35 @@ def test_auto_bound_levels():
         assert _dpsep.auto_bound_levels(100, 0.01, 1202)[0] == 0.25
 
 
+def test_feature_bound_levels_stop_at_five_percent():
+    """The features' level is the failure-driven one down to 5 %, then held: more budget never widens the box."""
+    from skdp.bnn._bounds import _MIN_FEATURE_LEVEL, feature_bound_levels
+
+    assert _MIN_FEATURE_LEVEL == 0.05
+    # Where the failure-driven level is above 5 %, the same level and widening.
+    assert feature_bound_levels(10_000, 0.02, 1202) == _dpsep.auto_bound_levels(10_000, 0.02, 1202)
+    assert _dpsep.auto_bound_levels(10_000, 0.02, 1202)[0] > 0.05
+    levels = [feature_bound_levels(15_000, e, 1202)[0] for e in (0.001, 0.01, 0.03, 0.1, 1.0, 10.0)]
+    assert levels == sorted(levels, reverse=True) and min(levels) == 0.05
+    assert feature_bound_levels(10**7, 1.0, 1202) == (0.05, pytest.approx(1 / 0.9))
+
+
+def test_heavy_tailed_features_keep_their_bulk_at_a_large_budget():
+    """At a large n * epsilon the released feature box is the 5 % / 95 % quantiles widened, not the tails'."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    X = np.exp(rng.normal(size=(n, 1)))  # lognormal: a heavy right tail
+    y = X[:, 0] + 0.1 * rng.normal(size=n)
+    model = DPSEPRegressor(hidden_layer_sizes=(), n_epochs=1, epsilon=100.0, random_state=0).fit(X, y)
+    (low,), (high,) = model.feature_bounds_
+    q05, q95 = np.quantile(X[:, 0], [0.05, 0.95])
+    centre, half = (q05 + q95) / 2, (q95 - q05) / 2 / 0.9
+    # The released quantiles are within a few grid cells of the exact ones (n * epsilon is large).
+    assert high == pytest.approx(centre + half, rel=0.1) and low == pytest.approx(centre - half, abs=0.5)
+    # The failure-driven level (about 0.3 %) would reach far into the tail.
+    assert high < np.quantile(X[:, 0], 0.99)
+
+
 def test_explicit_none_bounds_keep_the_leak_warning():
     X, y = _linear_data(n=200, d=2)
     with pytest.warns(PrivacyLeakWarning, match="feature_bounds"):
