@@ -47,12 +47,14 @@ width for the noise:
   step is averaged over many records;
 * ``epochs = ceil(T B / n)``, at most ``MAX_EPOCHS = 100``;
 * **inputs at a fixed scale, lr from that scale**.  The nets' private
-  input scaling (``scale_inputs``) divides ``x - c`` by a released median
-  of ``||x - c||`` (``INPUT_SCALE_QUANTILE = 0.5``: a level that does not
-  move with ``n epsilon``, unlike the core's clip-bound quantile, which
-  rises to 0.99 as the budget grows and would shrink the inputs with it)
-  and maps it to ``INPUT_RMS sqrt(d)``: a typical row reaches the module
-  at about ``INPUT_RMS = 0.5`` per coordinate whatever the budget.  The
+  input scaling (``scale_inputs``) maps every column from its released box
+  (its ``q`` and ``1 - q`` quantiles from the scalers' noisy histograms,
+  :func:`input_box_level`) to ``+-Phi^-1(1 - q) INPUT_RMS``: a normal
+  column reaches the module at about ``INPUT_RMS = 0.5`` rms whatever its
+  own scale and offset and whatever the budget, where the noise lets a
+  column be located; elsewhere one scale for all columns, a released median
+  of ``||x - c||`` mapped to ``INPUT_RMS sqrt(d)`` (the only map until
+  2026-11-28, which leaves columns far smaller than the others at about 0).  The
   first layer's step in function space is about ``lr * INPUT_RMS^2`` per
   unit of (clipped, norm at most ``C = 1``) gradient, so the rate is
   derived from the scale: ``lr = FUNCTION_STEP / INPUT_RMS^2`` with
@@ -95,10 +97,16 @@ MIN_WIDTH, MAX_WIDTH = 8, 64
 STEPS_SNR = TARGET_SNR * MAX_WIDTH
 #: Largest factor on ``TARGET_STEPS`` (the wall clock).
 MAX_STEP_GAIN = 4.0
-#: Quantile of ``||x - c||`` the nets' input scale is released at: fixed, not the clip bound's level.
-INPUT_SCALE_QUANTILE = 0.5
-#: Rms per coordinate of a typical scaled row: ``x - c`` is mapped to ``INPUT_RMS sqrt(d) (x - c) / R``.
+#: Rms per coordinate of a typical scaled row: each column's released box ``[a_j, b_j]`` (its ``q`` and
+#: ``1 - q`` quantiles, :func:`input_box_level`) is mapped to ``+-Phi^-1(1 - q) INPUT_RMS``, so a normal
+#: column reaches the module at about ``INPUT_RMS`` rms.
 INPUT_RMS = 0.5
+#: Quantile of ``||x - c||`` of the one-scale input map (where no column can be located).
+INPUT_SCALE_QUANTILE = 0.5
+#: Bound on a scaled input with the per-column boxes: eight times ``INPUT_RMS``.
+INPUT_CLIP = 8 * 0.5
+#: Range of the input box's quantile level (:func:`input_box_level`).
+MIN_BOX_LEVEL, MAX_BOX_LEVEL = 0.01, 0.1
 #: ``lr * INPUT_RMS**2``: the first layer's step in function space per unit of clipped gradient.
 FUNCTION_STEP = 0.125
 LEARNING_RATE = FUNCTION_STEP / INPUT_RMS**2
@@ -199,7 +207,11 @@ def auto_schedule(
         A value given by the user is kept.
     """
     b = auto_batch_size(n_samples) if _auto(batch_size) else batch_size
-    e = auto_epochs(n_samples, b if b != -1 else n_samples, epsilon, delta) if _auto(max_epochs) else max_epochs
+    e = (
+        auto_epochs(n_samples, b if b != -1 else n_samples, epsilon, delta)
+        if _auto(max_epochs)
+        else max_epochs
+    )
     rate = LEARNING_RATE if _auto(lr) else lr
     if _auto(hidden_units):
         h = (
@@ -214,3 +226,24 @@ def auto_schedule(
 
 def _auto(value):
     return isinstance(value, str) and value == "auto"
+
+
+def input_box_level(n_samples, count_std):
+    """Quantile level ``q`` of the input box of ``scale_inputs``: ``8 s / n`` within ``[0.01, 0.1]`` (public).
+
+    The box's ends are the bins where the noisy prefix and suffix sums of
+    the linear stage reach ``q n`` rows
+    (:func:`~skdp.privacy.quantiles.private_histogram_box`).  An end half
+    way into the stage-1 range sums 16 counts, whose noise has std ``4 s``
+    for one count's ``s``; with ``q n >= 8 s`` (two of those stds) the sum
+    crosses at the quantile's bin rather than where the noise pushes it
+    (a 1 % level at ``n = 4,000``, ``s = 15`` put an end at the 40th row
+    beyond the 99th percentile's bin: ``q = 0.03`` there).  At least the
+    1st percentile, at most the 10th (``+-1.28`` sd of a normal column,
+    still holding most of its spread).  The map is matched to the level
+    (``+-Phi^-1(1 - q) INPUT_RMS``), so a normal column reaches the
+    module at about ``INPUT_RMS`` rms at every level.  A function of the
+    public size and the plan's noise only.
+    """
+    q = 8.0 * float(count_std) / max(float(n_samples), 1.0)
+    return float(min(max(q, MIN_BOX_LEVEL), MAX_BOX_LEVEL))

@@ -52,10 +52,7 @@ from ..base import (
 )
 from ..privacy import ADD_REMOVE, DEFAULT_COMPOSITION, PrivacySpent
 from ..privacy.calibration import calibrate_noise_multiplier
-from ..privacy.centring import (
-    DEFAULT_BOUNDS_BUDGET,
-    private_centring,
-)
+from ..privacy.centring import DEFAULT_BOUNDS_BUDGET
 from ..privacy.dpsgd import (
     calibrate_dpsgd_noise,
     dataset_size_event,
@@ -70,8 +67,6 @@ from ._callbacks import EpsilonSpent
 from ._checks import _is_auto, check_net_params
 from ._constant import centre_epsilon, constant_events, release_target_median
 from ._defaults import (
-    INPUT_RMS,
-    INPUT_SCALE_QUANTILE,
     MIN_TRAIN_SNR,
     MIN_WIDTH,
     auto_schedule,
@@ -79,6 +74,7 @@ from ._defaults import (
     trains_default_net,
 )
 from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
+from ._inputs import release_input_map
 from ._losses import KeyedBatchLoss, batch_loss_key, unreduced_loss
 from ._per_example import manual_seed
 from ._plan import _plan_cost, check_staged_epsilon, input_bounds_plan, privacy_plan
@@ -148,6 +144,7 @@ _NET_RELEASED_ATTRIBUTES = frozenset(
         "lr_",
         "input_centre_",
         "input_scale_",
+        "input_clip_",
     }
 )
 
@@ -370,7 +367,11 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         centre = getattr(self, "input_centre_", None)
         if centre is None:
             return X
-        return ((X - centre.astype(np.float32)) / np.float32(self.input_scale_)).astype(np.float32)
+        scaled = (X - centre.astype(np.float32)) / np.asarray(self.input_scale_, dtype=np.float32)
+        clip = getattr(self, "input_clip_", None)
+        if clip is not None:
+            scaled = np.clip(scaled, -clip, clip)
+        return scaled.astype(np.float32)
 
     def predict_proba(self, X):
         """skorch's ``predict_proba`` after validating ``X`` like ``fit`` did."""
@@ -434,9 +435,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             _is_auto(self.scale_inputs) and self.module is None and self.noise_multiplier is None
         )
 
-    def _input_bounds_plan(self, n_public, warn=True):
+    def _input_bounds_plan(self, n_public, warn=True, n_features=None):
         """The releases of ``scale_inputs`` for a public size, or None (:func:`._plan.input_bounds_plan`)."""
-        return input_bounds_plan(self, n_public, warn)
+        return input_bounds_plan(self, n_public, warn, n_features)
 
     def _schedule(self, n_public, n_features=None, n_outputs=None):
         """The :class:`~skdp.nn._defaults.TrainingSchedule` for a public size (``"auto"`` entries resolved)."""
@@ -495,15 +496,24 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         then all of ``X``), the noisy count of ``n_samples='auto'`` is
         released here rather than in ``fit_loop``: the ``"auto"`` width and
         the input scaling need the public size.  ``scale_inputs`` then
-        releases the centre ``c`` and the median ``R`` of ``||x - c||``
-        (:func:`~skdp.privacy.centring.private_centring` at the fixed
-        ``scale_quantile=INPUT_SCALE_QUANTILE`` of :mod:`skdp.nn._defaults`,
-        add/remove neighbours, public size in the rank target) and the
-        module is trained on ``INPUT_RMS (x - c) sqrt(d) / R``, a typical
-        row at about ``INPUT_RMS = 0.5`` per coordinate at every budget;
+        releases (where a column can be located at this ``n`` and ``d``,
+        :func:`._plan.input_bounds_plan`; else the one-scale map of
+        :func:`~skdp.privacy.centring.private_centring`, the median of
+        ``||x - c||``) a box ``[a_j, b_j]`` of every column, about its ``q`` and
+        ``1 - q`` quantiles (``q`` from :func:`._defaults.input_box_level`,
+        1 % to 10 %; :func:`~skdp.privacy.quantiles.announced_histogram_box`:
+        a log histogram and a linear one inside each column's range,
+        add/remove neighbours, the public size in the quantiles' ranks), and
+        the module is trained on ``(x_j - c_j) / s_j`` with ``c_j = (a_j +
+        b_j) / 2`` and ``s_j = (b_j - a_j) / (2 Phi^-1(1 - q) INPUT_RMS)``: a
+        normal column reaches it at about ``INPUT_RMS = 0.5`` rms, whatever
+        the other columns' scales and offsets (since 2026-11-28; before, one
+        scale for all columns, the median of ``||x - c||``, which left a
+        column a thousand times smaller than the others at about 0: shapes
+        drawn by ``benchmarks/zoo.py --unseen`` trained nothing);
         ``predict`` applies the same released map.
         """
-        self.input_centre_ = self.input_scale_ = None
+        self.input_centre_ = self.input_scale_ = self.input_clip_ = None
         X = data.X
         if data.default_sizes is None or self.train_split is not None:
             return X
@@ -517,24 +527,13 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             # A declared size's plan was made before the data, silently: the
             # same public rule gives the same plan here, and warns if inputs
             # are to be scaled and cannot be.
-            state.input_bounds = self._input_bounds_plan(n_public)
+            # The per-column plan needs d: only a plan made here, from the noisy count, has it.
+            d = X.shape[1] if self.n_samples == "auto" else None
+            state.input_bounds = self._input_bounds_plan(n_public, n_features=d)
         if state.input_bounds is None:
             return X
-        n_features = X.shape[1]
-        with warnings.catch_warnings():
-            # The core's message names data_norm; the one above names this estimator's parameter.
-            warnings.filterwarnings("ignore", message='data_norm="auto"', category=UserWarning)
-            centre, bound = private_centring(
-                lambda fn, *args: fn(X.astype(np.float64), *args),
-                n_public,
-                n_features,
-                state.input_bounds,
-                state.rng,
-                state.ledger,
-                scale_quantile=INPUT_SCALE_QUANTILE,
-            )
-        self.input_centre_ = np.asarray(centre, dtype=np.float64)
-        self.input_scale_ = float(bound) / (INPUT_RMS * math.sqrt(n_features))
+        released = release_input_map(state.input_bounds, X, n_public, state.rng, state.ledger, self.epsilon)
+        self.input_centre_, self.input_scale_, self.input_clip_ = released
         return self._scale(X)
 
     def _predicts_constant(self, n_public, n_features, n_outputs):
@@ -575,7 +574,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         # fitted metadata (the draw counter, the owning composite).
         dropped = {"_dp_fit", AFTER_FIT_COUNTER, PRIVACY_OWNER} | set(self._working_state)
         kept = {
-            k: v for k, v in vars(self).items() if k.startswith("_") and not k.startswith("__") and k not in dropped
+            k: v
+            for k, v in vars(self).items()
+            if k.startswith("_") and not k.startswith("__") and k not in dropped
         }
         kept["virtual_params_"] = self.__dict__.get("virtual_params_", {})
         super()._discard_fit()
@@ -786,7 +787,9 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             and cls._unreduced_loss is _DPNeuralNetMixin._unreduced_loss
         )
         key = batch_loss_key(self) if stock else None
-        return self._batch_per_example_loss if key is None else KeyedBatchLoss(self._batch_per_example_loss, key)
+        return (
+            self._batch_per_example_loss if key is None else KeyedBatchLoss(self._batch_per_example_loss, key)
+        )
 
     def _unreduced_loss(self, y_pred, y_true):
         """Per-example losses of a batch without vmap, or None (:func:`._losses.unreduced_loss`)."""
@@ -991,16 +994,23 @@ _COMMON_DOC = """
         ``"auto"``: the size is released with Gaussian noise on the ledger
         (see Privacy) and the plan made from the rounded noisy count.
     scale_inputs : {"auto", True, False}, default="auto"
-        Scale the inputs privately, as part of the model: a share
-        ``bounds_budget`` of ``(epsilon, delta)`` releases a centre ``c``
-        (noisy mean of rows clipped to a private norm quantile) and a private
-        median ``R`` of ``||x - c||`` (add/remove neighbours;
-        :mod:`skdp.privacy.centring`), and the module sees
-        ``0.5 (x - c) sqrt(d) / R`` in ``fit`` and ``predict``
-        (``input_centre_``, ``input_scale_``).  Inputs of any scale or offset
-        then reach the module at about 0.5 per coordinate, at every epsilon
-        (the median does not move with the budget), which the default
-        learning rate assumes.
+        Scale the inputs privately, as part of the model.  Where a column
+        can be located at this ``n``, ``d`` and epsilon (a public rule; with
+        ``n_samples="auto"``), a share ``bounds_budget`` of ``(epsilon,
+        delta)`` releases a box of every column from two noisy histograms
+        (add/remove neighbours;
+        :func:`~skdp.privacy.quantiles.private_histogram_box`), about its
+        ``q`` and ``1 - q`` quantiles (``q`` of 1 % to 10 %, from the public
+        size and the counts' noise), and the module sees each column mapped
+        from its box to ``+-0.5 Phi^-1(1 - q)``: columns of any scale or
+        offset, also beside columns a million times larger, reach it at
+        about 0.5 rms.  Elsewhere (and with a declared ``n_samples``, planned
+        before the data's shape is read) one scale for all columns: a
+        centre ``c`` and a private median ``R`` of ``||x - c||``
+        (:mod:`skdp.privacy.centring`), the module seeing ``0.5 (x - c)
+        sqrt(d) / R``.  ``fit`` and ``predict`` apply the released map
+        (``input_centre_``, ``input_scale_``), which the default learning
+        rate assumes.
         ``"auto"``: with the default module (``module=None``) when epsilon
         drives the plan (``noise_multiplier=None``); ``True``: also with a
         given module (needs epsilon); ``False``: inputs as given (already
@@ -1057,9 +1067,15 @@ _COMMON_DOC = """
         The learning rate in effect.
     input_centre_ : ndarray of shape (n_features,) or None
         The released centre of ``scale_inputs`` (None when inputs are not scaled).
-    input_scale_ : float or None
-        The released scale ``R / (0.5 sqrt(d))`` of ``scale_inputs`` (``R``
-        the released median of ``||x - c||``).
+    input_scale_ : ndarray of shape (n_features,) or None
+        The released scale of each column (its box's half width over
+        ``0.5 Phi^-1(1 - q)``), or the one scale ``R / (0.5 sqrt(d))`` in
+        every column.
+    input_clip_ : float or None
+        With the per-column boxes, the scaled inputs are clipped to
+        ``+-input_clip_`` (4, eight times the target rms: a public constant),
+        so a value far outside its column's box (a rare value of a column
+        of mostly zeros) stays bounded; None with the one-scale map.
     history_ : skorch History
         skorch's history with only released columns: ``train_batch_count``
         (the plan's) per epoch, ``clip_norm`` per batch, and with

@@ -26,10 +26,16 @@ from ..privacy.centring import calibrate_auto_bounds, can_locate_quantile
 from ..privacy.dpsgd import calibrate_dpsgd_noise, count_noise_multiplier, dataset_size_event, dpsgd_plan
 from ..privacy.ledger import _merged
 from ..privacy.norm_selection import DPNormOptions
+from ..privacy.quantiles import calibrate_histogram_bounds, can_locate_columns
 from ..privacy.staged import staged_filter
 
 #: Largest share of the budget ``scale_inputs`` may take on a small ``n epsilon``.
 _MAX_SCALE_SHARE = 0.5
+#: The per-column input boxes are released where a column with this share of its rows in one log
+#: bin (one sign's half of a column over two octaves) passes the occupied-bin threshold at the
+#: share ``bounds_budget``: twice the scalers' margin (a half, two log bins).  At the scalers' margin
+#: the boxes were released where their noise cost more than one scale's loss (``docs/nn.md``).
+_BOX_SHARE_IN_BIN = 0.25
 
 
 def _plan_cost(events, delta, composition):
@@ -175,22 +181,40 @@ def check_staged_epsilon(net, first_events):
         ) from None
 
 
-def input_bounds_plan(net, n_public, warn=True):
-    """The releases of ``scale_inputs`` for a public size (:class:`~skdp.privacy.centring.AutoBounds`), or None.
+def input_bounds_plan(net, n_public, warn=True, n_features=None):
+    """The releases of ``scale_inputs`` for a public size, or None.
 
-    A centre and a quantile of ``||x - c||`` at the share
-    ``bounds_budget`` when that share locates a quantile
-    (:func:`~skdp.privacy.centring.can_locate_quantile`, a function of
-    the public size and epsilon only); otherwise one quantile of the
-    raw norms (no centre: the whole share on one release), the share
-    raised in steps of 25 % until it locates, at most ``_MAX_SCALE_SHARE``
-    of the budget.  None when inputs are not scaled, or when no share
-    up to that locates a quantile (a warning names the parameter, unless
+    Two plans, chosen from public quantities only:
+
+    * **per column** (:class:`~skdp.privacy.quantiles.HistogramBounds`, where
+      ``n_features`` is known): a private box of every column
+      (:func:`~skdp.privacy.quantiles.private_histogram_box`, add/remove
+      neighbours) at the share ``bounds_budget``, where its noise lets a
+      column with a quarter of its ``n`` values in one log bin be located at
+      this ``d`` (:func:`~skdp.privacy.quantiles.can_locate_columns`,
+      :data:`_BOX_SHARE_IN_BIN`): columns of
+      any scale and offset, side by side, each reach the module at about
+      0.5 rms;
+    * else **one scale for all columns**
+      (:class:`~skdp.privacy.centring.AutoBounds`): a centre ``c`` and a
+      private median of ``||x - c||`` at the share ``bounds_budget`` when
+      that share locates a quantile
+      (:func:`~skdp.privacy.centring.can_locate_quantile`); otherwise one
+      quantile of the raw norms (no centre), the share raised in steps of
+      25 % until it locates, at most ``_MAX_SCALE_SHARE`` of the budget.
+
+    A declared ``n_samples`` plans before the data's shape is read
+    (``n_features=None``): one scale.  None when inputs are not scaled, or
+    when no share locates a quantile (a warning names the parameter, unless
     ``warn`` is False).
     """
     if not net._scales_inputs():
         return None
     eps, delta, share = float(net.epsilon), float(net.delta), float(net.bounds_budget)
+    if n_features is not None:
+        columns = calibrate_histogram_bounds(eps, delta, 1, share, "basic", neighbouring=ADD_REMOVE)
+        if can_locate_columns(n_public, columns.mechanism(n_features), int(n_features), _BOX_SHARE_IN_BIN):
+            return columns
     plan = calibrate_auto_bounds(eps, delta, share, neighbouring=ADD_REMOVE)
     if can_locate_quantile(n_public, plan.quantile_epsilon):
         return plan

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .calibration import calibrate_noise_multiplier
-from .events import REPLACE_ONE, PureDPEvent
+from .events import ADD_REMOVE, REPLACE_ONE, PureDPEvent
 from .mechanisms.selection import ExponentialMechanism
 
 __all__ = [
@@ -672,10 +672,13 @@ def extreme_hidden_share(n_samples, mechanism, n_bins=REFINE_BINS):
     return step * math.sqrt(n_bins / 2) / max(int(n_samples), 1)
 
 
-def can_locate_columns(n_samples, mechanism, n_features):
-    """Whether a column holding its ``n`` values in two log bins passes the threshold (public quantities)."""
+def can_locate_columns(n_samples, mechanism, n_features, share_in_bin=0.5):
+    """Whether a column with ``share_in_bin`` of its ``n`` values in one log bin passes the threshold (public).
+
+    The default, a half: a column holding its values in two log bins.
+    """
     n_bins = 2 * (LOG2_RANGE[1] - LOG2_RANGE[0] + 1) + 1
-    return histogram_threshold(mechanism, n_bins * n_features) < n_samples / 2
+    return histogram_threshold(mechanism, n_bins * n_features) < share_in_bin * n_samples
 
 
 def scale_noise_weight(n_features):
@@ -695,21 +698,22 @@ def scale_noise_weight(n_features):
     return math.sqrt(max(int(n_features), 1)) / 2.0
 
 
-def histogram_events(n_features, multiplier, gaussian, scale=False, releases=2):
+def histogram_events(n_features, multiplier, gaussian, scale=False, releases=2, neighbouring=REPLACE_ONE):
     """The events of :func:`private_histogram_box`: two histogram releases at noise multiplier ``multiplier``.
 
     ``scale=True`` adds the row-scale histogram's release (multiplier
-    ``scale_noise_weight(n_features) * multiplier``).
+    ``scale_noise_weight(n_features) * multiplier``).  ``neighbouring``: the
+    relation the multiplier is relative to (:func:`histogram_mechanism`).
     """
     from .events import GaussianEvent, LaplaceEvent
 
     event = GaussianEvent if gaussian else LaplaceEvent
-    events = [event(count=releases, neighbouring=REPLACE_ONE, noise_multiplier=multiplier)]
+    events = [event(count=releases, neighbouring=neighbouring, noise_multiplier=multiplier)]
     if scale:
         events.append(
             event(
                 count=1,
-                neighbouring=REPLACE_ONE,
+                neighbouring=neighbouring,
                 noise_multiplier=scale_noise_weight(n_features) * multiplier,
             )
         )
@@ -742,23 +746,35 @@ def row_scale_histogram(chunk):
     return np.bincount(idx, minlength=n_mag + 1).astype(float)
 
 
-def histogram_mechanism(n_features, multiplier, gaussian):
+def histogram_mechanism(n_features, multiplier, gaussian, neighbouring=REPLACE_ONE):
     """The additive mechanism of each histogram release of :func:`private_histogram_box`.
 
     One vector of ``d x n_bins`` counts; replacing one record moves one
     count of each column down by 1 and one up by 1: L1 sensitivity ``2 d``
-    (Laplace) or L2 ``sqrt(2 d)`` (Gaussian).
+    (Laplace) or L2 ``sqrt(2 d)`` (Gaussian).  Adding or removing one record
+    (``neighbouring="add_remove"``, the DP nets' relation) moves one count of
+    each column by 1: L1 ``d``, L2 ``sqrt(d)``.
     """
     from .mechanisms import GaussianMechanism, LaplaceMechanism
 
+    half = 2.0 if neighbouring == ADD_REMOVE else 1.0
     if gaussian:
-        sensitivity = HISTOGRAM_L2_PER_COLUMN * math.sqrt(n_features)
-        return GaussianMechanism(sensitivity, multiplier * sensitivity)
-    sensitivity = HISTOGRAM_L1_PER_COLUMN * n_features
-    return LaplaceMechanism(sensitivity, multiplier * sensitivity)
+        sensitivity = HISTOGRAM_L2_PER_COLUMN / math.sqrt(half) * math.sqrt(n_features)
+        return GaussianMechanism(sensitivity, multiplier * sensitivity, neighbouring)
+    sensitivity = HISTOGRAM_L1_PER_COLUMN / half * n_features
+    return LaplaceMechanism(sensitivity, multiplier * sensitivity, neighbouring)
 
 
-def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=False, scale=False, releases=2):
+def calibrate_histogram(
+    epsilon,
+    delta,
+    n_features,
+    composition,
+    secure_noise=False,
+    scale=False,
+    releases=2,
+    neighbouring=REPLACE_ONE,
+):
     """Noise multiplier of the two histogram releases costing ``(epsilon, delta)`` (the core's calibration).
 
     Laplace noise when ``delta == 0`` (pure DP), Gaussian otherwise.
@@ -767,10 +783,15 @@ def calibrate_histogram(epsilon, delta, n_features, composition, secure_noise=Fa
     gaussian = delta > 0
 
     def events(z):
-        return histogram_events(n_features, z, gaussian, scale, releases)
+        return histogram_events(n_features, z, gaussian, scale, releases, neighbouring)
 
     return calibrate_noise_multiplier(
-        events, epsilon, delta, composition if gaussian else "basic", secure_noise=secure_noise
+        events,
+        epsilon,
+        delta,
+        composition if gaussian else "basic",
+        neighbouring,
+        secure_noise=secure_noise,
     )
 
 
@@ -1027,14 +1048,23 @@ class HistogramBounds:
     gaussian: bool
     share: float
     scale: bool = False
+    neighbouring: str = REPLACE_ONE
 
     def events(self):
         """The histogram releases' events (public: from the plan alone)."""
-        return histogram_events(self.n_features, self.multiplier, self.gaussian, self.scale)
+        return histogram_events(
+            self.n_features, self.multiplier, self.gaussian, self.scale, neighbouring=self.neighbouring
+        )
 
-    def mechanism(self):
-        """The additive mechanism of each histogram release (:func:`histogram_mechanism`)."""
-        return histogram_mechanism(self.n_features, self.multiplier, self.gaussian)
+    def mechanism(self, n_features=None):
+        """The additive mechanism of each histogram release (:func:`histogram_mechanism`).
+
+        ``n_features``: the data's, for a plan made before the data's shape
+        was read (its events do not depend on it; the mechanism's noise std
+        does).
+        """
+        d = self.n_features if n_features is None else int(n_features)
+        return histogram_mechanism(d, self.multiplier, self.gaussian, self.neighbouring)
 
     def scale_mechanism(self):
         """The row-scale histogram's mechanism (:func:`scale_mechanism`), or None without ``scale``."""
@@ -1042,11 +1072,19 @@ class HistogramBounds:
 
 
 def calibrate_histogram_bounds(
-    epsilon, delta, n_features, share, composition, secure_noise=False, scale=False
+    epsilon, delta, n_features, share, composition, secure_noise=False, scale=False, neighbouring=REPLACE_ONE
 ):
     """The :class:`HistogramBounds` plan costing ``(share * epsilon, share * delta)``."""
-    z = calibrate_histogram(share * epsilon, share * delta, n_features, composition, secure_noise, scale)
-    return HistogramBounds(int(n_features), float(z), delta > 0, float(share), bool(scale))
+    z = calibrate_histogram(
+        share * epsilon,
+        share * delta,
+        n_features,
+        composition,
+        secure_noise,
+        scale,
+        neighbouring=neighbouring,
+    )
+    return HistogramBounds(int(n_features), float(z), delta > 0, float(share), bool(scale), neighbouring)
 
 
 def histogram_box_share(n_samples, epsilon, delta, n_features, composition, secure_noise=False):
