@@ -1145,6 +1145,13 @@ def test_input_scale_is_per_column_and_does_not_shrink_with_epsilon():
     for eps in (3.0, 20.0):
         net = DPNeuralNetClassifier(classes=[0, 1], epsilon=eps, max_epochs=1, random_state=0).fit(X, y)
         scaled = (X - net.input_centre_) / net.input_scale_
+        # The boxes are on the ledger: the count, then two Gaussian histogram releases (the
+        # one-scale map records two exponential mechanisms and one Gaussian centre instead),
+        # then the steps; the whole fit within its epsilon.
+        kinds = [(type(e).__name__, e.neighbouring) for e in net.privacy_ledger_.events]
+        assert kinds[:3] == [("GaussianEvent", "add_remove")] * 3 and "PureDPEvent" not in str(kinds)
+        assert net.input_clip_ == 4.0
+        assert net.privacy_spent_.epsilon <= eps * (1 + 1e-6)
         rms[eps] = np.sqrt(np.mean(scaled**2, axis=0))
         # About 0.5 rms and centred: an end is where a noisy suffix of up to 16 counts (std 4 s)
         # passes q n >= 8 s rows, so a few of the 16 ends cross a few bins early by noise (about
