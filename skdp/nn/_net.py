@@ -501,7 +501,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
         :func:`~skdp.privacy.centring.private_centring`, the median of
         ``||x - c||``) a box ``[a_j, b_j]`` of every column, about its ``q`` and
         ``1 - q`` quantiles (``q`` from :func:`._defaults.input_box_level`,
-        1 % to 10 %; :func:`~skdp.privacy.quantiles.announced_histogram_box`:
+        5 % to 10 %; :func:`~skdp.privacy.quantiles.announced_histogram_box`:
         a log histogram and a linear one inside each column's range,
         add/remove neighbours, the public size in the quantiles' ranks), and
         the module is trained on ``(x_j - c_j) / s_j`` with ``c_j = (a_j +
@@ -1000,7 +1000,7 @@ _COMMON_DOC = """
         delta)`` releases a box of every column from two noisy histograms
         (add/remove neighbours;
         :func:`~skdp.privacy.quantiles.private_histogram_box`), about its
-        ``q`` and ``1 - q`` quantiles (``q`` of 1 % to 10 %, from the public
+        ``q`` and ``1 - q`` quantiles (``q`` of 5 % to 10 %, from the public
         size and the counts' noise), and the module sees each column mapped
         from its box to ``+-0.5 Phi^-1(1 - q)``: columns of any scale or
         offset, also beside columns a million times larger, reach it at
