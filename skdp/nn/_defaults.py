@@ -104,7 +104,7 @@ INPUT_RMS = 0.5
 #: Quantile of ``||x - c||`` of the one-scale input map (where no column can be located).
 INPUT_SCALE_QUANTILE = 0.5
 #: Bound on a scaled input with the per-column boxes: eight times ``INPUT_RMS``.
-INPUT_CLIP = 8 * 0.5
+INPUT_CLIP = 8 * INPUT_RMS
 #: Range of the input box's quantile level (:func:`input_box_level`).
 MIN_BOX_LEVEL, MAX_BOX_LEVEL = 0.05, 0.1
 #: ``lr * INPUT_RMS**2``: the first layer's step in function space per unit of clipped gradient.

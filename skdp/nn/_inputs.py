@@ -44,9 +44,11 @@ def release_input_map(plan, X, n_public, rng, ledger, epsilon):
       mostly zeros whose box is the zero bin).
     """
     n_features = X.shape[1]
+    # Converted once: every release reads the same float64 rows.
+    rows = np.asarray(X, dtype=np.float64)
 
     def reduce(fn, *args):
-        return fn(X.astype(np.float64), *args)
+        return fn(rows, *args)
 
     if isinstance(plan, AutoBounds):
         with warnings.catch_warnings():
