@@ -410,6 +410,16 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             # The fit state (_fit_private) holds the noise generators
             # (numpy and torch) and the engine: none of it outlives the fit.
             self.__dict__.pop("_dp_fit", None)
+            self.__dict__.pop("_public_n_features", None)
+
+    def _check_public_input(self, X, y=None, **fit_params):
+        # The width of a 2-D X, from its shape alone (public, read before
+        # the reservation): the plan of a declared n_samples needs it to
+        # choose per-column input boxes (_plan.input_bounds_plan).
+        shape = None if self.module is not None or _passes_through(X) else getattr(X, "shape", None)
+        width = shape[1] if shape is not None and len(shape) == 2 else None
+        width = int(width) if isinstance(width, numbers.Integral) else None
+        self.__dict__["_public_n_features"] = width
 
     def _accepts_one_dimensional_input(self):
         # A user's module may read one value per row (token ids); the
@@ -527,8 +537,10 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             # A declared size's plan was made before the data, silently: the
             # same public rule gives the same plan here, and warns if inputs
             # are to be scaled and cannot be.
-            # The per-column plan needs d: only a plan made here, from the noisy count, has it.
-            d = X.shape[1] if self.n_samples == "auto" else None
+            # The per-column plan needs d: a plan made here, from the noisy
+            # count, reads it; a declared size's was made for the width its
+            # plan saw (None where X's shape did not say it).
+            d = X.shape[1] if self.n_samples == "auto" else state.input_n_features
             state.input_bounds = self._input_bounds_plan(n_public, n_features=d)
         if state.input_bounds is None:
             return X

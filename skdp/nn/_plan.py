@@ -86,8 +86,11 @@ class NetSettings:
         Noise multiplier of the released row count (``n_samples="auto"``).
     schedule : Any
         The training schedule (batch size, epochs) for a declared size, else None.
-    input_bounds : AutoBounds or None
+    input_bounds : AutoBounds, HistogramBounds or None
         The releases of ``scale_inputs`` for a declared size, else None.
+    input_n_features : int or None
+        The public number of columns that plan was made for (read from the
+        shape of ``X`` before the reservation), else None.
     """
 
     batch_size: int
@@ -97,6 +100,7 @@ class NetSettings:
     count_noise_std: float | None = None
     schedule: Any = None
     input_bounds: Any = None
+    input_n_features: int | None = None
 
 
 def privacy_plan(net):
@@ -114,6 +118,10 @@ def privacy_plan(net):
     ratio = DPNormOptions.of(net).histogram_noise_ratio
     z = None if net.noise_multiplier is None else float(net.noise_multiplier)
     plan = count_std = schedule = input_bounds = None
+    # The public width of X (its shape, read before the reservation by
+    # _check_public_input), so that a declared size (a search's split size)
+    # gets the same per-column plan as a noisy count would.
+    n_features = net.__dict__.get("_public_n_features")
     if net.n_samples == "auto":
         # The size is released with noise in fit_loop; its noise is fixed now.
         count_std = count_noise_multiplier(net.epsilon, net.delta, net.noise_multiplier)
@@ -124,7 +132,7 @@ def privacy_plan(net):
         schedule = net._schedule(net.n_samples)
         plan = dpsgd_plan(net.n_samples, schedule.batch_size, schedule.max_epochs)
         # Warned by the fit (_prepare_inputs), which knows whether inputs are scaled at all.
-        input_bounds = net._input_bounds_plan(net.n_samples, warn=False)
+        input_bounds = net._input_bounds_plan(net.n_samples, warn=False, n_features=n_features)
     epsilon, delta = net.epsilon, net.delta
     if z is None and plan is not None:
         z = calibrate_dpsgd_noise(
@@ -148,6 +156,7 @@ def privacy_plan(net):
         count_noise_std=count_std,
         schedule=schedule,
         input_bounds=input_bounds,
+        input_n_features=n_features,
     )
     return PrivacyPlan(epsilon, delta, net.composition, settings=settings)
 
@@ -203,8 +212,9 @@ def input_bounds_plan(net, n_public, warn=True, n_features=None):
       quantile of the raw norms (no centre), the share raised in steps of
       25 % until it locates, at most ``_MAX_SCALE_SHARE`` of the budget.
 
-    A declared ``n_samples`` plans before the data's shape is read
-    (``n_features=None``): one scale.  None when inputs are not scaled, or
+    A declared ``n_samples`` plans before the reservation, from the width of
+    ``X`` where its shape says it (an array, a DataFrame: public), else with
+    ``n_features=None``: one scale.  None when inputs are not scaled, or
     when no share locates a quantile (a warning names the parameter, unless
     ``warn`` is False).
     """

@@ -445,6 +445,42 @@ def test_dp_sgd_nets_can_be_searched():
     assert search.predict(X[:4]).shape == (4,)
 
 
+def test_a_searched_net_gets_the_per_column_input_boxes_of_a_net_fitted_alone():
+    """A search declares ``n_samples`` (its split sizes); the net's plan still reads X's width.
+
+    The class is in a column of scale 1e-2 beside columns up to 1e4.  Fitted
+    alone (``n_samples="auto"``) the default net releases a box per column;
+    inside a search its plan was made with a declared size and, until
+    2026-11-28, without the width of X, so it took one scale for all columns
+    and predicted the majority (.50 on these rows).  The width is public
+    (the shape, read before the reservation), so the searched pipeline's
+    net now plans the same boxes, and the trials' dry runs (on zeros of that
+    width) the same events.
+    """
+    pytest.importorskip("torch")
+    from skdp.nn import DPNeuralNetClassifier
+    from skdp.pipeline import make_pipeline
+
+    rng = np.random.default_rng(1)
+    n, d = 5000, 6
+    y = (rng.random(n) < 0.5).astype(np.int64)
+    scales = np.array([1e-2, 1e4, 3e3, 1e2, 1.0, 5e3])
+    Z = rng.normal(size=(n, d))
+    Z[:, 0] += 2.0 * y
+    X = (Z * scales + 3 * scales).astype(np.float32)
+    net = DPNeuralNetClassifier(classes=[0, 1], verbose=0)
+    search = DPGridSearchCV(
+        make_pipeline(net), {"dpneuralnetclassifier__max_epochs": [2]}, epsilon=6.0, n_trials_mean=1.5, random_state=0
+    )
+    search.fit(X[:4000], y[:4000])
+    best = search.best_estimator_[-1]
+    assert best.get_params()["n_samples"] == 4000
+    assert best.input_clip_ == 4.0 and np.ptp(best.input_scale_) > 0
+    assert search.privacy_spent_.epsilon <= 6.0 * (1 + 1e-9)
+    assert search.privacy_spent_ == compose(search.privacy_ledger_.events, 1e-5)
+    assert search.score(X[4000:], y[4000:]) >= 0.75  # about .84; the majority .50
+
+
 # --- composites own every release (faults 1, 2 and 4 of the composites issue) -----------
 
 
