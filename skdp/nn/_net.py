@@ -77,7 +77,7 @@ from ._engine import DPSGDEngine, FixedClipping, PoissonBatchIterator
 from ._inputs import release_input_map
 from ._losses import KeyedBatchLoss, batch_loss_key, unreduced_loss
 from ._per_example import manual_seed
-from ._plan import _plan_cost, check_staged_epsilon, input_bounds_plan, privacy_plan
+from ._plan import _plan_cost, check_staged_epsilon, input_bounds_plan, privacy_plan, public_width
 
 __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
 
@@ -412,14 +412,8 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             self.__dict__.pop("_dp_fit", None)
             self.__dict__.pop("_public_n_features", None)
 
-    def _check_public_input(self, X, y=None, **fit_params):
-        # The width of a 2-D X, from its shape alone (public, read before
-        # the reservation): the plan of a declared n_samples needs it to
-        # choose per-column input boxes (_plan.input_bounds_plan).
-        shape = None if self.module is not None or _passes_through(X) else getattr(X, "shape", None)
-        width = shape[1] if shape is not None and len(shape) == 2 else None
-        width = int(width) if isinstance(width, numbers.Integral) else None
-        self.__dict__["_public_n_features"] = width
+    def _check_public_input(self, X, y=None, **fit_params):  # X's width, for a declared size's plan
+        self.__dict__["_public_n_features"] = None if _passes_through(X) else public_width(self, X)
 
     def _accepts_one_dimensional_input(self):
         # A user's module may read one value per row (token ids); the
@@ -537,9 +531,7 @@ class _DPNeuralNetMixin(DPEstimatorMixin):
             # A declared size's plan was made before the data, silently: the
             # same public rule gives the same plan here, and warns if inputs
             # are to be scaled and cannot be.
-            # The per-column plan needs d: a plan made here, from the noisy
-            # count, reads it; a declared size's was made for the width its
-            # plan saw (None where X's shape did not say it).
+            # The per-column plan needs d: the noisy count's reads it, a declared size's saw its own.
             d = X.shape[1] if self.n_samples == "auto" else state.input_n_features
             state.input_bounds = self._input_bounds_plan(n_public, n_features=d)
         if state.input_bounds is None:

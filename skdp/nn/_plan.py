@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -188,6 +189,23 @@ def check_staged_epsilon(net, first_events):
             f"epsilon below about {floor:.2g} at this delta (more once the count and the input "
             "scaling take their share). Raise epsilon (or delta)."
         ) from None
+
+
+def public_width(net, X):
+    """The number of columns of a 2-D ``X`` from its shape alone (public: read before the reservation), else None.
+
+    The plan of a declared ``n_samples`` (a search's split sizes) is made
+    before the data is read; with the width it chooses the per-column input
+    boxes as a net fitted alone does (:func:`input_bounds_plan`).  None for
+    a module given by the user (its inputs are not scaled by default) and
+    for inputs whose shape does not say it (a list; the net leaves tensors,
+    dicts and Datasets unscaled).
+    """
+    if net.module is not None or not hasattr(X, "shape"):
+        return None
+    shape = X.shape
+    width = shape[1] if len(shape) == 2 else None
+    return int(width) if isinstance(width, numbers.Integral) else None
 
 
 def input_bounds_plan(net, n_public, warn=True, n_features=None):
