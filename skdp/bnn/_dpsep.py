@@ -6,7 +6,7 @@ import functools
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -23,6 +23,7 @@ from ..base import (
 from ..privacy import (
     REPLACE_ONE,
     ExponentialMechanism,
+    GaussianMechanism,
     LaplaceMechanism,
     PureDPEvent,
     SubsampledGaussianEvent,
@@ -34,6 +35,7 @@ from ..privacy.dpsgd import poisson_batch_indices
 from ..privacy.ledger import COMPOSITION_CONSTRAINT, accountant_for
 from ..privacy.mechanisms.subsampled import SubsampledGaussianMechanism
 from ..privacy.quantiles import (
+    calibrate_histogram_bounds,
     quantile_epsilon,
 )
 from ._bounds import (
@@ -101,6 +103,7 @@ def _planned_events(
     n_bound_releases=0,
     bound_epsilon=None,
     sensitivity=None,
+    extra_events=(),
 ):
     """Privacy events of one DP-SEP fit at ``noise_multiplier`` (the plan handed to the calibrator).
 
@@ -122,6 +125,9 @@ def _planned_events(
     ``target_bounds="auto"``), one :class:`~skdp.privacy.PureDPEvent` of
     ``bound_epsilon`` each, whatever ``noise_multiplier`` is: the
     calibration then fits the Gaussian noise to what they leave.
+    ``extra_events`` (the ``"histogram"`` layout's feature histograms,
+    :func:`~skdp.bnn._bounds.auto_bounds_layout`) come first of all, in the
+    order the fit releases them.
 
     With ``sensitivity`` (the factor's, :func:`~skdp.bnn._sep.factor_sensitivity`)
     the steps' multiplier is the one the fit's mechanism will record for
@@ -137,7 +143,7 @@ def _planned_events(
             noise_multiplier = scale / (sensitivity / 2.0) / 2
         else:
             noise_multiplier = scale / sensitivity
-    events = []
+    events = list(extra_events)
     if n_bound_releases:
         events.append(PureDPEvent(count=n_bound_releases, neighbouring=REPLACE_ONE, epsilon=bound_epsilon))
     events.append(
@@ -164,6 +170,7 @@ def dpsep_noise_multiplier(
     bound_epsilon=None,
     sensitivity=None,
     pld_interval=None,
+    extra_events=(),
 ):
     """Noise multiplier meeting ``(epsilon, delta)`` for :func:`_planned_events`.
 
@@ -189,6 +196,7 @@ def dpsep_noise_multiplier(
             n_bound_releases=n_bound_releases,
             bound_epsilon=bound_epsilon,
             sensitivity=sensitivity,
+            extra_events=tuple(extra_events),
         ),
         epsilon,
         delta,
@@ -330,6 +338,8 @@ class SEPSettings:
         Grid step of the PLD the noise was calibrated on and the ledger
         composes on (:func:`~skdp.privacy.calibration.pld_interval_for` of
         the public epsilon; None: dp-accounting's ``1e-4``).
+    feature_histogram : HistogramBounds or None
+        The ``"histogram"`` layout's plan of the feature box (else None).
     """
 
     fallback: bool
@@ -341,6 +351,7 @@ class SEPSettings:
     noise_multiplier: float | None
     sensitivity: float
     pld_interval: float | None = None
+    feature_histogram: Any = None
 
 
 def sep_loop(est, X, y, theta_f, theta_0, shapes, floors, batch_size, n_steps, rng, release):
@@ -654,8 +665,9 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         if self.mechanism != "dp":
             return ()
         if self._n_bound_releases(1):
-            # The data-free fallback's centre adds a Laplace mean (private_centre).
-            return (ExponentialMechanism, LaplaceMechanism, SubsampledGaussianMechanism)
+            # The data-free fallback's centre adds a Laplace mean (private_centre);
+            # the "histogram" layout's feature histograms are Gaussian (Laplace at delta 0).
+            return (ExponentialMechanism, LaplaceMechanism, GaussianMechanism, SubsampledGaussianMechanism)
         return (SubsampledGaussianMechanism,)
 
     def _auto(self, name):
@@ -708,7 +720,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
         """Batch size, steps and (``"dp"``) noise multiplier, from the public ``N``."""
         n_samples = data.n_samples
         batch_size = self._check_size(n_samples)  # already checked when X had a shape
-        sigma = bound_epsilon = layout = None
+        sigma = bound_epsilon = layout = histogram = None
         n_bound_releases = self._n_bound_releases(data.n_features)
         if n_bound_releases:
             # The bounds' declared share of epsilon, split evenly over their
@@ -716,13 +728,25 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             # where that locates them, else one shared feature box
             # (auto_bounds_layout: public n, d and epsilon only); the
             # non-private runs take the same quantile levels.
-            layout, n_bound_releases, bound_epsilon = auto_bounds_layout(
+            layout, n_bound_releases, bound_epsilon, histogram = auto_bounds_layout(
                 n_samples,
                 data.n_features,
                 self._auto("feature_bounds"),
                 self._auto("target_bounds"),
                 lambda k: quantile_epsilon(
                     self.bounds_budget * self.epsilon, 0.0, k, "basic", plan.secure_noise
+                ),
+                # The features' histograms at a part of the share (and of
+                # delta: Gaussian where delta > 0), their two releases costed
+                # by the fit's composition; the steps are then calibrated to
+                # what all the bounds' events leave.
+                histogram=lambda part: calibrate_histogram_bounds(
+                    self.epsilon,
+                    self.delta,
+                    data.n_features,
+                    self.bounds_budget * part,
+                    self.composition,
+                    plan.secure_noise,
                 ),
             )
         fallback = bool(n_bound_releases) and plan.private and layout is None
@@ -745,6 +769,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 bound_epsilon,
                 sensitivity=factor_sensitivity(self.clip_norm, self.damping, n_samples),
                 pld_interval=pld_interval,
+                extra_events=() if histogram is None else histogram.events(),
             )
         hidden = (
             auto_hidden_layer_sizes(n_samples, data.n_features, self.epsilon, self.mechanism)
@@ -757,6 +782,7 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
                 pooled_bounds=layout == "pooled",
                 hidden_layer_sizes=() if fallback else hidden,
                 bound_epsilon=bound_epsilon,
+                feature_histogram=histogram,
                 batch_size=batch_size,
                 n_steps=dpsep_n_steps(n_samples, self.n_epochs, batch_size),
                 noise_multiplier=sigma,
@@ -810,6 +836,8 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             rng,
             ledger,
             pooled=plan.settings.pooled_bounds,
+            histogram=plan.settings.feature_histogram,
+            epsilon=self.epsilon,
         )
         Xs, ys = box.X, box.y
         self.feature_bounds_, self.target_bounds_ = box.feature_bounds, box.target_bounds

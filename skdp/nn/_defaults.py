@@ -85,6 +85,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..privacy.quantiles import BOX_LEVELS, histogram_box_level
+
 __all__ = ["TrainingSchedule", "auto_schedule", "min_training_rho", "trains_default_net"]
 
 TARGET_STEPS = 400
@@ -106,7 +108,7 @@ INPUT_SCALE_QUANTILE = 0.5
 #: Bound on a scaled input with the per-column boxes: eight times ``INPUT_RMS``.
 INPUT_CLIP = 8 * INPUT_RMS
 #: Range of the input box's quantile level (:func:`input_box_level`).
-MIN_BOX_LEVEL, MAX_BOX_LEVEL = 0.05, 0.1
+MIN_BOX_LEVEL, MAX_BOX_LEVEL = BOX_LEVELS
 #: ``lr * INPUT_RMS**2``: the first layer's step in function space per unit of clipped gradient.
 FUNCTION_STEP = 0.125
 LEARNING_RATE = FUNCTION_STEP / INPUT_RMS**2
@@ -231,25 +233,9 @@ def _auto(value):
 def input_box_level(n_samples, count_std):
     """Quantile level ``q`` of the input box of ``scale_inputs``: ``8 s / n`` within ``[0.05, 0.1]`` (public).
 
-    The box's ends are the bins where the noisy prefix and suffix sums of
-    the linear stage reach ``q n`` rows
-    (:func:`~skdp.privacy.quantiles.private_histogram_box`).  An end half
-    way into the stage-1 range sums 16 counts, whose noise has std ``4 s``
-    for one count's ``s``; with ``q n >= 8 s`` (two of those stds) the sum
-    crosses at the quantile's bin rather than where the noise pushes it
-    (a 1 % level at ``n = 4,000``, ``s = 15`` put an end at the 40th row
-    beyond the 99th percentile's bin).  At least the 5th percentile: a
-    smaller level widens the box into a skewed column's tail and squeezes
-    its bulk (an unseen 17,702 x 4 Friedman set with exponential columns:
-    R^2 .745 at eps 10 with a 1 % floor, .794 with 5 %; DP-SEP's feature
-    box has the same floor, ``docs/bnn.md``), and once the level is at
-    5 % the box stops moving with epsilon; a normal column winsorised at
-    its 5 % box (``+-1.645`` sd) keeps ``corr(x, clip(x))^2 = 0.98`` of what a
-    linear model explains.  At most the 10th (``+-1.28`` sd of a normal
-    column, still holding most of its spread).  The map is matched to the level
-    (``+-Phi^-1(1 - q) INPUT_RMS``), so a normal column reaches the
-    module at about ``INPUT_RMS`` rms at every level.  A function of the
-    public size and the plan's noise only.
+    The core's rule (:func:`~skdp.privacy.quantiles.histogram_box_level`,
+    with its reasons), shared with DP-SEP's feature box.  The map is
+    matched to the level (``+-Phi^-1(1 - q) INPUT_RMS``), so a normal
+    column reaches the module at about ``INPUT_RMS`` rms at every level.
     """
-    q = 8.0 * float(count_std) / max(float(n_samples), 1.0)
-    return float(min(max(q, MIN_BOX_LEVEL), MAX_BOX_LEVEL))
+    return histogram_box_level(n_samples, count_std)

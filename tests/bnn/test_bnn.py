@@ -40,12 +40,14 @@ from skdp.exceptions import PrivacyLeakWarning
 from skdp.privacy import (
     REPLACE_ONE,
     BudgetAccountant,
+    GaussianEvent,
     PureDPEvent,
     SubsampledGaussianEvent,
     calibrate_noise_multiplier,
     compose,
 )
 from skdp.privacy.mechanisms.subsampled import SubsampledGaussianMechanism
+from skdp.privacy.quantiles import REFINE_BINS
 
 # --------------------------------------------------------------------------
 # PBP moment propagation
@@ -649,8 +651,11 @@ def test_default_bounds_are_released_privately_or_fall_back_to_a_private_constan
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
         model = DPSEPRegressor(n_epochs=1, random_state=0).fit(X, y)
-    pure = [e for e in model.privacy_ledger_.events if isinstance(e, PureDPEvent)]
-    assert sum(e.count for e in pure) == 2 * 2 + 2  # two quantiles per feature and for the target
+    events = model.privacy_ledger_.events
+    # The features' two noisy histograms, then the target's two quantiles.
+    assert [type(e).__name__ for e in events[:2]] == ["GaussianEvent"] * 2
+    pure = [e for e in events if isinstance(e, PureDPEvent)]
+    assert sum(e.count for e in pure) == 2
     assert model.feature_bounds_.shape == (2, 2) and model.target_bounds_.shape == (2,)
     assert model.privacy_spent_.epsilon <= 1.0
 
@@ -673,7 +678,8 @@ def test_auto_bounds_pool_the_features_where_columns_cannot_be_located():
     assert _bounds.auto_bounds_layout(10_000, 10, True, True, per_release(5.0))[:2] == ("columns", 22)
     # Only the target "auto": nothing to pool.
     assert _bounds.auto_bounds_layout(20, 10, False, True, per_release(5.0))[0] is None
-    X, y = _linear_data(n=400, d=10)
+    # 180 rows: the features' histograms (the "histogram" layout, next test) need about 220.
+    X, y = _linear_data(n=180, d=10)
     y = 3.0 * y + 20.0
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
@@ -688,6 +694,85 @@ def test_auto_bounds_pool_the_features_where_columns_cannot_be_located():
     assert np.mean(np.max(np.abs(X), axis=1) <= high[0] * 1.05) > 0.8
     assert model.privacy_spent_.epsilon <= 10.0
     assert model.score(X, y) > 0.3
+
+
+def _histogram_layout(n, d, eps, target_auto=True):
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, quantile_epsilon
+
+    return _bounds.auto_bounds_layout(
+        n,
+        d,
+        True,
+        target_auto,
+        lambda k: quantile_epsilon(0.5 * eps, 0.0, k, "basic"),
+        histogram=lambda part: calibrate_histogram_bounds(eps, 1e-5, d, 0.5 * part, "pld"),
+    )
+
+
+def test_auto_feature_box_from_the_core_histograms_between_columns_and_pooled():
+    """The features' histograms locate every column's own box with fewer rows than 2 d quantiles.
+
+    Public n, d and epsilon only: at 10 features and eps 10 the per-column
+    quantiles need about 1,000 rows, the histograms (half the bounds'
+    share, a quarter per target quantile) about 220, the pooled box fewer;
+    more rows never step back (nothing -> pooled -> histograms), and the
+    histograms are kept at every larger n.
+    """
+    assert _histogram_layout(180, 10, 10.0)[:2] == ("pooled", 3)
+    layout, n_target, target_eps, plan = _histogram_layout(400, 10, 10.0)
+    assert (layout, n_target) == ("histogram", 2) and target_eps == pytest.approx(5.0 / 4)
+    assert plan.share == pytest.approx(0.25) and plan.n_features == 10
+    # Declared target bounds: the histograms take the whole share.
+    assert _histogram_layout(300, 10, 10.0, target_auto=False)[3].share == pytest.approx(0.5)
+    # Where the 22 quantiles would locate too, the histograms stay.
+    assert _histogram_layout(10_000, 10, 10.0)[0] == "histogram"
+    order = {None: 0, "pooled": 1, "histogram": 2}
+    for eps in (1.0, 3.0, 10.0):
+        steps = [order[_histogram_layout(n, 10, eps)[0]] for n in (100, 300, 1000, 3000, 10_000, 100_000)]
+        assert steps == sorted(steps) and steps[-1] == 2, (eps, steps)
+        # The histograms locate with fewer rows than the 22 quantiles.
+        first = [n for n in range(100, 20_001, 20) if _histogram_layout(n, 10, eps)[0] == "histogram"][0]
+        assert _bounds.auto_bounds_layout(first, 10, True, True, lambda k, e=eps: 0.5 * e / k)[0] != "columns"
+
+
+def test_auto_feature_histograms_give_small_columns_their_own_box():
+    """Columns of scales 0.03 to 8,000 side by side (an unseen shape, ``zoo.py --unseen 2029``).
+
+    The pooled box ``[-S, S]`` (the layout at this n and epsilon until
+    2026-11-28) put the small columns at about 0 and scored R^2 about 0; the
+    histograms' boxes hold each column's own spread.  On the ledger: the
+    two histogram releases (Gaussian, replace-one), then the target's two
+    quantiles, then the steps, within epsilon.
+    """
+    from skdp.privacy import GaussianEvent, PureDPEvent
+
+    rng = np.random.default_rng(3)
+    n, d = 450, 12
+    scales = np.array([0.03, 8000.0, 0.5, 2000.0, 50.0, 1.0, 500.0, 0.05, 20.0, 4000.0, 0.2, 7.0])
+    Z = rng.normal(size=(n, d))
+    y = Z[:, :6] @ np.array([1.0, 0.5, -1.0, 0.0, 0.7, 0.0]) + 0.1 * rng.normal(size=n)
+    X = Z * scales + 3.0 * scales
+    # 350 rows of 12 columns at eps 10: 26 quantiles need about 490 rows, the histograms 240.
+    model = DPSEPRegressor(n_epochs=10, epsilon=10.0, random_state=0).fit(X[:350], y[:350])
+    events = model.privacy_ledger_.events
+    assert [type(e) for e in events[:4]] == [GaussianEvent, GaussianEvent, PureDPEvent, PureDPEvent]
+    assert [e.epsilon for e in events[2:4]] == pytest.approx([10.0 * 0.5 / 4] * 2)
+    assert model.privacy_spent_.epsilon <= 10.0 * (1 + 1e-9)
+    width = (model.feature_bounds_[1] - model.feature_bounds_[0]) / scales
+    # A 5 % box widened by 1 / 0.9 is about 3.7 sd: every column within a factor 3 of that
+    # (the pooled box gave the 0.03 column 5e5 sd).
+    assert np.all((width > 3.7 / 3) & (width < 3.7 * 3)), width
+    # About .9 without noise; the pooled box scored R^2 about 0 on such rows.
+    assert model.score(X[350:], y[350:]) > 0.5
+    # The non-private reference run takes the exact quantiles at the same level, widened the same way.
+    from skdp.privacy.quantiles import calibrate_histogram_bounds, histogram_box_level
+
+    reference = DPSEPRegressor(n_epochs=1, epsilon=10.0, mechanism="clipped", random_state=0).fit(X[:350], y[:350])
+    plan = calibrate_histogram_bounds(10.0, 1e-5, d, 0.25, "pld")
+    q = histogram_box_level(350, plan.mechanism(d).std)
+    low, high = np.quantile(X[:350], (q, 1 - q), axis=0)
+    centre, half = (low + high) / 2, (high - low) / 2 / (1 - 2 * q)
+    np.testing.assert_allclose(reference.feature_bounds_, [centre - half, centre + half], rtol=1e-12)
 
 
 def test_auto_hidden_layers_follow_n_epsilon_per_weight():
@@ -974,10 +1059,12 @@ def _auto_fit(X, y, **params):
 
 
 @pytest.mark.parametrize(
-    ("feature_bounds", "target_bounds", "n_releases"),
-    [("auto", "auto", 6), ("auto", (-3, 3), 4), ("nonprivate", "auto", 2)],
+    ("feature_bounds", "target_bounds", "n_releases", "histogram_part"),
+    [("auto", "auto", 2, 0.5), ("auto", (-3, 3), 0, 1.0), ("nonprivate", "auto", 2, None)],
 )
-def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bounds, n_releases):
+def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bounds, n_releases, histogram_part):
+    from skdp.privacy.quantiles import calibrate_histogram_bounds
+
     n = 4000  # enough rows for the bounds' share of epsilon 0.5 (fewer are refused)
     X, y = _linear_data(n=n, d=2)
     with warnings.catch_warnings():
@@ -986,16 +1073,34 @@ def test_auto_bounds_are_accounted_as_the_plan_says(feature_bounds, target_bound
     events = model.privacy_ledger_.events
     pure = [e for e in events if isinstance(e, PureDPEvent)]
     steps = [e for e in events if isinstance(e, SubsampledGaussianEvent)]
-    assert len(pure) + len(steps) == len(events) and len(steps) == 1
-    # Two exponential-mechanism quantiles per "auto" column, each at the plan's
-    # share: together the declared bounds_budget of epsilon (basic composition).
+    histograms = [e for e in events if isinstance(e, GaussianEvent)]
+    assert len(pure) + len(steps) + len(histograms) == len(events) and len(steps) == 1
+    # "auto" features: the core's two histograms at histogram_part of the share (the
+    # plan's events exactly); the target's "auto" bounds: two exponential-mechanism
+    # quantiles, at the rest of the share split evenly (basic composition).
+    extra = ()
+    if histogram_part is not None:
+        extra = tuple(calibrate_histogram_bounds(0.5, 1e-5, 2, 0.3 * histogram_part, "pld").events())
+    assert sum(e.count for e in histograms) == sum(e.count for e in extra)
+    assert {(e.noise_multiplier, e.neighbouring) for e in histograms} == {
+        (e.noise_multiplier, e.neighbouring) for e in extra
+    }
     assert sum(e.count for e in pure) == n_releases
-    # (the core's calibration rounds the share down, at its precision 1e-6).
-    assert [e.epsilon for e in pure] == pytest.approx([0.3 * 0.5 / n_releases] * len(pure), rel=1e-6)
-    assert 0.15 * (1 - 1e-6) <= sum(e.count * e.epsilon for e in pure) <= 0.15
+    if n_releases:
+        # (the core's calibration rounds the share down, at its precision 1e-6).
+        share = 0.15 * (1 - (histogram_part or 0.0))
+        assert [e.epsilon for e in pure] == pytest.approx([share / n_releases] * len(pure), rel=1e-6)
+        assert share * (1 - 1e-6) <= sum(e.count * e.epsilon for e in pure) <= share
     # The ledger is the calibrated plan, and composes to at most the request.
     plan = _planned_events(
-        model.noise_multiplier_, n, 1, model.batch_size_, "poisson", n_releases, pure[0].epsilon
+        model.noise_multiplier_,
+        n,
+        1,
+        model.batch_size_,
+        "poisson",
+        n_releases,
+        pure[0].epsilon if pure else None,
+        extra_events=extra,
     )
     assert compose(plan, 1e-5, "pld").epsilon == pytest.approx(model.privacy_spent_.epsilon)
     assert model.privacy_spent_.epsilon <= 0.5
@@ -1079,8 +1184,13 @@ def test_heavy_tailed_features_keep_their_bulk_at_a_large_budget():
     (low,), (high,) = model.feature_bounds_
     q05, q95 = np.quantile(X[:, 0], [0.05, 0.95])
     centre, half = (q05 + q95) / 2, (q95 - q05) / 2 / 0.9
-    # The released quantiles are within a few grid cells of the exact ones (n * epsilon is large).
-    assert high == pytest.approx(centre + half, rel=0.1) and low == pytest.approx(centre - half, abs=0.5)
+    # The features' histograms release the ends of the linear bins holding the 5 % and 95 %
+    # quantiles (n * epsilon is large: no bin is missed): up to one bin beyond them (the
+    # stage-1 range over REFINE_BINS; 20,000 standard lognormal values lie below 2^7 but
+    # for a 1 % chance), then widened by 1 / 0.9.
+    bin_width = 2.0**7 / REFINE_BINS
+    assert centre + half - 1e-9 <= high <= centre + half + bin_width / 0.9
+    assert centre - half - bin_width / 0.9 <= low <= centre - half + bin_width / 0.9
     # The failure-driven level (about 0.3 %) would reach far into the tail.
     assert high < np.quantile(X[:, 0], 0.99)
 
