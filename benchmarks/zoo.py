@@ -950,9 +950,14 @@ NOTES = {
         "its box), where their noise cost more than the one scale's loss: hence twice that margin."
     ),
     "bnn": (
-        "Notes. DPSEPRegressor's private 'auto' bounds are released per column where n * eps "
-        "locates them, else as one shared feature box (one release for all columns) and the "
-        "target's two quantiles; where even that cannot be located (diabetes, 331 training rows, at "
+        "Notes. DPSEPRegressor's private 'auto' feature bounds are every column's box from the core's "
+        "two noisy histograms (since 2026-11-28; before, 2 d exponential-mechanism quantiles, which "
+        "need 2.5 to 10 times the rows) where a column can be located, else one shared feature box (one "
+        "release for all columns), beside the target's two quantiles. Rows changed by it (5 seeds, "
+        "the zoo's one split): regression-1000x5 .815 / .915 -> .881 / .935 at eps 3 / 10, friedman "
+        "unchanged within .003, diabetes at eps 10 .350 -> .298 on this split, but .386 -> .427 over "
+        "5 splits (`python benchmarks/dpsep_speed.py --part 3`, docs/bnn.md): this split is the "
+        "exception. Where even the shared box cannot be located (diabetes, 331 training rows, at "
         "eps <= 1) the fit warns, naming `feature_bounds` and `target_bounds`, and predicts a private "
         "constant (the target's private centre, pure DP). That constant against the data-free "
         "reference, the exact training mean of one split (R^2 about -0.0001), costs what the noise of "
