@@ -47,12 +47,26 @@ from ..privacy.centring import AUTO_FAILURE, can_locate_quantile
 from ..privacy.events import PureDPEvent
 from ..privacy.quantiles import check_grid, private_quantiles, rank_counts, rank_margin
 
-__all__ = ["centre_epsilon", "constant_events", "median_locatable", "release_target_median"]
+__all__ = [
+    "centre_epsilon",
+    "constant_events",
+    "median_locatable",
+    "release_target_median",
+    "release_target_spread",
+    "spread_n_epsilon",
+]
 
 #: Smallest share of epsilon the trained net's target centre takes (module docstring).
 MIN_CENTRE_SHARE = 0.02
 #: Largest share: where locating a median needs more, no centre is released.
 MAX_CENTRE_SHARE = 0.25
+#: Largest share of the trained net's target map (a centre and a spread per
+#: column, :mod:`skdp.nn._target`): where locating both needs more, the
+#: default regressor predicts the constant.  Half: without the map the
+#: net's output noise has no known relation to the target's spread (R^2 -7
+#: measured on a target of standard deviation 0.33), so the map is worth up
+#: to as much as the steps.
+MAX_MAP_SHARE = 0.5
 
 
 def constant_events(n_outputs, epsilon):
@@ -71,13 +85,13 @@ def median_locatable(n_samples, epsilon):
     return can_locate_quantile(n_samples, epsilon, check_grid(None).size - 1)
 
 
-def centre_epsilon(n_samples, epsilon, n_outputs):
+def centre_epsilon(n_samples, epsilon, n_outputs, max_share=MAX_CENTRE_SHARE):
     """Epsilon of each column's centre median for the trained default net, or None (public only).
 
     The smallest epsilon that locates a median over the signed grid
     (:func:`median_locatable`: ``4 ln(K / 0.05) / n``, about ``40 / n``),
     at least ``MIN_CENTRE_SHARE epsilon / k``; None where the ``k`` columns
-    would take more than ``MAX_CENTRE_SHARE`` of ``epsilon`` (basic
+    would take more than ``max_share`` of ``epsilon`` (basic
     composition of the ``k`` pure releases).  A function of the public
     size (declared or the noisy count), ``epsilon`` and the number of
     target columns only.
@@ -88,7 +102,7 @@ def centre_epsilon(n_samples, epsilon, n_outputs):
     # above it, so that the float comparison in median_locatable agrees).
     locate = 2.0 * rank_margin(n_samples, 1.0, check_grid(None).size - 1, AUTO_FAILURE) * (1.0 + 1e-9)
     per_column = max(MIN_CENTRE_SHARE * float(epsilon) / k, locate)
-    return per_column if per_column * k <= MAX_CENTRE_SHARE * float(epsilon) else None
+    return per_column if per_column * k <= max_share * float(epsilon) else None
 
 
 def release_target_median(y, n_samples, epsilon, rng, ledger):
@@ -124,3 +138,32 @@ def release_target_median(y, n_samples, epsilon, rng, ledger):
     # target rank by up to a sixth of the rows at eps 0.3.
     n_rows = y.shape[0]
     return private_quantiles(counts, n_rows, (0.5,), grid, epsilon, rng, ledger, neighbouring=ADD_REMOVE)[0]
+
+
+def spread_n_epsilon(n_outputs):
+    """The ``n epsilon`` below which :func:`centre_epsilon` of ``2 k`` medians is None (public only).
+
+    The trained default net releases a centre and a spread per target
+    column (:func:`release_target_spread`): ``2 k`` medians at the locating
+    epsilon ``4 ln(K / 0.05) / n`` each, within ``MAX_MAP_SHARE`` of
+    epsilon: ``n epsilon >= 16 k ln(K / 0.05)``, about 160 per target
+    column.
+    """
+    locate = 2.0 * rank_margin(1, 1.0, check_grid(None).size - 1, AUTO_FAILURE)
+    return 2 * max(1, int(n_outputs)) * locate / MAX_MAP_SHARE
+
+
+def release_target_spread(y, centre, n_samples, epsilon, rng, ledger):
+    """The private median of ``|y - centre|`` of every column (its median absolute deviation), shape ``(n_outputs,)``.
+
+    The trained default net's target scale (``1.4826`` times it, the
+    standard deviation of a normal target; :mod:`skdp.nn._target`).  The
+    same release as :func:`release_target_median` on the deviations from
+    the released (public) centre: one exponential-mechanism median per
+    column over the core's grid, add/remove neighbours, ``N / 2`` inside
+    the utility (one record moves one deviation), one
+    :class:`~skdp.privacy.PureDPEvent` of ``epsilon`` per column.  Zeros,
+    with nothing released, where :func:`median_locatable` is False.
+    """
+    deviations = np.abs(np.asarray(y, dtype=np.float64) - np.asarray(centre, dtype=np.float64))
+    return release_target_median(deviations, n_samples, epsilon, rng, ledger)

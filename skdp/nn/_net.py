@@ -65,7 +65,14 @@ from ..privacy.norm_selection import DPNormOptions
 from ._adaptive_clipping import DPNormClipping
 from ._callbacks import EpsilonSpent
 from ._checks import _is_auto, check_net_params
-from ._constant import centre_epsilon, constant_events, release_target_median
+from ._constant import (
+    MAX_MAP_SHARE,
+    centre_epsilon,
+    constant_events,
+    release_target_median,
+    release_target_spread,
+    spread_n_epsilon,
+)
 from ._defaults import (
     MIN_TRAIN_SNR,
     MIN_WIDTH,
@@ -78,6 +85,7 @@ from ._inputs import release_input_map
 from ._losses import KeyedBatchLoss, batch_loss_key, unreduced_loss
 from ._per_example import manual_seed
 from ._plan import _plan_cost, check_staged_epsilon, input_bounds_plan, privacy_plan, public_width
+from ._target import MAD_TO_SD, fold_output, training_scale
 
 __all__ = ["DPNeuralNetClassifier", "DPNeuralNetRegressor", "DefaultMLP"]
 
@@ -1283,13 +1291,20 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
     after the count) and predicts it for every row, with a
     ``UserWarning`` naming the ``n epsilon`` the net would need.  The
     released median is ``target_centre_`` (shape ``(n_outputs,)``),
-    ``n_steps_`` is then 0 and no input scaling is released.
+    ``n_steps_`` is then 0 and no input scaling is released.  The same
+    fallback is taken where the trained net's target map (below) cannot be
+    located within half of epsilon.
 
-    Where the default net trains, the same median, released at a small
-    share of epsilon (the smallest that locates it, at least 2 %, none
-    above 25 %: public ``n`` and ``epsilon`` only; :doc:`/nn`, "The trained
-    net's starting centre"), is the output layer's starting bias and is
-    kept in ``target_centre_``; None when no median was released.
+    Where the default net trains, the same median and a private spread
+    (the median absolute deviation from it, times 1.4826), released at a
+    small share of epsilon (the smallest that locates both, at least 2 %,
+    at most half: public ``n`` and ``epsilon`` only; below that share the
+    fit predicts the constant, warned), map the target: the net trains on
+    ``(y - c) K / s`` with ``K`` from the plan's public noise, and the map
+    is folded back into the output layer, so the target's units do not
+    change the fit (:doc:`/nn`, "The trained net's target map").  They are
+    kept in ``target_centre_`` and ``target_scale_``; None when none was
+    released (a module or width given by the user).
 
     See Also
     --------
@@ -1322,7 +1337,7 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
 
     #: skorch's regressor also keeps ``y_ndim_``, the number of dimensions of
     #: ``y`` (its shape, public like ``n_features_in_``).
-    _released_attributes = _NET_RELEASED_ATTRIBUTES | {"y_ndim_", "target_centre_"}
+    _released_attributes = _NET_RELEASED_ATTRIBUTES | {"y_ndim_", "target_centre_", "target_scale_"}
 
     def __init__(
         self,
@@ -1391,9 +1406,9 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         return y.shape[1]
 
     def _prepare_inputs(self, state, data):
-        # None unless the fallback or the trained net's centre releases it.
-        self.target_centre_ = None
-        state.target_offset = None
+        # None unless the fallback or the trained net's centre (and spread) releases it.
+        self.target_centre_ = self.target_scale_ = None
+        state.target_offset = state.target_map = None
         X = super()._prepare_inputs(state, data)
         if state.constant is None and data.default_sizes is not None and self.train_split is None:
             self._release_target_offset(state, data.y)
@@ -1408,25 +1423,29 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         )
 
     def _release_target_offset(self, state, y):
-        """Release the trained default net's starting centre: a private median per target column.
+        """Release the trained default net's target map: a private median and spread per target column.
 
-        At :func:`~skdp.nn._constant.centre_epsilon` of the public size
-        (declared or the noisy count) and ``epsilon``, on the fit's ledger
-        before the steps are calibrated: with the noisy count the staged
-        filter calibrates the steps to what the count, the input scaling
-        and the centre leave; with a declared size the plan's noise is
-        calibrated again here over the same releases (the data's shape,
-        public, fixes the number of columns).  ``_plan_training`` adds the
-        centre to the output layer's bias, so ``predict`` needs no map.
-        Nothing is released for a module or width given by the user.
+        Both at :func:`~skdp.nn._constant.centre_epsilon` of the public size
+        (declared or the noisy count), ``epsilon`` and ``2 k`` releases, on
+        the fit's ledger before the steps are calibrated: with the noisy
+        count the staged filter calibrates the steps to what the count, the
+        input scaling and these leave; with a declared size the plan's noise
+        is calibrated again here over the same releases (the data's shape,
+        public, fixes the number of columns).  ``_plan_training`` maps the
+        target to the scale the net trains at and ``_fit_private`` folds the
+        map back into the output layer (:mod:`skdp.nn._target`), so
+        ``predict`` needs no map.  Nothing is released for a module or width
+        given by the user.
         """
         if not self._is_default_net():
             return
         n_public = self._public_size(state, y.shape[0])
-        epsilon = centre_epsilon(n_public, self.epsilon, y.shape[1])
+        epsilon = centre_epsilon(n_public, self.epsilon, 2 * y.shape[1], MAX_MAP_SHARE)
         if epsilon is None:
             return
         self.target_centre_ = release_target_median(y, n_public, epsilon, state.rng, state.ledger)
+        spread = release_target_spread(y, self.target_centre_, n_public, epsilon, state.rng, state.ledger)
+        self.target_scale_ = MAD_TO_SD * spread
         state.target_offset = self.target_centre_
         if self.n_samples != "auto":
             plan = state.dpsgd_plan
@@ -1441,12 +1460,25 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
             )
 
     def _plan_training(self, state, dataset):
-        if state.constant is None and getattr(state, "target_offset", None) is not None:
-            # The net starts at the released centre (post-processing of it).
-            with torch.no_grad():
-                bias = self.module_.output.bias
-                bias.add_(torch.as_tensor(state.target_offset, dtype=bias.dtype, device=bias.device))
         super()._plan_training(state, dataset)
+        if state.constant is None and state.target_offset is not None:
+            # The net trains on (y - c) K / s, K from the plan's public noise (_target.training_scale).
+            options = DPNormOptions.of(self)
+            clip = options.clip_norm_max if options.selected else options.clip_norm
+            scale = training_scale(
+                self.lr_, state.noise_multiplier, clip, state.dpsgd_plan.n_steps, self.batch_size_
+            )
+            factor = np.maximum(self.target_scale_, np.finfo(np.float32).tiny) / scale
+            dataset.y = ((np.asarray(dataset.y, dtype=np.float64) - self.target_centre_) / factor).astype(
+                np.float32
+            )
+            state.target_map = (self.target_centre_, factor)
+
+    def _fit_private(self, data, plan, rng, ledger):
+        super()._fit_private(data, plan, rng, ledger)
+        target_map = getattr(self._dp_fit, "target_map", None)
+        if target_map is not None:
+            fold_output(self.module_.output, *target_map)
 
     def _predicts_constant(self, n_public, n_features, n_outputs):
         """The public rule of :func:`~skdp.nn._defaults.trains_default_net` for the default net.
@@ -1457,21 +1489,26 @@ class DPNeuralNetRegressor(_DPNeuralNetMixin, NeuralNetRegressor):
         declared size or the released count, epsilon, delta, the shape),
         what ``n epsilon`` the net would need.
         """
-        if not self._is_default_net() or trains_default_net(
-            n_public, n_features, n_outputs, self.epsilon, self.delta
+        # The net's target map needs a centre and a spread located (_release_target_offset).
+        if not self._is_default_net() or (
+            trains_default_net(n_public, n_features, n_outputs, self.epsilon, self.delta)
+            and centre_epsilon(n_public, self.epsilon, 2 * n_outputs, MAX_MAP_SHARE) is not None
         ):
             return False
         scale = math.sqrt(2.0 * math.log(1.0 / self.delta))
-        needed = min_training_rho(n_features, n_outputs) * scale
+        snr, spread = min_training_rho(n_features, n_outputs) * scale, spread_n_epsilon(n_outputs)
+        needed = max(snr, spread)
         size = "declared n_samples" if self.n_samples != "auto" else "noisy count of the rows"
         warnings.warn(
             f"{type(self).__name__}: n * epsilon = {n_public * self.epsilon:.3g} (n = {int(n_public)}, the "
-            f"{size}) is below {needed:.3g}, what the narrowest default net ({MIN_WIDTH} hidden units on "
-            f"{n_features} features and {n_outputs} targets) needs at delta={self.delta:g} for a "
-            f"signal-to-noise ratio of {MIN_TRAIN_SNR:g} (below it a trained net scores below a constant "
-            "on most data); the model predicts a private median of the target (a constant, "
-            f"target_centre_) instead. Raise epsilon to at least {needed / n_public:.3g} with this many rows "
-            "to train the net, or set module__hidden_units to train one anyway.",
+            f"{size}) is below {needed:.3g}, what the default net needs: {snr:.3g} for the narrowest net "
+            f"({MIN_WIDTH} hidden units on {n_features} features and {n_outputs} targets) to reach a "
+            f"signal-to-noise ratio of {MIN_TRAIN_SNR:g} at delta={self.delta:g}, and {spread:.3g} to locate "
+            "the target's centre and spread (the scale it trains at) within half of epsilon; below "
+            "that a trained net scores below a constant on most data, so the model predicts a private "
+            f"median of the target (a constant, target_centre_) instead. Raise epsilon to at least "
+            f"{needed / n_public:.3g} with this many rows to train the net, or set module__hidden_units to "
+            "train one anyway.",
             UserWarning,
             stacklevel=_user_stacklevel(),
         )

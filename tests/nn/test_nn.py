@@ -1252,7 +1252,13 @@ def test_regressor_predicts_a_private_median_where_the_public_rule_says_no_net_t
     rule = [trains_default_net(n, 10, 1, e, DELTA) for n in (100, 300, 1000) for e in (0.1, 0.3, 1, 3)]
     assert rule == [False, False, False, True, False, False, True, True, False, True, True, True]
     X, y = _fallback_data()
-    with pytest.warns(UserWarning, match=r"n \* epsilon = 60 .* below 115,.*at least 0\.96"):
+    from skdp.nn._constant import spread_n_epsilon
+
+    # The target's centre and spread (two medians within half of epsilon) need more: about 161.
+    assert spread_n_epsilon(1) == pytest.approx(161.4, abs=0.1)
+    with pytest.warns(
+        UserWarning, match=r"n \* epsilon = 60 .* below 161,.*115 for the narrowest.*at least 1\.34"
+    ):
         net = DPNeuralNetRegressor(epsilon=0.5, n_samples=120, random_state=0).fit(X, y)
     assert net.n_steps_ == 0 and net.max_epochs_ == 0 and net.noise_multiplier_ is None
     assert net.input_centre_ is None and net.target_centre_.shape == (1,)
@@ -1281,6 +1287,41 @@ def test_regressor_predicts_a_private_median_where_the_public_rule_says_no_net_t
     trained = DPNeuralNetRegressor(epsilon=20.0, n_samples=120, max_epochs=1, random_state=0).fit(X, y)
     # The trained default net starts at a private median (at 2 % of epsilon here).
     assert trained.target_centre_.shape == (1,) and trained.n_steps_ > 0
+
+
+def test_trained_regressor_is_equivariant_to_the_target_units():
+    """The default net trains on (y - c) K / s and folds the map back: the target's units do not matter.
+
+    Until 2026-11-28 the net trained on the raw target, whose units set the
+    output noise's share: a target of standard deviation 0.33 scored R^2 -7
+    at eps 1 (an unseen Friedman set), the same rows times 100 +0.14.  The
+    centre and spread are exponential-mechanism medians over the core's log
+    grid (50 points per decade), so a target scaled by 100 or 0.01 has its
+    cells, its draws and its releases scaled exactly: the same net, its
+    predictions scaled by the same factor.
+    """
+    rng = np.random.default_rng(2)
+    n, d = 800, 4
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = (1.3 + 0.3 * np.tanh(X @ np.array([1.0, -0.5, 0.3, 0.0])) + 0.05 * rng.normal(size=n)).astype(
+        np.float32
+    )
+    fits = {}
+    for factor in (0.01, 1.0, 100.0):
+        fits[factor] = DPNeuralNetRegressor(epsilon=1.0, n_samples=600, random_state=0).fit(
+            X[:600], (factor * y[:600]).astype(np.float32)
+        )
+    base = fits[1.0]
+    # The target scale is about the target's standard deviation (its median absolute deviation x 1.4826).
+    assert 0.5 * y[:600].std() < base.target_scale_[0] < 2.0 * y[:600].std()
+    for factor, net in fits.items():
+        np.testing.assert_allclose(net.target_scale_, factor * base.target_scale_, rtol=1e-5)
+        # The targets differ in their last float32 bits, which hundreds of noisy steps amplify a
+        # little: within 5 % of the target's spread (on the raw target the nets differed by all of it).
+        gap = np.max(np.abs(net.predict(X[600:]) - factor * base.predict(X[600:])))
+        assert gap <= 0.05 * factor * y[:600].std(), (factor, gap)
+    # Above the constant (about .6 without noise); on the raw target at this scale, far below it.
+    assert base.score(X[600:], y[600:]) > 0.0
 
 
 def test_the_fallback_median_is_drawn_at_its_accounted_epsilon():
@@ -1351,23 +1392,25 @@ def test_trained_regressor_centre_is_on_the_ledger_at_its_epsilon():
     for n_samples in (n, "auto"):
         net = DPNeuralNetRegressor(epsilon=10.0, n_samples=n_samples, max_epochs=1, random_state=0).fit(X, y)
         size = n if n_samples == n else net.noisy_n_samples_
+        # The centre and the spread (the target map, since 2026-11-28): two medians at the
+        # epsilon of 2 k releases (here the locating one, as for k releases).
+        assert centre_epsilon(size, 10.0, 2, 0.5) == centre_epsilon(size, 10.0, 1)
         centres = [
             e
             for e in net.privacy_ledger_.events
-            if isinstance(e, PureDPEvent) and e.epsilon == centre_epsilon(size, 10.0, 1)
+            if isinstance(e, PureDPEvent) and e.epsilon == centre_epsilon(size, 10.0, 2, 0.5)
         ]
-        assert (
-            len(centres) == 1 and centres[0].neighbouring == ADD_REMOVE and net.target_centre_.shape == (1,)
-        )
+        assert len(centres) == 2 and all(e.neighbouring == ADD_REMOVE for e in centres)
+        assert net.target_centre_.shape == (1,) and net.target_scale_.shape == (1,)
         spent = compose(net.privacy_ledger_.events, DELTA, net.composition)
         # A declared size reports the ledger's composition; the noisy count's
         # staged filter its guarantee, which covers it.
         assert spent.epsilon <= net.privacy_spent_.epsilon * (1 + 1e-9) <= 10.0 * (1 + 1e-9) ** 2
         if n_samples == n:
             assert net.privacy_spent_.epsilon == pytest.approx(spent.epsilon, rel=1e-9)
-    # A module or a width given by the user: no centre.
+    # A module or a width given by the user: no centre, no scale.
     given = DPNeuralNetRegressor(epsilon=10.0, n_samples=n, module__hidden_units=8, max_epochs=1).fit(X, y)
-    assert given.target_centre_ is None
+    assert given.target_centre_ is None and given.target_scale_ is None
 
     low, high = 1.01, 9.5
     y = np.r_[np.full(80, low), np.full(40, high)].astype(np.float32)
