@@ -38,9 +38,14 @@ _MAX_AUTO_LEVEL = 0.25
 _MIN_FEATURE_LEVEL = 0.05
 #: The ``"histogram"`` layout is used where a column holding this share of its
 #: rows in one log bin is located (:func:`~skdp.privacy.quantiles.can_locate_columns`):
-#: the DP nets' rule for their per-column input boxes (``docs/nn.md``), where a
-#: half released boxes whose noise cost more than one shared scale lost.
-_HISTOGRAM_SHARE_IN_BIN = 0.25
+#: the scalers' margin, a column whose values lie in two log bins.  The DP nets
+#: ask twice that (a quarter), because their alternative, one centred scale, lost
+#: less than the boxes' noise cost near the margin; DP-SEP's alternative is the
+#: shared box ``[-S, S]``, not centred, and at a half every regression set of the
+#: zoo and of ``--unseen 2026`` to ``2029`` scored as well or better than at a
+#: quarter (friedman-2000x10 at eps 1 .336 -> .696, unseen2026 regression-796x11
+#: at eps 3 .004 -> .703; ``docs/bnn.md``).
+_HISTOGRAM_SHARE_IN_BIN = 0.5
 
 
 def auto_bound_levels(n_samples, bound_epsilon, n_candidates):
@@ -130,7 +135,7 @@ def auto_bounds_layout(n_samples, n_features, feature_auto, target_auto, epsilon
       for the histograms, a quarter per target quantile (all of it for the
       histograms when the target's bounds are declared); ``histogram(part)``
       gives the histograms' plan at that part of the share.  Used where a
-      column with a quarter of its rows in one log bin is located at this
+      column with half of its rows in one log bin is located at this
       ``n``, ``d`` and noise (:data:`_HISTOGRAM_SHARE_IN_BIN`) and the
       target's quantiles are located;
     * ``"columns"``: the ``q`` and ``1 - q`` quantiles of every feature column
@@ -149,8 +154,8 @@ def auto_bounds_layout(n_samples, n_features, feature_auto, target_auto, epsilon
     (:func:`auto_bound_levels`) grows with ``k``: with 10 features the
     per-column quantiles need about 7 times the rows of the pooled box.
     The histograms' noise grows as ``sqrt(d)`` instead (one vector release
-    for all columns), so they locate every column's own range with 2.5 to
-    10 times fewer rows than ``"columns"`` (d = 4 to 27, eps 1 to 10).  Where
+    for all columns), so they locate every column's own range with 3 to 13
+    times fewer rows than ``"columns"`` (d = 4 to 27, eps 1 to 10).  Where
     both locate, the histograms' box scored as well or better (3 seeds,
     every regression set of ``benchmarks/zoo.py`` and of its ``--unseen``
     seeds 2026-2029, ``docs/bnn.md``): an unseen 2,287 x 4 Friedman set with

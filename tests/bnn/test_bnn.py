@@ -678,8 +678,8 @@ def test_auto_bounds_pool_the_features_where_columns_cannot_be_located():
     assert _bounds.auto_bounds_layout(10_000, 10, True, True, per_release(5.0))[:2] == ("columns", 22)
     # Only the target "auto": nothing to pool.
     assert _bounds.auto_bounds_layout(20, 10, False, True, per_release(5.0))[0] is None
-    # 180 rows: the features' histograms (the "histogram" layout, next test) need about 220.
-    X, y = _linear_data(n=180, d=10)
+    # 100 rows: the features' histograms (the "histogram" layout, next test) need about 110.
+    X, y = _linear_data(n=100, d=10)
     y = 3.0 * y + 20.0
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
@@ -714,11 +714,11 @@ def test_auto_feature_box_from_the_core_histograms_between_columns_and_pooled():
 
     Public n, d and epsilon only: at 10 features and eps 10 the per-column
     quantiles need about 1,000 rows, the histograms (half the bounds'
-    share, a quarter per target quantile) about 220, the pooled box fewer;
+    share, a quarter per target quantile) about 110, the pooled box fewer;
     more rows never step back (nothing -> pooled -> histograms), and the
     histograms are kept at every larger n.
     """
-    assert _histogram_layout(180, 10, 10.0)[:2] == ("pooled", 3)
+    assert _histogram_layout(100, 10, 10.0)[:2] == ("pooled", 3)
     layout, n_target, target_eps, plan = _histogram_layout(400, 10, 10.0)
     assert (layout, n_target) == ("histogram", 2) and target_eps == pytest.approx(5.0 / 4)
     assert plan.share == pytest.approx(0.25) and plan.n_features == 10
@@ -752,7 +752,7 @@ def test_auto_feature_histograms_give_small_columns_their_own_box():
     Z = rng.normal(size=(n, d))
     y = Z[:, :6] @ np.array([1.0, 0.5, -1.0, 0.0, 0.7, 0.0]) + 0.1 * rng.normal(size=n)
     X = Z * scales + 3.0 * scales
-    # 350 rows of 12 columns at eps 10: 26 quantiles need about 490 rows, the histograms 240.
+    # 350 rows of 12 columns at eps 10: 26 quantiles need about 490 rows, the histograms 120.
     model = DPSEPRegressor(n_epochs=10, epsilon=10.0, random_state=0).fit(X[:350], y[:350])
     events = model.privacy_ledger_.events
     assert [type(e) for e in events[:4]] == [GaussianEvent, GaussianEvent, PureDPEvent, PureDPEvent]
