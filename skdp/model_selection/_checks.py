@@ -58,9 +58,19 @@ def check_search_params(search):
         )
     if not (isinstance(search.verbose, numbers.Integral) and search.verbose >= 0):
         raise ValueError(f"verbose must be an integer >= 0, got {search.verbose!r}.")
-    if search.scoring not in (None, "accuracy", "score_samples") and not callable(search.scoring):
+    if search.scoring not in (None, "accuracy", "neg_squared_error", "score_samples") and not callable(
+        search.scoring
+    ):
         raise ValueError(
-            f"scoring must be None, 'accuracy', 'score_samples' or a callable, got {search.scoring!r}."
+            "scoring must be None, 'accuracy', 'neg_squared_error', 'score_samples' or a callable, "
+            f"got {search.scoring!r}."
+        )
+    if search._scoring() == "score_samples" and not hasattr(search.estimator, "score_samples"):
+        # Refused before the reservation: the trials would fail after it.
+        raise ValueError(
+            f"scoring={search.scoring!r} scores each held-out row by the estimator's score_samples, which "
+            f"{type(search.estimator).__name__} does not have: pass scoring='accuracy', "
+            "'neg_squared_error' or a callable scoring(estimator, X, y) returning one score per row."
         )
     if search._scoring() != "accuracy":
         bounds = search.score_bounds

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier, is_regressor
 from sklearn.model_selection import ParameterGrid, ParameterSampler
 from sklearn.utils import _safe_indexing
 from sklearn.utils.metaestimators import available_if
@@ -164,7 +164,9 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
 
     def _scoring(self):
         if self.scoring is None:
-            return "accuracy" if is_classifier(self.estimator) else "score_samples"
+            if is_classifier(self.estimator):
+                return "accuracy"
+            return "neg_squared_error" if is_regressor(self.estimator) else "score_samples"
         return self.scoring
 
     def _shape(self):
@@ -571,6 +573,12 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
             rows = np.asarray(model.predict(X) == np.asarray(y), dtype=float)
         elif scoring == "score_samples":
             rows = np.asarray(model.score_samples(X), dtype=float)
+        elif scoring == "neg_squared_error":
+            # Minus the row's squared error, summed over the target's columns.
+            error = np.asarray(y, dtype=float).reshape(len(y), -1) - np.asarray(
+                model.predict(X), dtype=float
+            ).reshape(len(y), -1)
+            rows = -np.sum(error * error, axis=1)
         else:
             rows = np.asarray(scoring(model, X, y), dtype=float)
         if rows.shape != (self._n_validation,):
@@ -679,10 +687,12 @@ class DPGridSearchCV(_BaseDPSearch):
         ``best_score_ = nan``).
     validation_fraction : float, default=0.2
         Share of the rows held out for the scores.
-    scoring : None, "accuracy", "score_samples" or callable, default=None
+    scoring : None, "accuracy", "neg_squared_error", "score_samples" or callable, default=None
         Per-row validation score: ``"accuracy"`` (bounds ``(0, 1)``, the
-        default for classifiers), ``"score_samples"`` (the estimator's
-        per-row ``score_samples``, the default otherwise), or
+        default for classifiers), ``"neg_squared_error"`` (minus the row's
+        squared error, summed over the target's columns; the default for
+        regressors), ``"score_samples"`` (the estimator's per-row
+        ``score_samples``, the default otherwise), or
         ``scoring(estimator, X, y)`` returning one score per row.
     score_bounds : (float, float), default=None
         Declared range of the per-row score (required unless ``"accuracy"``);
@@ -856,9 +866,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         returned with ``best_score_ = nan``).
     validation_fraction : float, default=0.2
         Share of the rows held out for the scores.
-    scoring : None, "accuracy", "score_samples" or callable, default=None
+    scoring : None, "accuracy", "neg_squared_error", "score_samples" or callable, default=None
         Per-row validation score: ``"accuracy"`` (the default for
-        classifiers), ``"score_samples"`` (the default otherwise), or
+        classifiers), ``"neg_squared_error"`` (the default for regressors),
+        ``"score_samples"`` (the default otherwise), or
         ``scoring(estimator, X, y)`` returning one score per row.
     score_bounds : (float, float), default=None
         Declared range of the per-row score (required unless ``"accuracy"``);

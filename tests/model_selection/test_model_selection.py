@@ -445,6 +445,46 @@ def test_dp_sgd_nets_can_be_searched():
     assert search.predict(X[:4]).shape == (4,)
 
 
+@pytest.mark.slow  # about 18 s: the search's plan runs 24 dry DP-SEP fits, each costing RDP curves
+def test_a_regressor_is_searched_by_its_squared_error_by_default():
+    """scoring=None on a DP regressor: minus each held-out row's squared error, clipped to score_bounds.
+
+    Until 2026-11-28 the default for every non-classifier was score_samples,
+    which the regressors do not have: the search failed after its
+    reservation.  Now the regressors' default is "neg_squared_error", and a
+    search whose resolved scoring the estimator cannot compute is refused
+    before anything is charged.
+    """
+    from skdp.bnn import DPSEPRegressor
+    from skdp.preprocessing import DPStandardScaler
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(400, 3))
+    y = X @ np.array([1.0, -0.5, 0.25]) + 0.1 * rng.normal(size=400)
+    # Without replacement: the search accounts its trials by RDP (Poisson batches under replace-one have no RDP curve).
+    model = DPSEPRegressor(
+        n_epochs=2, feature_bounds=(-1.0, 1.0), target_bounds=(-3.0, 3.0), sampling="without_replacement"
+    )
+    search = DPGridSearchCV(
+        model, {"n_epochs": [1, 2]}, epsilon=4.0, n_trials_mean=1.5, score_bounds=(-4.0, 0.0), random_state=0
+    ).fit(X, y)
+    assert search._scoring() == "neg_squared_error"
+    assert -4.0 <= search.best_score_ <= 0.0 and search.privacy_spent_.epsilon <= 4.0 * (1 + 1e-9)
+    assert search.score(X, y) > 0.5  # the refitted model's R^2 (about .9)
+    # An estimator without score_samples and no scoring: refused, nothing charged.
+    budget = BudgetAccountant(epsilon=10.0, delta=1e-4)
+    refused = DPGridSearchCV(
+        DPStandardScaler(bounds=(-1.0, 1.0)),
+        {"epsilon": [1.0]},
+        epsilon=4.0,
+        score_bounds=(-1.0, 1.0),
+        accountant=budget,
+    )
+    with pytest.raises(ValueError, match="scoring=None .* score_samples"):
+        refused.fit(X)
+    assert budget.spent.epsilon == 0.0 and not budget.entries
+
+
 def test_a_searched_net_gets_the_per_column_input_boxes_of_a_net_fitted_alone():
     """A search declares ``n_samples`` (its split sizes); the net's plan still reads X's width.
 
@@ -470,7 +510,11 @@ def test_a_searched_net_gets_the_per_column_input_boxes_of_a_net_fitted_alone():
     X = (Z * scales + 3 * scales).astype(np.float32)
     net = DPNeuralNetClassifier(classes=[0, 1], verbose=0)
     search = DPGridSearchCV(
-        make_pipeline(net), {"dpneuralnetclassifier__max_epochs": [2]}, epsilon=6.0, n_trials_mean=1.5, random_state=0
+        make_pipeline(net),
+        {"dpneuralnetclassifier__max_epochs": [2]},
+        epsilon=6.0,
+        n_trials_mean=1.5,
+        random_state=0,
     )
     search.fit(X[:4000], y[:4000])
     best = search.best_estimator_[-1]
