@@ -445,7 +445,6 @@ def test_dp_sgd_nets_can_be_searched():
     assert search.predict(X[:4]).shape == (4,)
 
 
-@pytest.mark.slow  # about 18 s: the search's plan runs 24 dry DP-SEP fits, each costing RDP curves
 def test_a_regressor_is_searched_by_its_squared_error_by_default():
     """scoring=None on a DP regressor: minus each held-out row's squared error, clipped to score_bounds.
 
