@@ -188,7 +188,18 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
             # A composite (a DPPipeline) keeps its own: its ledger composes
             # steps of several relations (a scaler's replace-one, a net's
             # add/remove converted), which only "pld" accounts tightly.
+            own = inner.get_params()["composition"]
             inner.set_params(composition="rdp")
+            try:
+                # The estimator's own checks of its parameters (public,
+                # nothing reserved): an estimator whose releases have no RDP
+                # curve under its settings refuses "rdp" here (DP-SEP's
+                # default Poisson batches under replace-one). It then
+                # calibrates its trials under its own composition; the
+                # search still accounts them in RDP, through _searched.
+                getattr(inner, "_check_params", lambda: None)()
+            except ValueError:
+                inner.set_params(composition=own)
         return inner
 
     def _searched(self, event):

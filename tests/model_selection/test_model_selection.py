@@ -484,6 +484,40 @@ def test_a_regressor_is_searched_by_its_squared_error_by_default():
     assert budget.spent.epsilon == 0.0 and not budget.entries
 
 
+def test_dpsep_with_its_default_poisson_batches_can_be_searched():
+    """DP-SEP's default batches (Poisson, replace-one) have no RDP curve: its trials calibrate under its own "pld".
+
+    Until 2026-11-28 the search set every trial to composition="rdp", which
+    DP-SEP refuses for Poisson batches: a search over a default DP-SEP failed
+    in its plan. The search still accounts the trials in RDP, each Poisson
+    step as a WeakTrianglePoissonEvent (the bound through an intermediate
+    dataset), within its budget.
+    """
+    from skdp.bnn import DPSEPRegressor
+    from skdp.privacy.events import WeakTrianglePoissonEvent
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(1000, 3))
+    y = X @ np.array([1.0, -0.5, 0.25]) + 0.1 * rng.normal(size=1000)
+    model = DPSEPRegressor(n_epochs=2, feature_bounds=(-1.0, 1.0), target_bounds=(-3.0, 3.0))
+    assert model.sampling == "poisson"
+    search = DPGridSearchCV(model, {"n_epochs": [1, 2]}, epsilon=4.0, score_bounds=(-4.0, 0.0), random_state=0)
+    search.fit(X, y)
+    assert search.privacy_spent_.epsilon <= 4.0 * (1 + 1e-9)
+    assert search.best_estimator_.composition == "pld"
+    assert any(isinstance(e, WeakTrianglePoissonEvent) for e in search.privacy_ledger_.events)
+    assert search.score(X, y) > 0.5  # the refitted model's R^2 (about .95)
+    # An estimator that can calibrate by RDP still does (the cheaper currency).
+    wor = DPGridSearchCV(
+        clone(model).set_params(sampling="without_replacement"),
+        {"n_epochs": [1]},
+        epsilon=4.0,
+        score_bounds=(-4.0, 0.0),
+    )
+    assert wor._inner_estimator().composition == "rdp"
+    assert search._inner_estimator().composition == "pld"
+
+
 def test_a_searched_net_gets_the_per_column_input_boxes_of_a_net_fitted_alone():
     """A search declares ``n_samples`` (its split sizes); the net's plan still reads X's width.
 
