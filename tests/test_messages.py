@@ -143,6 +143,14 @@ def test_pipeline_delta_defaults_to_the_estimators_default_when_only_epsilon_is_
     ("params", "cause"),
     [
         ({"epsilon": 1e-9}, "epsilon=1e-09, delta=1e-05 under 'pld' composition: epsilon is too small"),
+        # Basic composition of a few hundred without-replacement steps: each
+        # step's RDP conversion on its own share of delta has a floor no
+        # noise lowers (until 2026-11-28 the message said to raise epsilon
+        # as if noise could reach it).
+        (
+            {"composition": "basic", "sampling": "without_replacement"},
+            "whatever the noise (each of its uses is converted to (epsilon, delta) on its own share of delta",
+        ),
     ],
 )
 def test_calibration_failure_names_the_parameter_and_the_cause(params, cause):
@@ -153,6 +161,23 @@ def test_calibration_failure_names_the_parameter_and_the_cause(params, cause):
     with pytest.raises(ValueError, match="No noise level meets") as failed:
         model.fit(X, X[:, 0])
     assert cause in str(failed.value) and "nan" not in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    ("sampling", "remedy"),
+    [
+        ("poisson", "use composition='pld' (or sampling='without_replacement' for 'rdp')"),
+        ("without_replacement", "use composition='rdp' (or 'pld', which composes these batches by RDP)"),
+    ],
+)
+def test_dpsep_names_a_remedy_that_applies_to_its_sampling(sampling, remedy):
+    from skdp.bnn import DPSEPRegressor
+
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    model = DPSEPRegressor(composition="zcdp", sampling=sampling, feature_bounds=(-3.0, 3.0), target_bounds=(-3.0, 3.0))
+    with pytest.raises(ValueError, match="cannot account DP-SEP") as refused:
+        model.fit(X, X[:, 0])
+    assert remedy in str(refused.value)
 
 
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])

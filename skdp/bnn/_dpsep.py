@@ -647,10 +647,14 @@ class DPSEPRegressor(DPEstimatorMixin, RegressorMixin, BaseEstimator):
             try:
                 accountant_for(probe, self.composition)
             except ValueError:
+                remedy = (
+                    "use composition='rdp' (or 'pld', which composes these batches by RDP)"
+                    if self.sampling == "without_replacement"
+                    else "use composition='pld' (or sampling='without_replacement' for 'rdp')"
+                )
                 raise ValueError(
                     f"composition={self.composition!r} cannot account DP-SEP's {self.sampling!r} batches "
-                    "under replace-one neighbours; use composition='pld' (or "
-                    "sampling='without_replacement' for 'rdp')."
+                    f"under replace-one neighbours; {remedy}."
                 ) from None
         elif self.accountant is not None:
             raise ValueError(

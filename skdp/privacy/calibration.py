@@ -97,16 +97,49 @@ def _explain_failure(calibrate):
                     "the smallest noise it would allow); use a delta well below 1/n_samples, e.g. 1e-5"
                 )
             else:
-                cause = (
-                    "epsilon is too small: the noise needed is beyond what can be computed (over 1e12 "
-                    "times the sensitivity), so the fit would release noise only; raise epsilon"
-                )
+                floor = math.nan
+                if composition in ("basic", "advanced"):
+                    floor = _cost_floor(make_events, delta, composition, args, kwargs)
+                if math.isfinite(floor) and floor > epsilon:
+                    # Basic and advanced composition convert each use on its
+                    # own share of delta: with thousands of uses (DP-SEP's
+                    # steps) that conversion has a floor no noise lowers.
+                    cause = (
+                        f"this plan costs at least epsilon={floor:.3g} under {composition!r} composition "
+                        "whatever the noise (each of its uses is converted to (epsilon, delta) on its own "
+                        "share of delta, and that conversion has a floor); use composition='pld' (or "
+                        "'rdp'), or raise epsilon above it"
+                    )
+                else:
+                    cause = (
+                        "epsilon is too small: the noise needed is beyond what can be computed (over 1e12 "
+                        "times the sensitivity), so the fit would release noise only; raise epsilon"
+                    )
             raise ValueError(
                 f"No noise level meets epsilon={epsilon:g}, delta={delta:g} under {composition!r} "
                 f"composition: {cause}."
             ) from None
 
     return wrapper
+
+
+def _cost_floor(make_events, delta, composition, args, kwargs):
+    """The plan's floor: its cost at a noise multiplier of ``1e9`` where that is no lower than at ``1e6``, else ``nan``.
+
+    Noise that grows a thousandfold lowers a plan's cost by orders of
+    magnitude unless the accountant's per-use conversion has a floor (basic
+    and advanced composition of many subsampled uses, each converted on its
+    own share of delta).
+    """
+    neighbouring = kwargs.get("neighbouring", args[0] if args else REPLACE_ONE)
+    try:
+        costs = [
+            compose([e.to_relation(neighbouring) for e in make_events(z)], delta, composition).epsilon
+            for z in (1e6, 1e9)
+        ]
+    except Exception:  # only a better message is at stake: the original cause stands
+        return math.nan
+    return costs[1] if costs[1] > 0.5 * costs[0] else math.nan
 
 
 def _plan_cost(events, delta, composition, pld_interval=None):
