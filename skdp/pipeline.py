@@ -11,6 +11,8 @@ step fitted without DP.  The design and its justification are in
 
 from __future__ import annotations
 
+import numbers
+import sys
 import warnings
 from dataclasses import dataclass
 from numbers import Real
@@ -18,7 +20,7 @@ from numbers import Real
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline, _name_estimators
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 
 from ._random import child_generator
@@ -38,16 +40,21 @@ from .privacy import (
     DEFAULT_COMPOSITION,
     BudgetAccountant,
     PrivacySpent,
+    compose,
     group_guarantee,
 )
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
 from .privacy.ledger import COMPOSITION_CONSTRAINT
+from .privacy.roots import illinois_bracket
 
 #: The pipeline's delta when only its epsilon is given: the default of every skdp estimator.
 DEFAULT_DELTA = 1e-5
 
 #: Relative tolerance of the check that the pipeline spent no more than it reserved.
 _RTOL = 1e-9
+
+#: Relative precision of the composed split's scale (:meth:`DPPipeline._composed_scale`).
+_SPLIT_RTOL = 1e-3
 
 
 def _super_has(name):
@@ -243,7 +250,9 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
        ``FeatureUnion``, a nested ``Pipeline``, any estimator exposing them
        through ``get_params(deep=True)``); they get their share of the pipeline's
        ``(epsilon, delta)`` (:func:`split_budget`: in proportion to their own
-       ``epsilon`` and ``delta``; ``epsilon=None`` keeps each step's own) and,
+       ``epsilon`` and ``delta``, then, with ``split="composed"``, the epsilons
+       scaled up until the steps' dry-run events compose to ``epsilon``:
+       :meth:`_composed_shares`; ``epsilon=None`` keeps each step's own) and,
        with ``random_state`` set, an independent child of one generator each.
        Every step fitted without DP (``StandardScaler``, ``PCA``,
        ``LogisticRegression``, an inner step of a container such as
@@ -300,6 +309,14 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
     composition : {"pld", "rdp", "zcdp", "advanced", "basic"}, default="pld"
         Accountant composing the steps' events into ``privacy_spent_``.  Each
         step calibrates its own noise with its own ``composition``.
+    split : {"composed", "basic"}, default="composed"
+        How ``epsilon`` is split among the DP steps.  ``"basic"``: shares in
+        proportion to the steps' own epsilons that add up to it (their
+        composition is usually well below it).  ``"composed"``: those shares
+        scaled by the largest factor whose steps' events, from dry runs on a
+        stand-in of zeros, compose under ``composition`` to at most
+        ``epsilon`` (:meth:`_composed_shares`; the basic shares where that
+        does not apply, e.g. a step under add/remove neighbours).
     random_state : None, int, RandomState or Generator, default=None
         None: each step keeps its own ``random_state``.  Otherwise one
         generator (:func:`skdp._random.check_generator`) spawns an
@@ -350,6 +367,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         "delta": [Interval(Real, 0, 1, closed="left"), None],
         "accountant": [BudgetAccountant, None],
         "composition": [COMPOSITION_CONSTRAINT],
+        "split": [StrOptions({"composed", "basic"})],
         "random_state": ["random_state", np.random.Generator],
     }
 
@@ -370,6 +388,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         delta=None,
         accountant=None,
         composition=DEFAULT_COMPOSITION,
+        split="composed",
         random_state=None,
         transform_input=None,
         memory=None,
@@ -380,6 +399,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         self.delta = delta
         self.accountant = accountant
         self.composition = composition
+        self.split = split
         self.random_state = random_state
 
     # --- fit, fit_transform, fit_predict: one life cycle ----------------------
@@ -423,7 +443,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
             self._private_fit(X, y, **params)
             return self.__dict__.get("_fit_output")
         finally:
-            for name in ("_fit_method", "_given_steps", "_fit_output"):
+            for name in ("_fit_method", "_given_steps", "_fit_output", "_stand_in"):
                 self.__dict__.pop(name, None)
 
     # --- the template's steps (skdp.base.DPEstimatorMixin) ---------------------
@@ -447,6 +467,13 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
                 continue
             return not isinstance(step, DPEstimatorMixin) or step._accepts_one_dimensional_input()
         return True
+
+    def _check_public_input(self, X, y=None, **params):
+        # The composed split's dry runs (_composed_shares) fit the steps on a
+        # stand-in of zeros of X's public shape: its rows (public under
+        # replace-one, the only relation the composed split is used in) and
+        # columns (a DataFrame's names and count), never a value.
+        self.__dict__["_stand_in"] = _stand_in_for(X, y)
 
     def _check_params(self):
         self._validate_params()
@@ -557,8 +584,9 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         requests = [(step.epsilon, step.delta) for _, step in dp]
         delta = self._resolved_delta(requests)
         shares = split_budget(requests, self.epsilon, delta)
+        shares, public = self._composed_shares(dp, shares, delta)
         for (_, step), (eps, dlt) in zip(dp, shares, strict=True):
-            step.set_params(epsilon=eps, delta=dlt)
+            step.set_params(epsilon=eps, delta=dlt, **public_rows(step, public))
         relations = {step._neighbouring for _, step in dp}
         relation = ADD_REMOVE if relations == {ADD_REMOVE} else REPLACE_ONE
         converted = [
@@ -573,6 +601,79 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
                 request.delta if delta is None else float(delta),
             )
         return steps, dp, relation, request
+
+    def _composed_shares(self, dp, shares, delta):
+        """The basic shares scaled up until the steps' composition spends the request; ``(shares, n_rows)``.
+
+        With ``split="composed"`` the basic split (:func:`split_budget`)
+        leaves budget unspent wherever the steps compose below the sum of
+        their epsilons (three Gaussian releases at 1 each compose to about
+        1.7 at delta 1e-5, not 3). Every step's plan is fixed by its
+        parameters and its input's public shape, so the pipeline dry-runs
+        the steps on a stand-in of zeros (as a private search plans its
+        trials) at shares ``s`` times the basic ones, and keeps the largest
+        ``s`` (within ``_SPLIT_RTOL``) whose events compose, under
+        ``composition``, to at most the requested epsilon at the requested
+        delta (:meth:`_composed_scale`). The real fit is checked against that
+        plan at settlement (``privacy_spent_`` above the hold raises, as for
+        any overspending step).
+
+        The basic shares are kept (``n_rows`` None) where the composed split
+        does not apply, a decision from public quantities only: ``split="basic"``,
+        no pipeline epsilon, fewer than two DP steps, a DP step under
+        add/remove neighbours (its number of rows is not public, and its
+        request is converted by group privacy), ``composition="basic"``, an
+        input whose shape is not public (not an array or DataFrame), or a
+        dry run that fails on the stand-in.  Under replace-one neighbours
+        the number of rows is public: every DP step's ``n_samples="auto"``
+        is declared as it (``n_rows``), in the dry runs and the real fit alike.
+        """
+        stand_in = self.__dict__.get("_stand_in")
+        if (
+            self.split != "composed"
+            or self.epsilon is None
+            or len(dp) < 2
+            or self.composition == "basic"
+            or stand_in is None
+            or any(step._neighbouring != REPLACE_ONE for _, step in dp)
+        ):
+            return shares, None
+        total_delta = float(sum(d for _, d in shares))
+        weights = [e / float(self.epsilon) for e, _ in shares]
+        n_rows = stand_in[0].shape[0]
+
+        def cost(scale):
+            scaled = [(e * scale, d) for e, d in shares]
+            events = self._dry_events(scaled, stand_in, n_rows)
+            return compose(list(events), total_delta, self.composition).epsilon
+
+        try:
+            scale = _composed_scale(cost, float(self.epsilon), 1.0 / max(weights))
+        except Exception:  # a dry run the stand-in cannot take: the basic split (public decision)
+            return shares, None
+        return [(e * scale, d) for e, d in shares], n_rows
+
+    def _dry_events(self, shares, stand_in, n_rows):
+        """The events the DP steps record when fitted at ``shares`` on the stand-in (zeros of the public shape)."""
+        steps = [
+            (name, step if step is None or isinstance(step, str) else clone(step))
+            for name, step in self.steps
+        ]
+        dp = [found for name, step in steps for found in dp_estimators_in(name, step)]
+        for (_, step), (eps, dlt) in zip(dp, shares, strict=True):
+            step.set_params(epsilon=eps, delta=dlt, random_state=0, **public_rows(step, n_rows))
+        _ignore_unknown_categories(steps)
+        X0, y0 = stand_in
+        with warnings.catch_warnings():
+            # Warnings about zeros concern no private value (the real fit warns for itself).
+            warnings.simplefilter("ignore")
+            Pipeline(steps).fit(X0, y0)
+        return tuple(
+            event.to_relation(REPLACE_ONE)
+            for step in fitted_dp_estimators(steps)
+            for event in step.privacy_ledger_.events
+            if event.count > 0
+        )
 
     def _resolved_delta(self, requests):
         """``delta``, or its documented default when only ``epsilon`` is given (class docstring)."""
@@ -592,6 +693,76 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
                 PrivacyLeakWarning,
                 stacklevel=_user_stacklevel(),
             )
+
+
+def _stand_in_for(X, y):
+    """Zeros of ``X``'s public shape (a DataFrame's columns kept) and stand-in labels, or None.
+
+    Only the shape and the column names are read (public, as a net reads
+    its input's width); ``y`` only for whether it is given.  None where the
+    shape is not public (a list, an iterator).
+    """
+    shape = getattr(X, "shape", None)
+    if shape is None or len(shape) != 2 or not all(isinstance(k, numbers.Integral) for k in shape):
+        return None
+    n_rows, width = int(shape[0]), int(shape[1])
+    X0 = np.zeros((n_rows, width))
+    pd = sys.modules.get("pandas")  # a DataFrame's column names select a ColumnTransformer's columns
+    if pd is not None and isinstance(X, pd.DataFrame):
+        X0 = pd.DataFrame(X0, columns=X.columns)
+    return X0, (None if y is None else np.zeros(n_rows))
+
+
+def _ignore_unknown_categories(steps):
+    """Let the dry run's one-hot encoders pass the stand-in's zeros (an all-zero row, the same width).
+
+    An encoder with declared categories refuses a 0 it was not given; its
+    output width is fixed by the declaration, which is all the DP steps'
+    plans read of it.
+    """
+    from sklearn.preprocessing import OneHotEncoder
+
+    def walk(obj):
+        if isinstance(obj, OneHotEncoder):
+            obj.set_params(handle_unknown="ignore")
+        if isinstance(obj, BaseEstimator):
+            for value in obj.get_params(deep=True).values():
+                if isinstance(value, OneHotEncoder):
+                    value.set_params(handle_unknown="ignore")
+
+    for _, step in steps:
+        walk(step)
+
+
+def public_rows(step, n_rows):
+    """``n_samples=n_rows`` for a step whose ``n_samples`` is ``"auto"`` (the composed split's public size); else ``{}``."""
+    if n_rows is None:
+        return {}
+    value = step.get_params().get("n_samples")
+    return {"n_samples": int(n_rows)} if isinstance(value, str) and value == "auto" else {}
+
+
+def _composed_scale(cost, epsilon, upper):
+    """The largest ``s`` in ``[1, upper]`` (within ``_SPLIT_RTOL``) with ``cost(s) <= epsilon``; ``cost`` increases in ``s``.
+
+    ``cost(1)`` (the basic split's composition) is at most ``epsilon``;
+    the bracket is searched by the core's Illinois regula falsi on
+    ``z = 1 / s`` (a cost that falls as ``z`` grows), and the returned ``s``
+    is one that was costed and met the target.
+    """
+    if upper <= 1.0 + _SPLIT_RTOL:
+        return 1.0
+    costs = {}
+
+    def cost_of_z(z):
+        if z not in costs:
+            costs[z] = cost(1.0 / z)
+        return costs[z]
+
+    if cost_of_z(1.0 / upper) <= epsilon:
+        return upper
+    _, z = illinois_bracket(cost_of_z, epsilon, 1.0 / upper, 1.0, rtol=_SPLIT_RTOL)
+    return 1.0 / z
 
 
 def _explain_conversion(refused, dp, relation):
@@ -623,6 +794,7 @@ def make_pipeline(
     delta=None,
     accountant=None,
     composition=DEFAULT_COMPOSITION,
+    split="composed",
     random_state=None,
     transform_input=None,
     memory=None,
@@ -634,7 +806,7 @@ def make_pipeline(
     ----------
     *steps : estimators
         The steps, in order (named after their lowercased class names).
-    epsilon, delta, accountant, composition, random_state, transform_input, memory, verbose :
+    epsilon, delta, accountant, composition, split, random_state, transform_input, memory, verbose :
         Those of :class:`DPPipeline`.
 
     Returns
@@ -647,6 +819,7 @@ def make_pipeline(
         delta=delta,
         accountant=accountant,
         composition=composition,
+        split=split,
         random_state=random_state,
         transform_input=transform_input,
         memory=memory,
