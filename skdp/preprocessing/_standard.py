@@ -29,6 +29,7 @@ from ..privacy import (
 from ..privacy.clipping import clip_box
 from ..privacy.quantiles import (
     AUTO_BOUNDS_QUANTILES,
+    LOG2_RANGE,
     announced_histogram_box,
     calibrate_histogram,
     can_locate_columns,
@@ -36,6 +37,26 @@ from ..privacy.quantiles import (
     histogram_mechanism,
     scale_mechanism,
 )
+
+
+def _in_zero_bin(lower, upper):
+    """Columns whose released range lies inside the log grid's zero bin, ``|x| < 2^LOG2_RANGE[0]``.
+
+    Every row the histograms' noise resolved is (about) 0 there: a column
+    of mostly zeros whose other values the noise hid (digits' edge pixels
+    at epsilon 1: 85 % zeros, the rest up to 8, released range
+    ``+-9.5e-07``).  The moments of the rows clipped into that range are
+    those of the zeros, and the scale floored at the noise's
+    (:meth:`DPStandardScaler._fit_private`) is about ``1e-7``, so ``transform``
+    (which does not clip) multiplies the hidden rows by ``1e7``: standard
+    deviations of ``7.8e6`` came out of a column of standard deviation 0.9,
+    and a PCA after it saw nothing else.  Such columns keep the data-free
+    map (mean 0, scale 1), as a column no bin locates.  Post-processing of
+    the released range.
+    """
+    zero = 2.0 ** LOG2_RANGE[0]
+    return np.maximum(np.abs(lower), np.abs(upper)) <= zero
+
 
 #: Sensitivity of each released statistic under replace-one neighbours.  A
 #: value clipped to ``[l, u]`` is mapped to ``t = (x - (l + u) / 2) / (u - l)``
@@ -193,8 +214,10 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
     the column takes a range inside ``[-S, S]`` (the pool's reaching 0, or
     ``[-S, S]`` itself; also where its own bins clearly miss rows, e.g.
     values on both sides of 0), announced by a warning, and its moments
-    are released inside it; only where not even ``S`` is located does the
-    column keep the data-free map (mean 0, scale 1).  A released range is
+    are released inside it; only where not even ``S`` is located, or where
+    the released range lies inside the log grid's zero bin (a column of
+    mostly zeros whose other values the noise hid: :func:`_in_zero_bin`),
+    does the column keep the data-free map (mean 0, scale 1).  A released range is
     never wider than about twice the data's largest magnitude (see
     :class:`DPMinMaxScaler`); a column far smaller than the largest one
     that takes a range from ``S`` can get a scale orders of magnitude too
@@ -456,6 +479,8 @@ class DPStandardScaler(DPEstimatorMixin, OneToOneFeatureMixin, TransformerMixin,
             # A column of zero width (constant, read off the data) has variance 0: scale 1.
             self.var_ = np.where(width > 0, width**2 * var_t, 0.0)
             self.scale_ = np.where(width > 0, np.sqrt(self.var_), 1.0)
+        if located is not None:
+            located = located & ~_in_zero_bin(lower, upper)
         if located is not None and not located.all():
             # "auto" located nothing for these columns (n * epsilon too small):
             # the data-free answer, a map that leaves them unchanged, rather

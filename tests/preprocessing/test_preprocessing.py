@@ -256,6 +256,31 @@ def test_auto_bounds_share_is_the_larger_where_no_column_can_be_located(n, eps, 
     assert est.privacy_spent_.epsilon == pytest.approx(eps, rel=1e-3)
 
 
+def test_a_column_whose_private_range_is_the_zero_bin_keeps_the_identity_map():
+    """Mostly zeros, the rest hidden by the noise: no scale of 1e-7 that transform multiplies the rest by.
+
+    On digits at epsilon 1, 11 pixel columns (85 % to 99.9 % zeros, values
+    up to 15) got a released range inside the log grid's zero bin and a
+    scale of about 1e-7; the transformed columns had standard deviations up
+    to 7.8e6 (a PCA after the scaler saw only them). Those columns now keep
+    the data-free map, mean 0 and scale 1.
+    """
+    from sklearn.datasets import load_digits
+
+    from skdp.privacy.quantiles import LOG2_RANGE
+
+    X = load_digits().data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = DPStandardScaler(epsilon=1.0, random_state=0).fit(X)
+    in_zero = np.maximum(np.abs(est.bounds_[0]), np.abs(est.bounds_[1])) <= 2.0**LOG2_RANGE[0]
+    assert in_zero.sum() >= 5 and np.any(X[:, in_zero] != 0)  # the case: zero-bin ranges over non-zero values
+    np.testing.assert_array_equal(est.mean_[in_zero], 0.0)
+    np.testing.assert_array_equal(est.scale_[in_zero], 1.0)
+    # Every transformed column within a few of its own spread (the raw pixels' sd is at most 6.4 here).
+    assert est.transform(X).std(axis=0).max() < 20.0
+
+
 def test_auto_bounds_run_under_secure_noise():
     # The histograms are Laplace or Gaussian releases: exact samplers exist.
     X = np.random.default_rng(0).normal(size=(300, 2))
