@@ -256,6 +256,24 @@ def test_private_searches_over_a_pipeline_stay_within_their_budget(search):
     assert _no_generator_in(fitted)
 
 
+def test_a_search_fits_its_pipelines_with_the_basic_split_and_loses_nothing():
+    """The search's budget solver scales every trial's and the refit's epsilon until their events meet its budget.
+
+    The pipeline's composed split would repeat that scaling by dry runs
+    inside every one of the search's dry runs (a 3-candidate search: 12.3 s
+    instead of 1.6 s); a search sets split="basic" on its pipeline, and the
+    same seed gives the same search whichever split the pipeline was given.
+    """
+    grid = {"dppca__n_components": [1, 2]}
+    kwargs = dict(epsilon=3.0, score_bounds=(-20.0, 5.0), n_trials_mean=2, random_state=0)
+    composed = DPGridSearchCV(make_pipeline(*_steps()), grid, **kwargs).fit(X)
+    basic = DPGridSearchCV(make_pipeline(*_steps(), split="basic"), grid, **kwargs).fit(X)
+    assert composed._inner_estimator().split == "basic"
+    assert composed.privacy_spent_ == basic.privacy_spent_
+    assert list(composed.privacy_ledger_.events) == list(basic.privacy_ledger_.events)
+    assert composed.best_estimator_.split == "basic"
+
+
 def test_sklearn_grid_search_fits_pipelines_and_warns_once_about_its_selection():
     pipe = make_pipeline(DPStandardScaler(bounds=(0.0, 8.0)), DPGaussianMixture(3, data_norm=4.0, max_iter=5))
     with warnings.catch_warnings(record=True) as caught:

@@ -200,6 +200,15 @@ class _BaseDPSearch(PostFitOwnerMixin, DPEstimatorMixin, MetaEstimatorMixin, Bas
                 getattr(inner, "_check_params", lambda: None)()
             except ValueError:
                 inner.set_params(composition=own)
+        if isinstance(inner, PostFitOwnerMixin) and "split" in inner.get_params(deep=False):
+            # A DPPipeline's composed split scales its steps' shares until
+            # they compose to its epsilon, by dry runs; the search's own
+            # budget solver (_largest_budget) already scales every trial's
+            # and the refit's epsilon until the composed events meet the
+            # search's budget, so the split's dry runs would only repeat it
+            # (a 3-candidate search over scaler + PCA + DP-EM: 12.3 s with
+            # them, 1.6 s without, the same privacy_spent_).
+            inner.set_params(split="basic")
         return inner
 
     def _searched(self, event):
