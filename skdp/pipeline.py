@@ -647,10 +647,23 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
             events = self._dry_events(scaled, stand_in, n_rows)
             return compose(list(events), total_delta, self.composition).epsilon
 
-        try:
-            scale = _composed_scale(cost, float(self.epsilon), 1.0 / max(weights))
-        except Exception:  # a dry run the stand-in cannot take: the basic split (public decision)
-            return shares, None
+        # The scale is a function of the plan alone (the parameters, the
+        # shares and the input's public shape): a refit of the same plan
+        # (another seed, a fold of the same size) reuses it.
+        key = _plan_key(
+            (self.steps, tuple(shares), self.composition, float(self.epsilon), stand_in[0].shape,
+             tuple(getattr(stand_in[0], "columns", ())), stand_in[1] is None)
+        )
+        scale = _SCALES.get(key) if key is not None else None
+        if scale is None:
+            try:
+                scale = _composed_scale(cost, float(self.epsilon), 1.0 / max(weights))
+            except Exception:  # a dry run the stand-in cannot take: the basic split (public decision)
+                return shares, None
+            if key is not None:
+                _SCALES[key] = scale
+                while len(_SCALES) > _SCALES_KEPT:
+                    _SCALES.pop(next(iter(_SCALES)))
         return [(e * scale, d) for e, d in shares], n_rows
 
     def _dry_events(self, shares, stand_in, n_rows):
@@ -740,6 +753,42 @@ def public_rows(step, n_rows):
         return {}
     value = step.get_params().get("n_samples")
     return {"n_samples": int(n_rows)} if isinstance(value, str) and value == "auto" else {}
+
+
+#: Composed-split scales by plan (:func:`_plan_key`), oldest first: a process-wide cache.
+_SCALES: dict = {}
+_SCALES_KEPT = 256
+
+#: Parameters that do not enter a plan: the noise stream and the budget charged.
+_NOT_PLAN = frozenset({"random_state", "accountant"})
+
+
+def _plan_key(obj):
+    """A hashable key of ``obj``'s plan-relevant content, or None where it holds something without one.
+
+    Estimators by class and parameters (``random_state`` and
+    ``accountant`` excepted, which do not change a plan), arrays by shape,
+    dtype and bytes, numbers and strings by value.  Anything else (a
+    callable, an unknown object) gives None: no cache, rather than a key
+    that two different objects could share.
+    """
+    if obj is None or isinstance(obj, bool | int | float | str | np.generic):
+        return (type(obj).__name__, repr(obj))
+    if isinstance(obj, np.ndarray):
+        if obj.dtype == object:
+            return None
+        return ("ndarray", obj.shape, obj.dtype.str, obj.tobytes())
+    if isinstance(obj, list | tuple):
+        keys = tuple(_plan_key(v) for v in obj)
+        return None if any(k is None for k in keys) else (type(obj).__name__, keys)
+    if isinstance(obj, dict):
+        items = tuple((repr(k), _plan_key(v)) for k, v in sorted(obj.items(), key=lambda kv: repr(kv[0])))
+        return None if any(v is None for _, v in items) else ("dict", items)
+    if isinstance(obj, BaseEstimator):
+        params = {k: v for k, v in obj.get_params(deep=False).items() if k not in _NOT_PLAN}
+        inner = _plan_key(params)
+        return None if inner is None else (type(obj).__module__, type(obj).__qualname__, inner)
+    return None
 
 
 def _composed_scale(cost, epsilon, upper):

@@ -130,6 +130,28 @@ def test_the_composed_split_applies_only_where_its_plan_is_public():
     assert all(step.epsilon > 1.1 for _, step in dp) and request.epsilon == 2.0
 
 
+def test_the_composed_scale_is_reused_for_the_same_plan_only(monkeypatch):
+    import skdp.pipeline as module
+
+    calls = []
+    solve = module._composed_scale
+    monkeypatch.setattr(module, "_composed_scale", lambda *a: calls.append(1) or solve(*a))
+    monkeypatch.setattr(module, "_SCALES", {})
+    first = make_pipeline(*_steps(), epsilon=2.0, random_state=0).fit(X)
+    again = make_pipeline(*_steps(), epsilon=2.0, random_state=1).fit(X)  # another seed: the same plan
+    assert len(calls) == 1
+    assert [s.epsilon for _, s in again.steps] == [s.epsilon for _, s in first.steps]
+    make_pipeline(*_steps(), epsilon=2.5, random_state=0).fit(X)  # another epsilon
+    make_pipeline(*_steps(), epsilon=2.0, random_state=0).fit(X[:100])  # another number of rows
+    other = _steps()
+    other[2].set_params(max_iter=6)  # another parameter of a step
+    make_pipeline(*other, epsilon=2.0, random_state=0).fit(X)
+    assert len(calls) == 4
+    # Arrays by content; anything without a faithful key (a callable) is not cached.
+    assert module._plan_key(np.arange(3.0)) != module._plan_key(np.arange(3.0) + 1e-12)
+    assert module._plan_key(FunctionTransformer(np.tanh)) is None
+
+
 def test_epsilon_is_split_in_proportion_to_the_steps_own():
     shares = split_budget([(1.0, 1e-5), (3.0, 3e-5)], 2.0, 4e-6)
     np.testing.assert_allclose(shares, [(0.5, 1e-6), (1.5, 3e-6)], rtol=1e-12)
