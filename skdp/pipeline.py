@@ -45,7 +45,7 @@ from .privacy import (
 )
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
 from .privacy.ledger import COMPOSITION_CONSTRAINT
-from .privacy.roots import illinois_bracket
+from .privacy.roots import illinois_bracket, secant_within
 
 #: The pipeline's delta when only its epsilon is given: the default of every skdp estimator.
 DEFAULT_DELTA = 1e-5
@@ -53,7 +53,7 @@ DEFAULT_DELTA = 1e-5
 #: Relative tolerance of the check that the pipeline spent no more than it reserved.
 _RTOL = 1e-9
 
-#: Relative precision of the composed split's scale (:meth:`DPPipeline._composed_scale`).
+#: The composed split spends at least ``1 - _SPLIT_RTOL`` of the pipeline's epsilon (:func:`_composed_scale`).
 _SPLIT_RTOL = 1e-3
 
 
@@ -313,9 +313,9 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         How ``epsilon`` is split among the DP steps.  ``"basic"``: shares in
         proportion to the steps' own epsilons that add up to it (their
         composition is usually well below it).  ``"composed"``: those shares
-        scaled by the largest factor whose steps' events, from dry runs on a
+        scaled by a factor whose steps' events, from dry runs on a
         stand-in of zeros, compose under ``composition`` to at most
-        ``epsilon`` (:meth:`_composed_shares`; the basic shares where that
+        ``epsilon`` (and at least ``1 - 1e-3`` of it) (:meth:`_composed_shares`; the basic shares where that
         does not apply, e.g. a step under add/remove neighbours).
     random_state : None, int, RandomState or Generator, default=None
         None: each step keeps its own ``random_state``.  Otherwise one
@@ -611,10 +611,10 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         1.7 at delta 1e-5, not 3). Every step's plan is fixed by its
         parameters and its input's public shape, so the pipeline dry-runs
         the steps on a stand-in of zeros (as a private search plans its
-        trials) at shares ``s`` times the basic ones, and keeps the largest
-        ``s`` (within ``_SPLIT_RTOL``) whose events compose, under
-        ``composition``, to at most the requested epsilon at the requested
-        delta (:meth:`_composed_scale`). The real fit is checked against that
+        trials) at shares ``s`` times the basic ones, and keeps an ``s``
+        whose events compose, under ``composition`` at the requested delta,
+        to at most the requested epsilon and at least ``1 - _SPLIT_RTOL`` of
+        it (:func:`_composed_scale`). The real fit is checked against that
         plan at settlement (``privacy_spent_`` above the hold raises, as for
         any overspending step).
 
@@ -792,12 +792,17 @@ def _plan_key(obj):
 
 
 def _composed_scale(cost, epsilon, upper):
-    """The largest ``s`` in ``[1, upper]`` (within ``_SPLIT_RTOL``) with ``cost(s) <= epsilon``; ``cost`` increases in ``s``.
+    """A scale ``s`` in ``[1, upper]`` with ``(1 - _SPLIT_RTOL) epsilon <= cost(s) <= epsilon``; ``cost`` increases in ``s``.
 
-    ``cost(1)`` (the basic split's composition) is at most ``epsilon``;
-    the bracket is searched by the core's Illinois regula falsi on
-    ``z = 1 / s`` (a cost that falls as ``z`` grows), and the returned ``s``
-    is one that was costed and met the target.
+    ``cost(1)`` (the basic split's composition) is at most ``epsilon``.
+    The core's secant steps on ``log cost`` against ``log z``, ``z = 1 / s``
+    (:func:`~skdp.privacy.roots.secant_within`), start at ``z = 1`` with
+    slope -1 (a composition about proportional to its steps' epsilons) and
+    aim just inside the window: two or three dry runs near the answer.
+    Where they do not land in the window, the bracket of the points costed
+    so far (and ``upper``, whose largest step alone spends ``epsilon``) is
+    closed by the core's Illinois regula falsi.  The returned ``s`` was
+    costed and meets the target.
     """
     if upper <= 1.0 + _SPLIT_RTOL:
         return 1.0
@@ -808,9 +813,18 @@ def _composed_scale(cost, epsilon, upper):
             costs[z] = cost(1.0 / z)
         return costs[z]
 
-    if cost_of_z(1.0 / upper) <= epsilon:
+    window = ((1.0 - _SPLIT_RTOL) * epsilon, epsilon)
+    if cost_of_z(1.0) >= window[0]:
+        return 1.0
+    z = secant_within(cost_of_z, 1.0, -1.0, window, (1.0 - _SPLIT_RTOL / 2) * epsilon)
+    if z is not None and 1.0 / z <= upper:
+        return 1.0 / z
+    meets = min((z for z, c in costs.items() if c <= epsilon and 1.0 / z <= upper), default=1.0)
+    failing = [z for z, c in costs.items() if c > epsilon and 1.0 / z <= upper]
+    fails = max(failing) if failing else 1.0 / upper
+    if not failing and cost_of_z(fails) <= epsilon:
         return upper
-    _, z = illinois_bracket(cost_of_z, epsilon, 1.0 / upper, 1.0, rtol=_SPLIT_RTOL)
+    _, z = illinois_bracket(cost_of_z, epsilon, fails, meets, rtol=_SPLIT_RTOL)
     return 1.0 / z
 
 

@@ -130,6 +130,31 @@ def test_the_composed_split_applies_only_where_its_plan_is_public():
     assert all(step.epsilon > 1.1 for _, step in dp) and request.epsilon == 2.0
 
 
+@pytest.mark.parametrize(
+    ("cost", "upper"),
+    [
+        (lambda s: 0.6 * s, 3.0),  # proportional: the first secant step lands
+        (lambda s: 0.6 * s**0.5, 3.0),  # Gaussian-like, sublinear
+        (lambda s: 0.05 * math.exp(2.5 * s), 3.0),  # steep: the bracket closes it
+        (lambda s: 0.2 * s, 2.0),  # even the largest scale spends less than epsilon
+        (lambda s: 0.4 * s**4, 2.0),  # the secant overshoots past upper
+    ],
+)
+def test_composed_scale_meets_the_target_from_below(cost, upper):
+    from skdp.pipeline import _SPLIT_RTOL, _composed_scale
+
+    costed = []
+    scale = _composed_scale(lambda s: costed.append(s) or cost(s), 1.0, upper)
+    assert 1.0 <= scale <= upper and cost(scale) <= 1.0
+    assert scale in costed  # a costed point, never an interpolated one
+    if cost(upper) > 1.0:
+        # Within the window, or (the bracket's answer) within its precision of the crossing.
+        crossing = brentq(lambda s: cost(s) - 1.0, 1.0, upper, xtol=1e-14)
+        assert cost(scale) >= (1 - _SPLIT_RTOL) or scale >= crossing * (1 - 2 * _SPLIT_RTOL)
+    else:
+        assert scale == upper
+
+
 def test_the_composed_scale_is_reused_for_the_same_plan_only(monkeypatch):
     import skdp.pipeline as module
 
