@@ -42,6 +42,7 @@ from .privacy import (
     PrivacySpent,
     compose,
     group_guarantee,
+    record_share,
 )
 from .privacy.events import ADD_REMOVE, REPLACE_ONE
 from .privacy.ledger import COMPOSITION_CONSTRAINT
@@ -331,9 +332,12 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
     ----------
     privacy_spent_ : PrivacySpent
         Guarantee of every DP step's releases together, under the relation of
-        ``privacy_ledger_``.  Never above the request when all DP steps refer
-        to the same relation; add/remove steps in a replace-one pipeline are
-        converted (their events exactly, their request by group privacy).
+        ``privacy_ledger_``.  Never above the pipeline's ``(epsilon, delta)``
+        when given (an add/remove step in a replace-one pipeline spends the
+        per-record share whose group-of-2 guarantee is its share:
+        :func:`~skdp.privacy.record_share`); its events are converted
+        exactly.  With ``epsilon=None`` the request is the steps' own
+        budgets, an add/remove step's converted by group privacy.
     privacy_ledger_ : PrivacyLedger
         The DP steps' events, converted to one neighbouring relation:
         ``"add_remove"`` when every DP step refers to it, else
@@ -583,23 +587,32 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
             )
         requests = [(step.epsilon, step.delta) for _, step in dp]
         delta = self._resolved_delta(requests)
+        relations = {step._neighbouring for _, step in dp}
+        relation = ADD_REMOVE if relations == {ADD_REMOVE} else REPLACE_ONE
         shares = split_budget(requests, self.epsilon, delta)
+        if self.epsilon is not None and len(relations) > 1:
+            # The split is of the pipeline's (epsilon, delta) in its own relation,
+            # replace-one: an add/remove step gets the per-record share whose
+            # group-of-2 guarantee is its share (record_share), so the converted
+            # shares add up to the request. (Until 2026-11-28 the step spent its
+            # share in its own relation, and the request, (2 eps, 2 e^eps delta)
+            # for it, exceeded the pipeline's epsilon and delta.)
+            shares = [
+                record_share(e, d) if step._neighbouring == ADD_REMOVE else (e, d)
+                for (_, step), (e, d) in zip(dp, shares, strict=True)
+            ]
         shares, public = self._composed_shares(dp, shares, delta)
         for (_, step), (eps, dlt) in zip(dp, shares, strict=True):
             step.set_params(epsilon=eps, delta=dlt, **public_rows(step, public))
-        relations = {step._neighbouring for _, step in dp}
-        relation = ADD_REMOVE if relations == {ADD_REMOVE} else REPLACE_ONE
         converted = [
             _in_relation(PrivacySpent(e, d), step._neighbouring, relation)
             for (_, step), (e, d) in zip(dp, shares, strict=True)
         ]
         request = PrivacySpent(sum(g.epsilon for g in converted), min(1.0, sum(g.delta for g in converted)))
-        if len(relations) == 1:
-            # No conversion: the shares add up to the request (up to rounding), which is reported as given.
-            request = PrivacySpent(
-                request.epsilon if self.epsilon is None else float(self.epsilon),
-                request.delta if delta is None else float(delta),
-            )
+        if self.epsilon is not None:
+            # The converted shares add up to the pipeline's (epsilon, delta) (up to
+            # rounding), which is reported as given.
+            request = PrivacySpent(float(self.epsilon), request.delta if delta is None else float(delta))
         return steps, dp, relation, request
 
     def _composed_shares(self, dp, shares, delta):

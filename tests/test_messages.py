@@ -109,10 +109,10 @@ def test_pipeline_refusal_names_the_converted_steps():
     from skdp.pipeline import make_pipeline
     from skdp.preprocessing import DPStandardScaler
 
+    # epsilon=None: each step keeps its own budget, the net's converted by group privacy.
     pipe = make_pipeline(
         DPStandardScaler(bounds=(-4.0, 4.0)),
         DPNeuralNetClassifier(classes=[0, 1], max_epochs=1, verbose=0),
-        epsilon=2.0,
         accountant=BudgetAccountant(10.0, 1e-5),
     )
     X = np.zeros((40, 2), dtype="float32")
@@ -120,6 +120,38 @@ def test_pipeline_refusal_names_the_converted_steps():
         pipe.fit(X, np.arange(40) % 2)
     message = str(refused.value)
     assert "'dpneuralnetclassifier' (add/remove" in message and "(2 eps, 2 e^eps delta)" in message
+
+
+def test_a_pipeline_epsilon_is_honoured_with_an_add_remove_step():
+    """The split is of the pipeline's (epsilon, delta) in its relation: the net gets the per-record share.
+
+    Until 2026-11-28 the net spent its share (1, 5e-6) add/remove, whose
+    replace-one conversion (2, 2e x 5e-6) made the pipeline's request
+    (3, 3.2e-5) for epsilon=2, delta=1e-5: a (2, 1e-5) budget refused it.
+    """
+    pytest.importorskip("torch")
+    pytest.importorskip("skorch")
+    from skdp.nn import DPNeuralNetClassifier
+    from skdp.pipeline import make_pipeline
+    from skdp.preprocessing import DPStandardScaler
+    from skdp.privacy import group_guarantee
+
+    budget = BudgetAccountant(2.0, 1e-5)
+    pipe = make_pipeline(
+        DPStandardScaler(bounds=(-4.0, 4.0)),
+        DPNeuralNetClassifier(classes=[0, 1], max_epochs=1, verbose=0),
+        epsilon=2.0,
+        accountant=budget,
+        random_state=0,
+    )
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2)).astype("float32")
+    pipe.fit(X, (X[:, 0] > 0).astype(int))
+    scaler, net = (step for _, step in pipe.steps)
+    assert (scaler.epsilon, scaler.delta) == pytest.approx((1.0, 5e-6))
+    assert group_guarantee(net.epsilon, net.delta) == pytest.approx((1.0, 5e-6), rel=1e-12)
+    assert pipe.privacy_spent_.epsilon <= 2.0 * (1 + 1e-9) and pipe.privacy_spent_.delta <= 1e-5 * (1 + 1e-9)
+    assert tuple(budget.spent) == pytest.approx(tuple(pipe.privacy_spent_))
 
 
 def test_pipeline_delta_defaults_to_the_estimators_default_when_only_epsilon_is_given():

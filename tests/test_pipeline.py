@@ -122,7 +122,9 @@ def test_the_composed_split_applies_only_where_its_plan_is_public():
             pipe.__dict__["_stand_in"] = stand_in
         _, dp, _, _ = pipe._plan()
         k = len(dp)
-        assert [step.epsilon for _, step in dp] == pytest.approx([2.0 / k] * k)
+        # The basic shares, an add/remove step's as its per-record share (e / 2).
+        expected = [2.0 / k / (2 if step._neighbouring == "add_remove" else 1) for _, step in dp]
+        assert [step.epsilon for _, step in dp] == pytest.approx(expected)
     # With a public stand-in the same steps get more.
     pipe = make_pipeline(*_steps(), epsilon=2.0)
     pipe.__dict__["_stand_in"] = (np.zeros((150, 4)), None)

@@ -14,6 +14,7 @@ from .accountants.conversions import (
     gaussian_epsilon,
     group_guarantee,
     rdp_to_epsilon,
+    record_share,
     zcdp_to_epsilon,
 )
 from .budgets.hold import BudgetHold, hold
@@ -91,6 +92,7 @@ __all__ = [
     "gaussian_epsilon",
     "gaussian_noise_multiplier",
     "group_guarantee",
+    "record_share",
     "hold",
     "histogram_sensitivity",
     "laplace_noise_multiplier",

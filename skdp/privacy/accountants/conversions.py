@@ -94,6 +94,17 @@ def group_guarantee(epsilon, delta, size=2):
     return size * epsilon, size * math.exp((size - 1) * epsilon) * delta
 
 
+def record_share(epsilon, delta, size=2):
+    """The per-record ``(epsilon, delta)`` whose :func:`group_guarantee` for ``size`` records is ``(epsilon, delta)``.
+
+    ``(eps / k, delta / (k e^((k-1) eps / k)))``: the share an add/remove
+    step of a replace-one composite may spend so that its converted
+    guarantee is the composite's share for it.
+    """
+    per_record = epsilon / size
+    return per_record, delta / (size * math.exp((size - 1) * per_record))
+
+
 def pure_dp_rdp(epsilon, orders):
     """Tight RDP curve of an arbitrary pure ``epsilon``-DP mechanism.
 
