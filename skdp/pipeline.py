@@ -570,11 +570,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
         relation).
         """
         self._validate_steps()
-        steps = [
-            (name, step if step is None or isinstance(step, str) else clone(step))
-            for name, step in self.steps
-        ]
-        dp = [found for name, step in steps for found in dp_estimators_in(name, step)]
+        steps, dp = _cloned_steps(self.steps)
         for name, step in dp:
             if step.get_params().get("accountant") is not None:
                 raise ValueError(
@@ -603,7 +599,7 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
             ]
         shares, public = self._composed_shares(dp, shares, delta)
         for (_, step), (eps, dlt) in zip(dp, shares, strict=True):
-            step.set_params(epsilon=eps, delta=dlt, **public_rows(step, public))
+            step.set_params(epsilon=eps, delta=dlt, **_public_rows(step, public))
         converted = [
             _in_relation(PrivacySpent(e, d), step._neighbouring, relation)
             for (_, step), (e, d) in zip(dp, shares, strict=True)
@@ -681,13 +677,9 @@ class DPPipeline(PostFitOwnerMixin, DPEstimatorMixin, Pipeline):
 
     def _dry_events(self, shares, stand_in, n_rows):
         """The events the DP steps record when fitted at ``shares`` on the stand-in (zeros of the public shape)."""
-        steps = [
-            (name, step if step is None or isinstance(step, str) else clone(step))
-            for name, step in self.steps
-        ]
-        dp = [found for name, step in steps for found in dp_estimators_in(name, step)]
+        steps, dp = _cloned_steps(self.steps)
         for (_, step), (eps, dlt) in zip(dp, shares, strict=True):
-            step.set_params(epsilon=eps, delta=dlt, random_state=0, **public_rows(step, n_rows))
+            step.set_params(epsilon=eps, delta=dlt, random_state=0, **_public_rows(step, n_rows))
         _ignore_unknown_categories(steps)
         X0, y0 = stand_in
         with warnings.catch_warnings():
@@ -748,24 +740,26 @@ def _ignore_unknown_categories(steps):
     """
     from sklearn.preprocessing import OneHotEncoder
 
-    def walk(obj):
-        if isinstance(obj, OneHotEncoder):
-            obj.set_params(handle_unknown="ignore")
-        if isinstance(obj, BaseEstimator):
-            for value in obj.get_params(deep=True).values():
-                if isinstance(value, OneHotEncoder):
-                    value.set_params(handle_unknown="ignore")
-
     for _, step in steps:
-        walk(step)
+        if isinstance(step, BaseEstimator):
+            for obj in (step, *step.get_params(deep=True).values()):
+                if isinstance(obj, OneHotEncoder):
+                    obj.set_params(handle_unknown="ignore")
 
 
-def public_rows(step, n_rows):
-    """``n_samples=n_rows`` for a step whose ``n_samples`` is ``"auto"`` (the composed split's public size); else ``{}``."""
+def _cloned_steps(steps):
+    """Clones of ``steps`` (strings and None kept) and the DP estimators among and inside them (:func:`dp_estimators_in`)."""
+    cloned = [(name, step if step is None or isinstance(step, str) else clone(step)) for name, step in steps]
+    return cloned, [found for name, step in cloned for found in dp_estimators_in(name, step)]
+
+
+def _public_rows(step, n_rows):
+    """The private search's declared size (:func:`skdp.model_selection._plan.public_size`) for a DP step; ``{}`` for None."""
     if n_rows is None:
         return {}
-    value = step.get_params().get("n_samples")
-    return {"n_samples": int(n_rows)} if isinstance(value, str) and value == "auto" else {}
+    from .model_selection._plan import public_size  # the search imports this module
+
+    return public_size(step, n_rows)
 
 
 #: Composed-split scales by plan (:func:`_plan_key`), oldest first: a process-wide cache.
