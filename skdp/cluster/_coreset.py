@@ -15,9 +15,12 @@ library's README), written anew for skdp's core and replace-one neighbours:
    noise (one release per level); a child is kept when its noisy count is at
    least ``min_node`` and branches when it is at least ``min_branch = 1.5
    min_node`` (Google: ``3 min_node``; their ``min_num_points_in_node`` and
-   ``min_num_points_in_branching_node``).  Kept nodes that do not branch are
-   the leaves (a branching node whose two children are both dropped is a
-   leaf too).  Which nodes exist is a function of released counts only.
+   ``min_num_points_in_branching_node``).  Children that do not branch are
+   the leaves from a lower threshold, ``min_node`` less two stds of the count
+   noise (:func:`leaf_threshold`; a deviation from Google's tree, whose
+   dropped children's rows fall in no leaf), and a branching node none of
+   whose children is a leaf or branches is a leaf itself.  Which nodes exist
+   is a function of released counts only.
 3. **Leaves.**  One release of the sums of the rows of every leaf; a
    coreset point is ``S~_leaf / n~_leaf`` (projected onto the ball) with
    weight ``n~_leaf``, the leaf's noisy count from step 2.
@@ -81,6 +84,11 @@ CORESET_LEAF_NOISE_RATIO = 0.1
 #: node holding one cluster and fragments of others is still split (measured on
 #: ``benchmarks/clustering_google.py``, k = 64: median 0.006 against 0.019 with 3).
 CORESET_BRANCH_FACTOR = 1.5
+#: A child that does not branch is a leaf from ``min_node`` minus this many count-noise stds
+#: (:func:`leaf_threshold`).
+CORESET_LEAF_SIGMAS = 2.0
+#: ... and from at least this many: an empty child's noisy count passes it with probability 0.0013.
+CORESET_EMPTY_SIGMAS = 3.0
 
 #: ``algorithm="auto"`` picks the coreset from this many clusters (see :func:`choose_algorithm`).
 AUTO_CORESET_MIN_CLUSTERS = 16
@@ -305,6 +313,24 @@ class PrefixCounts:
         return (self.cumulative[hi] - self.cumulative[lo]).astype(float)
 
 
+def leaf_threshold(min_node, count_std):
+    """Smallest noisy count of a child that does not branch and is a leaf (public quantities only).
+
+    ``min_node`` is meant for true counts, but it is applied to noisy ones: a
+    child holding ``min_node`` rows is dropped half the time, and when its
+    sibling is kept its rows then fall in no leaf (a cluster cut by one
+    hyperplane into two such halves is lost).  A child that does not branch
+    is therefore a leaf from ``min_node - 2 sigma`` (``sigma`` the level
+    counts' noise std), so one at ``min_node`` is a leaf with probability
+    0.977.  Never below ``min_node / 2``, where its noisy mean would be off by
+    more than twice the tenth of ``C`` the kept nodes are held to, nor below
+    ``3 sigma``, so that an empty child (a sibling holding no rows) is a leaf
+    of pure noise with probability at most 0.0013; never above ``min_node``.
+    """
+    floor = max(min_node / 2, CORESET_EMPTY_SIGMAS * count_std)
+    return min(int(min_node), max(1, int(math.ceil(max(floor, min_node - CORESET_LEAF_SIGMAS * count_std)))))
+
+
 def grow_tree(prefix_counts, max_depth, n_samples, count_mechanism, min_node, min_branch, rng, ledger):
     """Grow the prefix tree, releasing one vector of counts per level.
 
@@ -321,6 +347,7 @@ def grow_tree(prefix_counts, max_depth, n_samples, count_mechanism, min_node, mi
     leaf_counts : ndarray of shape (n_leaves,)
         Their noisy counts (released; the root's is the public ``n``).
     """
+    min_leaf = leaf_threshold(min_node, count_mechanism.std)
     # Prefixes and released counts of the branching nodes of the current level.
     if n_samples >= min_branch:
         prefixes, counts = np.zeros(1, dtype=np.int64), np.array([float(n_samples)])
@@ -336,8 +363,11 @@ def grow_tree(prefix_counts, max_depth, n_samples, count_mechanism, min_node, mi
             continue
         kept = noisy >= min_node
         grows = kept & (noisy >= min_branch) if level < max_depth else np.zeros_like(kept)
-        child_leaf = kept & ~grows
-        node_leaf = ~(kept[0::2] | kept[1::2])
+        # A child too small to branch is a leaf from min_leaf (below min_node: its
+        # rows would otherwise fall in no leaf while its sibling is kept).
+        leafy = noisy >= min_leaf
+        child_leaf = leafy & ~grows
+        node_leaf = ~(leafy[0::2] | leafy[1::2])
         if node_leaf.any() or child_leaf.any():
             # Per node, in order: itself (both children dropped), child 0, child 1.
             m = len(prefixes)

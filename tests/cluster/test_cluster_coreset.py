@@ -140,8 +140,10 @@ def _reference_tree(histogram, max_depth, n, mechanism, min_node, min_branch, rn
         children = np.array([2 * p + b for p, _ in branching for b in (0, 1)], dtype=np.int64)
         noisy = mechanism.release(level_counts[children], rng, ledger)
         following = []
+        # A child branches from min_branch (kept: min_node <= min_branch) and is a leaf from min_leaf.
+        min_leaf = cs.leaf_threshold(min_node, mechanism.std)
         for i, (prefix, count) in enumerate(branching):
-            kept = [(children[2 * i + b], noisy[2 * i + b]) for b in (0, 1) if noisy[2 * i + b] >= min_node]
+            kept = [(children[2 * i + b], noisy[2 * i + b]) for b in (0, 1) if noisy[2 * i + b] >= min_leaf]
             if not kept:
                 leaves.append((level - 1, prefix))
                 counts.append(count)
@@ -202,6 +204,35 @@ def test_tree_on_arrays_equals_the_node_by_node_definition(n, min_node, scale):
         shift = depth - level
         assert np.all(table[prefix << shift : (prefix + 1) << shift] == index)
     assert np.array_equal(cs.leaf_of_codes(row_codes, cs.leaf_intervals(leaves, depth)), table[row_codes])
+
+
+class _ExactCounts:
+    """A count mechanism that releases the exact counts and reports noise of std 10."""
+
+    std = 10.0
+
+    def release(self, value, rng, ledger):
+        return np.asarray(value, dtype=float)
+
+
+def test_a_child_below_min_node_but_above_the_leaf_threshold_is_a_leaf():
+    # Codes of depth 2: 100 rows under 00, 40 under 01, none under 1.  With
+    # min_node 50 and count noise of std 10 the leaf threshold is
+    # max(50 - 2 * 10, 50 / 2, 3 * 10) = 30: the 40 rows of 01 are a leaf of
+    # their own beside 00's (before, they fell in no leaf, as a cluster cut in
+    # two by a hyperplane did), and the empty child 1 is none.
+    assert cs.leaf_threshold(50, 10.0) == 30
+    assert cs.leaf_threshold(50, 20.0) == 50  # 3 std above min_node: min_node
+    assert cs.leaf_threshold(50, 1.0) == 48
+    assert cs.leaf_threshold(50, 14.0) == 42  # 3 std = 42 above min_node - 2 std = 22
+    counts = cs.PrefixCounts(np.array([0, 1]), np.array([100, 40]), 2)
+    leaves, leaf_counts = cs.grow_tree(counts, 2, 140, _ExactCounts(), 50, 75, None, None)
+    assert [tuple(leaf) for leaf in leaves.tolist()] == [(2, 0), (2, 1)]
+    assert leaf_counts.tolist() == [100.0, 40.0]
+    # 25 rows (below the threshold) stay out, as before.
+    counts = cs.PrefixCounts(np.array([0, 1]), np.array([100, 25]), 2)
+    leaves, _ = cs.grow_tree(counts, 2, 125, _ExactCounts(), 50, 75, None, None)
+    assert [tuple(leaf) for leaf in leaves.tolist()] == [(2, 0)]
 
 
 def test_fitted_model_holds_releases_only():
