@@ -254,6 +254,9 @@ def _dp_lloyd(mechanism, epsilon):
         epsilon=epsilon,
         delta=1e-5 if mechanism == "gaussian" else 0.0,
         data_norm=1.0,
+        # The declared ball alone (at this n * epsilon bounds="auto" would
+        # release a box first, taking budget from the sums the statistic reads).
+        bounds=None,
         max_iter=1,
         init=np.zeros((1, 1)),
         mechanism=mechanism,

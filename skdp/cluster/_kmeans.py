@@ -56,6 +56,19 @@ from ._lloyd import (
 )
 
 
+def box_within_norm(low, high, located, norm):
+    """A released box post-processed into ``[-C, C]`` per column, ``C`` a declared row norm bound.
+
+    Every coordinate of a row of norm at most ``C`` lies in ``[-C, C]``
+    (public); a column the box did not locate (given the data-free
+    ``[0, 1]``) or whose released range lies outside it takes ``[-C, C]``,
+    the declared domain.
+    """
+    low, high = np.clip(low, -norm, norm), np.clip(high, -norm, norm)
+    free = (high <= low) | ~np.asarray(located, dtype=bool)
+    return np.where(free, -norm, low), np.where(free, norm, high)
+
+
 def max_row_norm(X):
     """Largest L2 row norm of ``X`` (a data-dependent bound: leaks privacy)."""
     return float(row_norms(X).max()) if len(X) else 0.0
@@ -122,7 +135,10 @@ class DPKMeans(_BaseDPLloyd):
         Public bound ``C`` on the L2 norm of a row; larger rows are scaled
         down to it.  ``"auto"`` releases a centre ``centre_`` and a bound
         ``data_norm_`` on ``||x - c||`` with a share ``bounds_budget`` of the
-        budget (:ref:`auto-data-norm`).  With ``bounds``, ``"auto"`` (and
+        budget (:ref:`auto-data-norm`).  A declared ``C`` releases nothing
+        for the bounds except where ``n * epsilon`` is small and
+        ``bounds="auto"`` (a box inside ``[-C, C]``, see ``bounds``).  With
+        ``bounds``, ``"auto"`` (and
         ``"nonprivate"``) mean the box's half-diagonal, for free.  ``"nonprivate"``
         otherwise reads the largest row norm off the data, a leak (opt-in; a
         :class:`~skdp.exceptions.PrivacyLeakWarning` is raised).
@@ -134,11 +150,13 @@ class DPKMeans(_BaseDPLloyd):
         rows are clipped into it and centred at its centre at no privacy
         cost, and the noisy centres are post-processed towards the previous
         ones (:ref:`cluster-declared-box`).  ``"auto"`` (with
-        ``data_norm="auto"``): where ``n * epsilon`` is too small for the
-        private centre and norm bound to be located (public quantities only),
-        a box is released by noisy histograms (``bounds_``) and used as a
-        declared one; elsewhere ``"auto"`` is ``None``
-        (:ref:`kmeans-auto-box`).
+        ``data_norm="auto"`` or a declared ``data_norm``): where ``n *
+        epsilon`` is too small for the private centre and norm bound to be
+        located (public quantities only), a box is released by noisy
+        histograms (``bounds_``) and used as a declared one; with a declared
+        ``data_norm = C`` it is post-processed into ``[-C, C]`` per column,
+        an unlocated column taking ``[-C, C]``.  Elsewhere ``"auto"`` is
+        ``None`` (:ref:`kmeans-auto-box`).
     init : "random" or array-like of shape (n_clusters, n_features), default="random"
         ``"random"``: a privately chosen start where ``n * epsilon`` allows it
         (k-means++ on a private coreset released with a fifth of the budget,
@@ -317,12 +335,7 @@ class DPKMeans(_BaseDPLloyd):
         the plan's epsilon), else the histogram box, whose released ends
         never lie beyond twice the data's largest magnitude.
         """
-        if not (
-            isinstance(self.bounds, str)
-            and self.bounds == "auto"
-            and isinstance(self.data_norm, str)
-            and self.data_norm == "auto"
-        ):
+        if not (isinstance(self.bounds, str) and self.bounds == "auto" and self.data_norm != "nonprivate"):
             return False
         return self._centring_share(shape[0]) is None
 
@@ -397,10 +410,14 @@ class DPKMeans(_BaseDPLloyd):
         :class:`~skdp.privacy.centring.AutoBounds`.  ``shape`` is the public
         ``(n_samples, n_features)`` (during ``fit``, the plan's).
         """
-        if self._declares_box() or not (isinstance(self.data_norm, str) and self.data_norm == "auto"):
+        if self._declares_box() or self.data_norm == "nonprivate":
             return None
         auto_share = isinstance(self.bounds_budget, str)
         shape = shape if shape is not None else self.__dict__.get("_plan_shape")
+        if not isinstance(self.data_norm, str) and not (shape is not None and self._private_box_mode(shape)):
+            # A declared norm is the ball the rows lie in: nothing is released
+            # unless n * epsilon is too small for DP Lloyd on that ball (the box).
+            return None
         if shape is not None and self._private_box_mode(shape):
             n_samples, n_features = shape
             composition = "basic" if self.mechanism == "laplace" else self.composition
@@ -523,6 +540,8 @@ class DPKMeans(_BaseDPLloyd):
             advice="Declare bounds=(lower, upper) from public knowledge, or raise epsilon.",
             extend=True,
         )
+        if not isinstance(self.data_norm, str):
+            low, high = box_within_norm(low, high, located, float(self.data_norm))
         self.bounds_ = (low, high)
         self.centre_ = (low + high) / 2.0
         rows.map_features(BoxShift(low, high))

@@ -501,11 +501,16 @@ def test_bad_hyperparameters_named():
 
 def test_ledger_is_fresh_per_fit():
     X, _ = blobs(300)
-    km = DPKMeans(3, data_norm=5.0, max_iter=2, random_state=0)
+    # bounds=None: the declared ball alone, nothing released but the iterations' 2 T events.
+    km = DPKMeans(3, data_norm=5.0, bounds=None, max_iter=2, random_state=0)
     km.fit(X)
     km.fit(X)
     assert isinstance(km.privacy_ledger_, PrivacyLedger)
     assert len(km.privacy_ledger_) == 4
+    # With the default bounds="auto" at this n * epsilon the box's events come first, once per fit.
+    boxed = DPKMeans(3, data_norm=5.0, max_iter=2, random_state=0).fit(X)
+    n_events = len(boxed.privacy_ledger_)
+    assert n_events > 4 and len(boxed.fit(X).privacy_ledger_) == n_events
 
 
 def test_huge_finite_rows_are_handled():
@@ -824,9 +829,38 @@ def test_kmeans_small_n_epsilon_releases_a_box_near_the_data():
     chunked = DPKMeans(3, epsilon=1.0, random_state=0).fit(as_chunked(X, chunk_size=40))
     np.testing.assert_allclose(chunked.bounds_, km.bounds_)
     np.testing.assert_allclose(chunked.cluster_centers_, km.cluster_centers_, rtol=1e-9, atol=1e-9)
-    # A refit at a declared norm forgets the released box.
-    km.set_params(data_norm=200.0).fit(X)
+    # A refit at a declared norm and no box forgets the released box.
+    km.set_params(data_norm=200.0, bounds=None).fit(X)
     assert not hasattr(km, "bounds_") and not hasattr(km, "centre_")
+
+
+def test_declared_norm_at_small_n_epsilon_releases_a_box_inside_its_ball():
+    """A declared data_norm C with bounds="auto", where n * epsilon is too small to locate a
+    norm quantile: the histogram box is released as with data_norm="auto" (its events first),
+    post-processed into [-C, C]; a column it cannot locate takes [-C, C], the declared domain,
+    not the data-free [0, 1]; the rows' bound is at most C.  Where a quantile can be located the
+    declared ball alone is used, as with bounds=None."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.0, 0.5, size=(150, 4))  # a corner of the unit ball
+    km = DPKMeans(3, epsilon=1.0, data_norm=1.0, random_state=0).fit(X)
+    low, high = km.bounds_
+    assert np.all(low >= -1.0) and np.all(high <= 1.0) and np.all(low < high)
+    assert km.data_norm_ <= 1.0
+    free = DPKMeans(3, epsilon=1.0, random_state=0).fit(X)
+    # The same plan as the default's box (the declared norm adds no release).
+    assert _event_signature(km.privacy_ledger_.events[:3]) == _event_signature(free.privacy_ledger_.events[:3])
+    assert km.privacy_spent_.epsilon <= 1.0 * (1 + 1e-9)
+    # Too few rows for any column: every column takes [-C, C].
+    tiny = DPKMeans(3, epsilon=0.05, data_norm=1.0, random_state=0).fit(X)
+    np.testing.assert_array_equal(tiny.bounds_[0], -1.0)
+    np.testing.assert_array_equal(tiny.bounds_[1], 1.0)
+    # Many rows: the declared ball, nothing released but the iterations.
+    big = rng.uniform(0.0, 0.5, size=(20_000, 4))
+    ball = DPKMeans(3, epsilon=1.0, data_norm=1.0, random_state=0).fit(big)
+    assert not hasattr(ball, "bounds_") and ball.data_norm_ == 1.0
+    assert len(ball.privacy_ledger_.events) == len(
+        DPKMeans(3, epsilon=1.0, data_norm=1.0, bounds=None, random_state=0).fit(big).privacy_ledger_.events
+    )
 
 
 def test_kmeans_box_that_locates_nothing_warns():
@@ -875,7 +909,7 @@ def test_kmeans_box_is_free_and_reads_only_declared_quantities():
     assert km.data_norm_ == pytest.approx(np.linalg.norm(upper - lower) / 2)
     assert km.privacy_spent_.epsilon <= 1.0 + 1e-9
     # The same plan as a declared data_norm of the half-diagonal.
-    plain = DPKMeans(3, epsilon=1.0, data_norm=km.data_norm_, random_state=0).fit(X - km.centre_)
+    plain = DPKMeans(3, epsilon=1.0, data_norm=km.data_norm_, bounds=None, random_state=0).fit(X - km.centre_)
     assert plain.noise_multiplier_ == km.noise_multiplier_ and plain.n_iter_ == km.n_iter_
 
 
