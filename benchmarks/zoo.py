@@ -792,7 +792,13 @@ NOTES = {
         "n * eps (not adopted) eps 1 lost on unequal-3000x8 (-1.37), blobs-5000x64 (-2.16) and "
         "breast_cancer (-2.95). DPKernelKMeans's default gamma='auto' derives the kernel width "
         "from a private box (docs/cluster.md); with gamma=1 it was -21.3 / -22.7 on blobs-150x2 and "
-        "-8.3 / -7.0 on unequal-3000x8 at eps 1 / 10."
+        "-8.3 / -7.0 on unequal-3000x8 at eps 1 / 10. Two rules of 2026-11-28 (docs/cluster.md): "
+        "a coreset child below the kept-node count is a leaf from two count-noise stds below it "
+        "(no zoo cell moved), and a fit on the ball around the released centre whose centre noise "
+        "exceeds half the radius takes the box's start, shrinkage and keeping on the ball's "
+        "inscribed cube: digits@0.3/1 "
+        "-2.59/-2.03 -> -2.47/-1.96, imbalanced-5000x20@3 -1.01 -> -1.00 (rounding), every other "
+        "cell unchanged."
     ),
     "preprocessing": (
         "Notes. DPStandardScaler(bounds='auto') releases the row scale S first (one count per row, "

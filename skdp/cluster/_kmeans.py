@@ -434,6 +434,9 @@ class DPKMeans(_BaseDPLloyd):
             )
         return self._centring_plan(secure_noise, None if shape is None else shape[0])
 
+    # Only the ball around the released centre takes the box's rules (BALL_PRIOR_NOISE).
+    _ball_prior = property(lambda self: isinstance(self.data_norm, str) and self.data_norm == "auto")
+
     # DPKMeans' "auto" rule: at least 5, up to 20 (public quantities only).
     _auto_max_iter_rule = {
         "ratio": KMEANS_AUTO_NOISE_RATIO,

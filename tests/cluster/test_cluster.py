@@ -863,6 +863,49 @@ def test_declared_norm_at_small_n_epsilon_releases_a_box_inside_its_ball():
     )
 
 
+def test_a_ball_under_heavy_noise_takes_the_box_rules_on_its_inscribed_cube():
+    """The ball around DPKMeans' released centre (data_norm="auto", no box): where the noise on an
+    average centre exceeds BALL_PRIOR_NOISE of the radius (public), the fit starts on the diagonal of
+    the cube inscribed in the ball and shrinks every update towards the previous centres with the
+    ball's uniform prior variance C^2 / (d + 2); below it the plain update (no prior) is kept, and
+    a declared ball (not necessarily centred on the data) and DPKernelKMeans keep it always."""
+    from unittest import mock
+
+    import skdp.cluster._base as base
+    from skdp.cluster._lloyd import relative_centre_noise
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4)) + 50.0
+
+    def run(**params):
+        km = DPKMeans(3, bounds=None, max_iter=3, random_state=0, **params)
+        with (
+            mock.patch.object(base, "box_diagonal_centres", wraps=base.box_diagonal_centres) as diagonal,
+            mock.patch.object(base, "release_centres", wraps=base.release_centres) as release,
+        ):
+            km.fit(X)
+        noise = relative_centre_noise(km.noise_multiplier_, "gaussian", 300, 3, 4)
+        priors = [call.kwargs.get("prior_var") for call in release.call_args_list]
+        return km, noise, diagonal, priors
+
+    km, noise, diagonal, priors = run(epsilon=0.3)
+    assert noise > base.BALL_PRIOR_NOISE
+    (lower, upper, k), _ = diagonal.call_args
+    np.testing.assert_allclose(upper, km.data_norm_ / 2.0)
+    np.testing.assert_allclose(lower, -km.data_norm_ / 2.0)
+    assert k == 3
+    assert len(priors) == 3 and all(p is not None for p in priors)
+    np.testing.assert_allclose(priors[0], km.data_norm_**2 / 6.0)
+    assert np.all(np.linalg.norm(km.cluster_centers_ - km.centre_, axis=1) <= km.data_norm_ * (1 + 1e-9))
+    km, noise, diagonal, priors = run(epsilon=50.0)
+    assert noise < base.BALL_PRIOR_NOISE and not diagonal.called and all(p is None for p in priors)
+    km, noise, diagonal, priors = run(epsilon=0.3, data_norm=80.0)
+    assert noise > base.BALL_PRIOR_NOISE and not diagonal.called and all(p is None for p in priors)
+    with mock.patch.object(base, "release_centres", wraps=base.release_centres) as release:
+        DPKernelKMeans(3, epsilon=0.05, max_iter=2, random_state=0).fit(X)
+    assert all(call.kwargs.get("prior_var") is None for call in release.call_args_list)
+
+
 def test_kmeans_box_that_locates_nothing_warns():
     """Too few rows for the histogram's noise: the data-free [0, 1] per column, with a warning
     naming what to declare (no data value)."""
