@@ -330,10 +330,10 @@ class DPKMeans(_BaseDPLloyd):
 
         ``bounds="auto"`` with ``data_norm="auto"``: the centre and norm
         bound (:func:`~skdp.privacy.centring.private_centring`) while their
-        exponential-mechanism quantile can be located
-        (:func:`~skdp.privacy.centring.can_locate_quantile`, from ``n`` and
-        the plan's epsilon), else the histogram box, whose released ends
-        never lie beyond twice the data's largest magnitude.
+        quantile can be located (:func:`~skdp.privacy.centring.can_locate_quantile`),
+        else the histogram box (never beyond twice the data's largest magnitude).
+        With a declared ``data_norm`` the same rule: the declared ball, else
+        the box (post-processed into the ball's cube, :func:`box_within_norm`).
         """
         if not (isinstance(self.bounds, str) and self.bounds == "auto" and self.data_norm != "nonprivate"):
             return False
