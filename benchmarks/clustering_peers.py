@@ -76,6 +76,35 @@ def datasets():
     return {"iris": iris, "digits": digits, "blobs (10k x 10, k=5)": blobs}
 
 
+def diffprivlib_kmeans(X, k, box, epsilons, seeds, score=False):
+    """diffprivlib's ``KMeans`` handed ``box`` on ``X``, one fit per epsilon and seed (in that order).
+
+    Returns ``(fits, peer)``: the peer's per-fit results (``predict["X"]``,
+    and ``score`` on ``X`` when ``score``), or None when its environment is
+    not built, and the line describing the peer (its versions, or why not).
+    """
+    fits = [
+        {
+            "params": {
+                "n_clusters": k,
+                "epsilon": eps,
+                "bounds": [np.asarray(box[0]).tolist(), np.asarray(box[1]).tolist()],
+                "random_state": s,
+            },
+            "X": "X",
+            "predict": ["X"],
+            "score": [["X", "X"]] if score else [],
+        }
+        for eps in epsilons
+        for s in seeds
+    ]
+    try:
+        result = fit_many("diffprivlib", "diffprivlib.models.KMeans", fits, {"X": X}, tuple_params=["bounds"])
+    except PeerNotInstalled as exc:
+        return None, str(exc)
+    return result["fits"], describe(result)
+
+
 def ours(k, eps, seed, box, **params):
     return DPKMeans(k, epsilon=eps, delta=DELTA, bounds=box, random_state=seed, **params)
 
@@ -112,29 +141,10 @@ def run_dataset(X, y, k, box, metric, seeds):
             for name in rows:
                 rows[name].append(float(np.median(runs[name])))
     dbox = box if box is not None else (np.floor(X.min(axis=0)), np.ceil(X.max(axis=0)))
-    fits = [
-        {
-            "params": {
-                "n_clusters": k,
-                "epsilon": eps,
-                "bounds": [dbox[0].tolist(), dbox[1].tolist()],
-                "random_state": s,
-            },
-            "X": "X",
-            "predict": ["X"],
-            "score": [["X", "X"]] if metric == "objective" else [],
-        }
-        for eps in EPSILONS
-        for s in seeds
-    ]
-    try:
-        result = fit_many("diffprivlib", "diffprivlib.models.KMeans", fits, {"X": X}, tuple_params=["bounds"])
-    except PeerNotInstalled as exc:
-        peer = str(exc)
-    else:
-        peer = describe(result)
+    fits, peer = diffprivlib_kmeans(X, k, dbox, EPSILONS, seeds, score=metric == "objective")
+    if fits is not None:
         vals = []
-        for f in result["fits"]:
+        for f in fits:
             if metric == "acc":
                 vals.append(clustering_accuracy(y, np.asarray(f["predict"]["X"])))
             else:

@@ -43,8 +43,8 @@ from sklearn.datasets import load_breast_cancer, load_digits, load_iris, make_bl
 from skdp.cluster import DPKMeans
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _peers import PeerNotInstalled, describe, fit_many  # noqa: E402
 from clustering_digits import clustering_accuracy  # noqa: E402
+from clustering_peers import diffprivlib_kmeans  # noqa: E402
 
 QUICK_ARGS = ("--quick",)
 PEERS = ("diffprivlib",)
@@ -55,10 +55,11 @@ def _cost(X, centres):
     return float(((X[:, None, :] - centres[None]) ** 2).sum(axis=2).min(axis=1).sum())
 
 
-def _fit(**params):
+def _fit(X, **params):
+    """``DPKMeans(delta=DELTA, **params)`` fitted on ``X``, its warnings silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fits' warnings name no data value; the tables say enough
-        return DPKMeans(delta=DELTA, **params)
+        return DPKMeans(delta=DELTA, **params).fit(X)
 
 
 def iris_table(seeds, epsilons=(0.3, 1.0, 3.0)):
@@ -77,24 +78,12 @@ def iris_table(seeds, epsilons=(0.3, 1.0, 3.0)):
         for eps in epsilons:
             accs = []
             for s in seeds:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    km = _fit(n_clusters=3, epsilon=eps, random_state=s, **params).fit(X)
+                km = _fit(X, n_clusters=3, epsilon=eps, random_state=s, **params)
                 accs.append(clustering_accuracy(y, km.predict(X)))
             rows[name].append(accs)
-    fits = [
-        {"params": {"n_clusters": 3, "epsilon": e, "bounds": [box[0].tolist(), box[1].tolist()],
-                    "random_state": s}, "X": "X", "predict": ["X"]}
-        for e in epsilons
-        for s in seeds
-    ]
-    try:
-        result = fit_many("diffprivlib", "diffprivlib.models.KMeans", fits, {"X": X}, tuple_params=["bounds"])
-    except PeerNotInstalled as exc:
-        peer = str(exc)
-    else:
-        peer = describe(result)
-        vals = [clustering_accuracy(y, np.asarray(f["predict"]["X"])) for f in result["fits"]]
+    fits, peer = diffprivlib_kmeans(X, 3, box, epsilons, seeds)
+    if fits is not None:
+        vals = [clustering_accuracy(y, np.asarray(f["predict"]["X"])) for f in fits]
         ns = len(seeds)
         rows["diffprivlib, box declared"] = [vals[i * ns : (i + 1) * ns] for i in range(len(epsilons))]
     sk = clustering_accuracy(y, KMeans(3, n_init=10, random_state=0).fit(X).predict(X))
@@ -147,9 +136,7 @@ def ball_table(seeds, epsilons=(0.3, 1.0, 3.0), k=3):
             for bounds in (None, "auto"):
                 vals = []
                 for s in seeds:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        km = _fit(n_clusters=k, epsilon=eps, data_norm=C, bounds=bounds, random_state=s).fit(X)
+                    km = _fit(X, n_clusters=k, epsilon=eps, data_norm=C, bounds=bounds, random_state=s)
                     vals.append(_cost(X, km.cluster_centers_) / twin)
                 cells.append(float(np.median(vals)))
             line += f"{cells[0]:>15.2f} / {cells[1]:>6.2f}"
@@ -177,9 +164,7 @@ def heavy_noise_table(seeds, epsilons=(0.3, 1.0, 3.0)):
                     DPKMeans._ball_prior = default if mode == "rule" else False
                     objective, acc = [], []
                     for s in seeds:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            km = _fit(n_clusters=10, epsilon=eps, random_state=s).fit(Z)
+                        km = _fit(Z, n_clusters=10, epsilon=eps, random_state=s)
                         objective.append(_cost(Z, km.cluster_centers_) / twin)
                         acc.append(clustering_accuracy(y, km.predict(Z)))
                     out[mode] = (float(np.median(objective)), float(np.median(acc)))
